@@ -1,0 +1,3 @@
+//! The `cutctx` command line.
+#![forbid(unsafe_code)]
+fn main() {}

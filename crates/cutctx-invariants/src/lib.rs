@@ -1,0 +1,2 @@
+//! Work in progress.
+#![forbid(unsafe_code)]

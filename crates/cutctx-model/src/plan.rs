@@ -1,0 +1,494 @@
+//! The pieces of a plan, the plan's unvalidated form, and the report of an applied plan.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{sha256_hex, write_sorted};
+use crate::{CompactionError, SUMMARY_TURN_ID_PREFIX, Transcript, details, py_repr_str};
+
+/// What a plan does to one turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    /// The turn stays as it is.
+    Keep,
+    /// A tool result is replaced by a stub carrying its digest; the turn stays in place.
+    Mask,
+    /// The turn is folded into a summary the caller writes.
+    Summarize,
+    /// The turn leaves the view.
+    Drop,
+}
+
+impl Action {
+    /// The wire value: `"keep"`, `"mask"`, `"summarize"` or `"drop"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Keep => "keep",
+            Self::Mask => "mask",
+            Self::Summarize => "summarize",
+            Self::Drop => "drop",
+        }
+    }
+
+    /// Whether the action takes the turn out of the view (`drop` and `summarize`).
+    #[must_use]
+    pub const fn is_removal(self) -> bool {
+        matches!(self, Self::Drop | Self::Summarize)
+    }
+}
+
+/// The stub that replaces a masked turn: its new content and estimate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnReplacement {
+    // Fields in code point order: the canonical writer relies on it.
+    /// The stub text.
+    pub content: Arc<str>,
+    /// The stub's estimate.
+    pub token_estimate: u64,
+}
+
+/// One turn's action. `summary_group` is set exactly for `summarize`, `replacement` exactly
+/// for `mask`; the constructors enforce it.
+///
+/// ```
+/// use cutctx_model::{Action, TurnAction};
+/// assert!(TurnAction::keep("a").summary_group().is_none());
+/// assert!(TurnAction::new("a", Action::Summarize, None, None).is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "TurnActionRecord")]
+pub struct TurnAction {
+    // Fields in code point order: the canonical writer relies on it.
+    action: Action,
+    replacement: Option<TurnReplacement>,
+    summary_group: Option<Arc<str>>,
+    turn_id: Arc<str>,
+}
+
+impl TurnAction {
+    /// An action, checked.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when `summary_group` is not set exactly for `summarize`, or
+    /// `replacement` not exactly for `mask` (details: `turn_id`, `action`).
+    pub fn new(
+        turn_id: impl Into<Arc<str>>,
+        action: Action,
+        summary_group: Option<Arc<str>>,
+        replacement: Option<TurnReplacement>,
+    ) -> Result<Self, CompactionError> {
+        let turn_id = turn_id.into();
+        if summary_group.is_some() != (action == Action::Summarize) {
+            return Err(CompactionError::validation(
+                format!(
+                    "summary_group is set exactly when the action is summarize; turn {} has \
+                     action {} and summary_group={}.",
+                    py_repr_str(&turn_id),
+                    py_repr_str(action.as_str()),
+                    summary_group.as_deref().map_or_else(|| "None".to_owned(), py_repr_str),
+                ),
+                details! { "turn_id" => &*turn_id, "action" => action.as_str() },
+            ));
+        }
+        if replacement.is_some() != (action == Action::Mask) {
+            return Err(CompactionError::validation(
+                format!(
+                    "replacement is set exactly when the action is mask; turn {} has action {} \
+                     and {}.",
+                    py_repr_str(&turn_id),
+                    py_repr_str(action.as_str()),
+                    if replacement.is_some() { "a replacement" } else { "none" },
+                ),
+                details! { "turn_id" => &*turn_id, "action" => action.as_str() },
+            ));
+        }
+        Ok(Self { action, replacement, summary_group, turn_id })
+    }
+
+    /// `keep` for this turn.
+    #[must_use]
+    pub fn keep(turn_id: impl Into<Arc<str>>) -> Self {
+        Self { action: Action::Keep, replacement: None, summary_group: None, turn_id: turn_id.into() }
+    }
+
+    /// `drop` for this turn.
+    #[must_use]
+    pub fn drop_turn(turn_id: impl Into<Arc<str>>) -> Self {
+        Self { action: Action::Drop, replacement: None, summary_group: None, turn_id: turn_id.into() }
+    }
+
+    /// `mask` for this turn, with its stub.
+    #[must_use]
+    pub fn mask(turn_id: impl Into<Arc<str>>, replacement: TurnReplacement) -> Self {
+        Self { action: Action::Mask, replacement: Some(replacement), summary_group: None, turn_id: turn_id.into() }
+    }
+
+    /// `summarize` for this turn, into `group`.
+    #[must_use]
+    pub fn summarize(turn_id: impl Into<Arc<str>>, group: Arc<str>) -> Self {
+        Self { action: Action::Summarize, replacement: None, summary_group: Some(group), turn_id: turn_id.into() }
+    }
+
+    /// The turn acted on.
+    #[must_use]
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The action.
+    #[must_use]
+    pub const fn action(&self) -> Action {
+        self.action
+    }
+
+    /// The group, for `summarize`.
+    #[must_use]
+    pub fn summary_group(&self) -> Option<&str> {
+        self.summary_group.as_deref()
+    }
+
+    /// The stub, for `mask`.
+    #[must_use]
+    pub const fn replacement(&self) -> Option<&TurnReplacement> {
+        self.replacement.as_ref()
+    }
+}
+
+/// The wire form of a [`TurnAction`]: all four keys, absent values as `null`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnActionRecord {
+    /// The turn.
+    pub turn_id: String,
+    /// The action.
+    pub action: Action,
+    /// The group, for `summarize`.
+    #[serde(default)]
+    pub summary_group: Option<String>,
+    /// The stub, for `mask`.
+    #[serde(default)]
+    pub replacement: Option<TurnReplacement>,
+}
+
+impl TryFrom<TurnActionRecord> for TurnAction {
+    type Error = CompactionError;
+
+    fn try_from(r: TurnActionRecord) -> Result<Self, Self::Error> {
+        Self::new(r.turn_id, r.action, r.summary_group.map(Arc::from), r.replacement)
+    }
+}
+
+/// A request the caller fulfils with its own model: fold these turns into about
+/// `target_tokens` tokens, using the prompt named `prompt_id`.
+///
+/// ```
+/// use cutctx_model::SummarizationRequest;
+/// let r = SummarizationRequest::new("g", vec!["a".into(), "b".into()], 7, "p.v1")?;
+/// assert_eq!(r.summary_turn_id(), "summary:g");
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SummarizationRequestRecord")]
+pub struct SummarizationRequest {
+    // Fields in code point order: the canonical writer relies on it.
+    group_id: Arc<str>,
+    prompt_id: Arc<str>,
+    target_tokens: u64,
+    turn_ids: Vec<Arc<str>>,
+}
+
+impl SummarizationRequest {
+    /// A request, checked as the reference checks it, in the same order.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` for an empty `group_id`, an empty `prompt_id`, no turns, or a
+    /// repeated turn id (details: `group_id` where there is one).
+    pub fn new(
+        group_id: impl Into<Arc<str>>,
+        turn_ids: Vec<Arc<str>>,
+        target_tokens: u64,
+        prompt_id: impl Into<Arc<str>>,
+    ) -> Result<Self, CompactionError> {
+        let group_id = group_id.into();
+        let prompt_id = prompt_id.into();
+        if group_id.is_empty() {
+            return Err(CompactionError::validation(
+                "A summarization request needs a non-empty group_id: the plan, the missing-summary \
+                 error and the summary turn's id all name it.",
+                details! {},
+            ));
+        }
+        let gid = py_repr_str(&group_id);
+        if prompt_id.is_empty() {
+            return Err(CompactionError::validation(
+                format!(
+                    "Summarization request {gid} needs a prompt_id naming a versioned prompt \
+                     record; cutctx carries no prompt text."
+                ),
+                details! { "group_id" => &*group_id },
+            ));
+        }
+        if turn_ids.is_empty() {
+            return Err(CompactionError::validation(
+                format!("Summarization request {gid} covers no turns; it would fold nothing."),
+                details! { "group_id" => &*group_id },
+            ));
+        }
+        let mut sorted: Vec<&str> = turn_ids.iter().map(|t| &**t).collect();
+        sorted.sort_unstable();
+        if sorted.windows(2).any(|w| w[0] == w[1]) {
+            return Err(CompactionError::validation(
+                format!("Summarization request {gid} repeats a turn id."),
+                details! { "group_id" => &*group_id },
+            ));
+        }
+        Ok(Self { group_id, prompt_id, target_tokens, turn_ids })
+    }
+
+    /// The group id.
+    #[must_use]
+    pub fn group_id(&self) -> &str {
+        &self.group_id
+    }
+
+    /// The group id as a shared string.
+    #[must_use]
+    pub fn group_id_arc(&self) -> &Arc<str> {
+        &self.group_id
+    }
+
+    /// The turns to fold, in transcript order.
+    #[must_use]
+    pub fn turn_ids(&self) -> &[Arc<str>] {
+        &self.turn_ids
+    }
+
+    /// The estimate the summary turn will count for.
+    #[must_use]
+    pub const fn target_tokens(&self) -> u64 {
+        self.target_tokens
+    }
+
+    /// The name of the prompt record to summarize with.
+    #[must_use]
+    pub fn prompt_id(&self) -> &str {
+        &self.prompt_id
+    }
+
+    /// The id the summary turn will take: `summary:` and the group id.
+    #[must_use]
+    pub fn summary_turn_id(&self) -> String {
+        format!("{SUMMARY_TURN_ID_PREFIX}{}", self.group_id)
+    }
+}
+
+/// The wire form of a [`SummarizationRequest`].
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummarizationRequestRecord {
+    /// The group.
+    pub group_id: String,
+    /// The turns.
+    pub turn_ids: Vec<String>,
+    /// The target.
+    pub target_tokens: u64,
+    /// The prompt.
+    pub prompt_id: String,
+}
+
+impl TryFrom<SummarizationRequestRecord> for SummarizationRequest {
+    type Error = CompactionError;
+
+    fn try_from(r: SummarizationRequestRecord) -> Result<Self, Self::Error> {
+        Self::new(r.group_id, r.turn_ids.into_iter().map(Arc::from).collect(), r.target_tokens, r.prompt_id)
+    }
+}
+
+/// A plan as proposed: its parts, not yet checked against any transcript.
+///
+/// A draft is what a policy assembles and what a stored plan file parses to. It cannot be
+/// applied: `cutctx-invariants` turns a draft into a `CompactionPlan` only after checking it
+/// against the transcript and budget by every rule.
+///
+/// Its serialized form is the plan's: the same keys, the same bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanDraft {
+    // Fields in code point order: the canonical writer relies on it.
+    /// One action per turn, in transcript order.
+    pub actions: Vec<TurnAction>,
+    /// Whether the estimate after exceeds the budget.
+    pub budget_unmet: bool,
+    /// The character ratio of the default estimator, when it produced a figure in this plan.
+    pub estimator_ratio: Option<f64>,
+    /// The deciding policy's name.
+    pub policy_name: String,
+    /// The deciding policy's version.
+    pub policy_version: String,
+    /// The summaries the caller must supply, ordered by each group's first turn.
+    #[serde(default)]
+    pub summarization_requests: Vec<SummarizationRequest>,
+    /// The estimate of the view the actions produce.
+    pub tokens_after_estimate: u64,
+    /// The transcript's total estimate.
+    pub tokens_before: u64,
+}
+
+impl PlanDraft {
+    /// The plan's canonical JSON, without a trailing newline: the reference's golden bytes.
+    #[must_use]
+    pub fn canonical_json(&self) -> String {
+        String::from_utf8(write_sorted(self)).unwrap_or_default()
+    }
+
+    /// The lower-case SHA-256 hex of [`PlanDraft::canonical_json`].
+    #[must_use]
+    pub fn plan_hash(&self) -> String {
+        sha256_hex(&write_sorted(self))
+    }
+}
+
+/// What applying a plan did: the body of the `context.compacted` event.
+///
+/// Every figure is copied from the plan; nothing is computed by the report itself, and there
+/// is no timestamp.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompactionReport {
+    // Fields in code point order: the canonical writer relies on it.
+    /// Copied from the plan.
+    pub budget_unmet: bool,
+    /// Dropped turns, in transcript order.
+    pub dropped_turn_ids: Vec<Arc<str>>,
+    /// Copied from the plan.
+    pub estimator_ratio: Option<f64>,
+    /// Kept turns, in transcript order.
+    pub kept_turn_ids: Vec<Arc<str>>,
+    /// Masked turns, in transcript order.
+    pub masked_turn_ids: Vec<Arc<str>>,
+    /// The applied plan's hash.
+    pub plan_hash: String,
+    /// Copied from the plan.
+    pub policy_name: String,
+    /// Copied from the plan.
+    pub policy_version: String,
+    /// Summarized turns, in transcript order.
+    pub summarized_turn_ids: Vec<Arc<str>>,
+    /// The summary turns, in the order they appear in the view.
+    pub summary_turn_ids: Vec<String>,
+    /// Copied from the plan.
+    pub tokens_after_estimate: u64,
+    /// Copied from the plan.
+    pub tokens_before: u64,
+    /// The number of view turns, summary turns included.
+    pub turns_after: u64,
+    /// The number of input turns.
+    pub turns_before: u64,
+}
+
+impl CompactionReport {
+    /// The report's canonical JSON, without a trailing newline.
+    #[must_use]
+    pub fn canonical_json(&self) -> String {
+        String::from_utf8(write_sorted(self)).unwrap_or_default()
+    }
+}
+
+/// The result of applying a plan: the new view and the report of what was done.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CompactedTranscript {
+    /// The view.
+    pub transcript: Transcript,
+    /// The report.
+    pub report: CompactionReport,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::canonical::canonical_json;
+
+    fn sample_draft() -> PlanDraft {
+        PlanDraft {
+            actions: vec![
+                TurnAction::keep("s1"),
+                TurnAction::mask("t1", TurnReplacement { content: "stub".into(), token_estimate: 1 }),
+                TurnAction::summarize("u1", "g".into()),
+                TurnAction::drop_turn("u2"),
+            ],
+            budget_unmet: false,
+            estimator_ratio: Some(4.0),
+            policy_name: "p".into(),
+            policy_version: "1.0.0".into(),
+            summarization_requests: vec![
+                SummarizationRequest::new("g", vec!["u1".into()], 3, "pid").expect("valid"),
+            ],
+            tokens_after_estimate: 5,
+            tokens_before: 9,
+        }
+    }
+
+    #[test]
+    fn fast_writer_equals_sorted_writer_for_plans_and_reports() {
+        let d = sample_draft();
+        assert_eq!(d.canonical_json(), canonical_json(&d).expect("plan"));
+        let r = CompactionReport {
+            budget_unmet: true,
+            dropped_turn_ids: vec!["u2".into()],
+            estimator_ratio: None,
+            kept_turn_ids: vec!["s1".into()],
+            masked_turn_ids: vec!["t1".into()],
+            plan_hash: d.plan_hash(),
+            policy_name: "p".into(),
+            policy_version: "1.0.0".into(),
+            summarized_turn_ids: vec!["u1".into()],
+            summary_turn_ids: vec!["summary:g".into()],
+            tokens_after_estimate: 5,
+            tokens_before: 9,
+            turns_after: 3,
+            turns_before: 4,
+        };
+        assert_eq!(r.canonical_json(), canonical_json(&r).expect("report"));
+    }
+
+    #[test]
+    fn python_float_repr_of_estimator_ratio_and_null_fields() {
+        let j = sample_draft().canonical_json();
+        assert!(j.contains(r#""estimator_ratio":4.0"#), "{j}");
+        assert!(j.contains(r#"{"action":"keep","replacement":null,"summary_group":null,"turn_id":"s1"}"#), "{j}");
+    }
+
+    #[test]
+    fn draft_round_trips_through_json() {
+        let d = sample_draft();
+        let back: PlanDraft = serde_json::from_str(&d.canonical_json()).expect("parses");
+        assert_eq!(back, d);
+        assert_eq!(back.plan_hash(), d.plan_hash());
+    }
+
+    #[test]
+    fn action_shape_is_checked_on_the_wire() {
+        let bad = r#"{"action":"mask","replacement":null,"summary_group":null,"turn_id":"t"}"#;
+        assert!(serde_json::from_str::<TurnAction>(bad).is_err());
+        let bad = r#"{"action":"keep","replacement":null,"summary_group":"g","turn_id":"t"}"#;
+        assert!(serde_json::from_str::<TurnAction>(bad).is_err());
+    }
+
+    #[test]
+    fn request_checks_run_in_reference_order() {
+        let e = SummarizationRequest::new("", vec![], 0, "").expect_err("empty gid first");
+        assert!(e.details().is_empty());
+        let e = SummarizationRequest::new("g", vec![], 0, "").expect_err("prompt second");
+        assert!(e.message().contains("prompt_id"));
+        let e = SummarizationRequest::new("g", vec![], 0, "p").expect_err("turns third");
+        assert!(e.message().contains("no turns"));
+        let e = SummarizationRequest::new("g", vec!["a".into(), "a".into()], 0, "p").expect_err("repeat");
+        assert!(e.message().contains("repeats"));
+    }
+}

@@ -1,0 +1,547 @@
+//! Transcripts, their turns, and the budget a plan is made against.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CompactionError, ID_SAMPLE_LIMIT, details, py_repr_str};
+
+/// A turn's metadata: string to string, opaque to every policy, never in plan or report bytes.
+///
+/// Shared behind an `Arc`, so a view that keeps a turn does not copy its metadata.
+pub type Metadata = Arc<BTreeMap<String, String>>;
+
+fn empty_metadata() -> Metadata {
+    static EMPTY: OnceLock<Metadata> = OnceLock::new();
+    Arc::clone(EMPTY.get_or_init(|| Arc::new(BTreeMap::new())))
+}
+
+/// Who spoke a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// Instructions. Every system turn is untouchable.
+    System,
+    /// The user.
+    User,
+    /// The model, possibly issuing tool calls.
+    Assistant,
+    /// A tool's result. Only tool turns are ever masked.
+    Tool,
+}
+
+impl Role {
+    /// The role's wire value: `"system"`, `"user"`, `"assistant"` or `"tool"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::System => "system",
+            Self::User => "user",
+            Self::Assistant => "assistant",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+/// One turn of a transcript. Immutable once built; equality is by value.
+///
+/// `content` and `metadata` are reference-counted, so cloning a turn (as a view that keeps it
+/// does) shares them rather than copying what may be megabytes of tool output.
+///
+/// ```
+/// use cutctx_model::{Role, TranscriptTurn};
+/// let t = TranscriptTurn::new("t1", Role::Tool, "result text", 3)?
+///     .with_tool_call_id("c1")
+///     .with_pinned(false);
+/// assert_eq!(t.tool_call_id(), Some("c1"));
+/// assert!(TranscriptTurn::new("", Role::User, "x", 1).is_err());
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "TurnRecord")]
+pub struct TranscriptTurn {
+    // Fields in code point order: the canonical writer relies on it.
+    content: Arc<str>,
+    metadata: Metadata,
+    pinned: bool,
+    role: Role,
+    token_estimate: u64,
+    tool_call_id: Option<Arc<str>>,
+    turn_id: Arc<str>,
+}
+
+impl TranscriptTurn {
+    /// A turn with no `tool_call_id`, unpinned, with empty metadata.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when `turn_id` is empty (details: `role`).
+    pub fn new(
+        turn_id: impl Into<Arc<str>>,
+        role: Role,
+        content: impl Into<Arc<str>>,
+        token_estimate: u64,
+    ) -> Result<Self, CompactionError> {
+        let turn_id = turn_id.into();
+        if turn_id.is_empty() {
+            return Err(CompactionError::validation(
+                "A turn needs a non-empty turn_id: plans name turns by id, and two empty ids \
+                 could not be told apart.",
+                details! { "role" => role.as_str() },
+            ));
+        }
+        Ok(Self {
+            content: content.into(),
+            metadata: empty_metadata(),
+            pinned: false,
+            role,
+            token_estimate,
+            tool_call_id: None,
+            turn_id,
+        })
+    }
+
+    /// The same turn with this exchange correlation id.
+    #[must_use]
+    pub fn with_tool_call_id(mut self, tool_call_id: impl Into<Arc<str>>) -> Self {
+        self.tool_call_id = Some(tool_call_id.into());
+        self
+    }
+
+    /// The same turn with `tool_call_id` set or cleared.
+    #[must_use]
+    pub fn with_tool_call_id_opt(mut self, tool_call_id: Option<Arc<str>>) -> Self {
+        self.tool_call_id = tool_call_id;
+        self
+    }
+
+    /// The same turn, pinned or not.
+    #[must_use]
+    pub fn with_pinned(mut self, pinned: bool) -> Self {
+        self.pinned = pinned;
+        self
+    }
+
+    /// The same turn with this metadata.
+    #[must_use]
+    pub fn with_metadata(mut self, metadata: impl Into<Metadata>) -> Self {
+        self.metadata = metadata.into();
+        self
+    }
+
+    /// The same turn with its content and estimate replaced (used for masks and stand-ins).
+    #[must_use]
+    pub fn with_content(mut self, content: Arc<str>, token_estimate: u64) -> Self {
+        self.content = content;
+        self.token_estimate = token_estimate;
+        self
+    }
+
+    /// The turn's id, unique within its transcript.
+    #[must_use]
+    pub fn turn_id(&self) -> &str {
+        &self.turn_id
+    }
+
+    /// The id as a shared string, for cheap copies into plans and views.
+    #[must_use]
+    pub fn turn_id_arc(&self) -> &Arc<str> {
+        &self.turn_id
+    }
+
+    /// Who spoke.
+    #[must_use]
+    pub const fn role(&self) -> Role {
+        self.role
+    }
+
+    /// The content. Opaque: only masking reads it, to hash it.
+    #[must_use]
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+
+    /// The content as a shared string.
+    #[must_use]
+    pub fn content_arc(&self) -> &Arc<str> {
+        &self.content
+    }
+
+    /// The caller's token estimate. Never re-estimated.
+    #[must_use]
+    pub const fn token_estimate(&self) -> u64 {
+        self.token_estimate
+    }
+
+    /// The exchange correlation id: every turn sharing it belongs to one exchange.
+    #[must_use]
+    pub fn tool_call_id(&self) -> Option<&str> {
+        self.tool_call_id.as_deref()
+    }
+
+    /// Whether the turn is pinned (untouchable).
+    #[must_use]
+    pub const fn pinned(&self) -> bool {
+        self.pinned
+    }
+
+    /// The metadata.
+    #[must_use]
+    pub fn metadata(&self) -> &Metadata {
+        &self.metadata
+    }
+}
+
+/// The wire form of a turn, as a request document spells it.
+///
+/// Missing keys take the defaults of the CLI contract; unknown keys are refused. Integers are
+/// read wide so that a negative or oversized estimate gets a precise error rather than a
+/// generic type error.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRecord {
+    /// Must be non-empty.
+    pub turn_id: String,
+    /// One of the four roles.
+    pub role: Role,
+    /// Defaults to `""`.
+    #[serde(default)]
+    pub content: String,
+    /// Must be an integer `>= 0`.
+    pub token_estimate: i128,
+    /// Defaults to `null`.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+    /// Defaults to `false`.
+    #[serde(default)]
+    pub pinned: bool,
+    /// Defaults to `{}`.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl TryFrom<TurnRecord> for TranscriptTurn {
+    type Error = CompactionError;
+
+    fn try_from(r: TurnRecord) -> Result<Self, Self::Error> {
+        if r.turn_id.is_empty() {
+            return Self::new("", r.role, "", 0);
+        }
+        let estimate = u64::try_from(r.token_estimate).map_err(|_| {
+            let message = if r.token_estimate < 0 {
+                format!(
+                    "token_estimate must not be negative; turn {} declares {}. A negative \
+                     estimate would let a total fall below its untouchable floor.",
+                    py_repr_str(&r.turn_id),
+                    r.token_estimate
+                )
+            } else {
+                format!(
+                    "token_estimate of turn {} is {}, beyond the largest supported estimate {}.",
+                    py_repr_str(&r.turn_id),
+                    r.token_estimate,
+                    u64::MAX
+                )
+            };
+            CompactionError::validation(
+                message,
+                details! { "turn_id" => r.turn_id.as_str(), "token_estimate" => r.token_estimate.to_string().parse::<serde_json::Number>().ok() },
+            )
+        })?;
+        let metadata = if r.metadata.is_empty() { empty_metadata() } else { Arc::new(r.metadata) };
+        Ok(Self::new(r.turn_id, r.role, r.content, estimate)?
+            .with_tool_call_id_opt(r.tool_call_id.map(Arc::from))
+            .with_pinned(r.pinned)
+            .with_metadata(metadata))
+    }
+}
+
+/// An ordered sequence of turns, oldest first, with unique ids. May be empty.
+///
+/// ```
+/// use cutctx_model::{Role, Transcript, TranscriptTurn};
+/// let t = Transcript::new(vec![
+///     TranscriptTurn::new("s", Role::System, "rules", 10)?,
+///     TranscriptTurn::new("u", Role::User, "hi", 5)?,
+/// ])?;
+/// assert_eq!(t.token_estimate(), 15);
+/// assert_eq!(t.turn_ids().collect::<Vec<_>>(), ["s", "u"]);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "Vec<TranscriptTurn>", into = "Vec<TranscriptTurn>")]
+pub struct Transcript {
+    turns: Vec<TranscriptTurn>,
+    total: u64,
+}
+
+impl Transcript {
+    /// A transcript of these turns.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when ids repeat (details: `duplicate_turn_ids`, sorted, at most 10),
+    /// or when the estimates sum beyond `u64::MAX` (details: `turn_count`).
+    pub fn new(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
+        let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
+        ids.sort_unstable();
+        let mut duplicates: Vec<&str> = ids.windows(2).filter(|w| w[0] == w[1]).map(|w| w[1]).collect();
+        if !duplicates.is_empty() {
+            // `duplicates` holds each repeat after the first; the message counts those.
+            let repeats = duplicates.len();
+            // The first repeat in transcript order, as the reference reports it.
+            let mut seen = std::collections::BTreeSet::new();
+            let first = turns
+                .iter()
+                .map(TranscriptTurn::turn_id)
+                .find(|id| !seen.insert(*id))
+                .unwrap_or_default();
+            let message = format!(
+                "Transcript turn ids must be unique; {repeats} are repeated (first: {}).",
+                py_repr_str(first)
+            );
+            duplicates.dedup();
+            duplicates.truncate(ID_SAMPLE_LIMIT);
+            return Err(CompactionError::validation(
+                message,
+                details! { "duplicate_turn_ids" => duplicates },
+            ));
+        }
+        let total = turns
+            .iter()
+            .try_fold(0_u64, |acc, t| acc.checked_add(t.token_estimate))
+            .ok_or_else(|| {
+                CompactionError::validation(
+                    format!(
+                        "The transcript's token estimates sum beyond {}; no budget could be \
+                         compared with them.",
+                        u64::MAX
+                    ),
+                    details! { "turn_count" => turns.len() },
+                )
+            })?;
+        Ok(Self { turns, total })
+    }
+
+    /// The turns, oldest first.
+    #[must_use]
+    pub fn turns(&self) -> &[TranscriptTurn] {
+        &self.turns
+    }
+
+    /// The number of turns.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.turns.len()
+    }
+
+    /// Whether the transcript has no turns.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+    }
+
+    /// The sum of the turns' estimates.
+    #[must_use]
+    pub const fn token_estimate(&self) -> u64 {
+        self.total
+    }
+
+    /// The ids in order.
+    pub fn turn_ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.turns.iter().map(TranscriptTurn::turn_id)
+    }
+
+    /// The turns, consuming the transcript.
+    #[must_use]
+    pub fn into_turns(self) -> Vec<TranscriptTurn> {
+        self.turns
+    }
+}
+
+impl TryFrom<Vec<TranscriptTurn>> for Transcript {
+    type Error = CompactionError;
+
+    fn try_from(turns: Vec<TranscriptTurn>) -> Result<Self, Self::Error> {
+        Self::new(turns)
+    }
+}
+
+impl From<Transcript> for Vec<TranscriptTurn> {
+    fn from(t: Transcript) -> Self {
+        t.turns
+    }
+}
+
+/// How many tokens a view may hold, and how many recent turns are untouchable.
+///
+/// ```
+/// use cutctx_model::CompactionBudget;
+/// let b = CompactionBudget::new(1200);
+/// assert_eq!(b.protected_recent_turns, 4);
+/// let b = CompactionBudget::new(100).with_protected_recent_turns(1);
+/// assert_eq!((b.max_tokens, b.protected_recent_turns), (100, 1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct CompactionBudget {
+    /// The most tokens the view may be estimated at. Zero is legal.
+    pub max_tokens: u64,
+    /// How many of the most recent turns no policy may touch. The default is 4.
+    pub protected_recent_turns: u64,
+}
+
+impl CompactionBudget {
+    /// The reference's default protected tail.
+    pub const DEFAULT_PROTECTED_RECENT_TURNS: u64 = 4;
+
+    /// A budget with the default protected tail of 4 turns.
+    #[must_use]
+    pub const fn new(max_tokens: u64) -> Self {
+        Self { max_tokens, protected_recent_turns: Self::DEFAULT_PROTECTED_RECENT_TURNS }
+    }
+
+    /// The same budget with another protected tail.
+    #[must_use]
+    pub const fn with_protected_recent_turns(mut self, n: u64) -> Self {
+        self.protected_recent_turns = n;
+        self
+    }
+
+    /// A budget from signed figures, validated as the reference validates them.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when either figure is negative (details: the figure by name), or
+    /// beyond `u64::MAX`.
+    pub fn from_signed(max_tokens: i128, protected_recent_turns: i128) -> Result<Self, CompactionError> {
+        let max = u64::try_from(max_tokens).map_err(|_| {
+            CompactionError::validation(
+                if max_tokens < 0 {
+                    format!(
+                        "max_tokens must not be negative; got {max_tokens}. Zero is the smallest \
+                         budget, and already means that only an empty view fits."
+                    )
+                } else {
+                    format!("max_tokens is {max_tokens}, beyond the largest supported {}.", u64::MAX)
+                },
+                details! { "max_tokens" => max_tokens.to_string().parse::<serde_json::Number>().ok() },
+            )
+        })?;
+        let protected = u64::try_from(protected_recent_turns).map_err(|_| {
+            CompactionError::validation(
+                if protected_recent_turns < 0 {
+                    format!("protected_recent_turns must not be negative; got {protected_recent_turns}.")
+                } else {
+                    format!(
+                        "protected_recent_turns is {protected_recent_turns}, beyond the largest supported {}.",
+                        u64::MAX
+                    )
+                },
+                details! { "protected_recent_turns" => protected_recent_turns.to_string().parse::<serde_json::Number>().ok() },
+            )
+        })?;
+        Ok(Self { max_tokens: max, protected_recent_turns: protected })
+    }
+}
+
+impl<'de> Deserialize<'de> for CompactionBudget {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wire {
+            max_tokens: i128,
+            #[serde(default = "default_protected")]
+            protected_recent_turns: i128,
+        }
+        fn default_protected() -> i128 {
+            i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS)
+        }
+        let w = Wire::deserialize(d)?;
+        Self::from_signed(w.max_tokens, w.protected_recent_turns).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    fn turn(id: &str, est: u64) -> TranscriptTurn {
+        TranscriptTurn::new(id, Role::User, format!("content of {id}"), est).expect("valid turn")
+    }
+
+    #[test]
+    fn empty_turn_id_is_refused_with_role_in_details() {
+        let e = TranscriptTurn::new("", Role::Tool, "x", 1).expect_err("empty id");
+        assert_eq!(e.code(), ErrorCode::Validation);
+        assert_eq!(e.details()["role"], "tool");
+    }
+
+    #[test]
+    fn negative_estimate_from_the_wire_is_refused_with_id_and_figure() {
+        let r: TurnRecord = serde_json::from_str(r#"{"turn_id":"a","role":"user","token_estimate":-3}"#)
+            .expect("wire parses");
+        let e = TranscriptTurn::try_from(r).expect_err("negative");
+        assert_eq!(e.details()["turn_id"], "a");
+        assert_eq!(e.details()["token_estimate"], -3);
+        assert!(e.message().contains("'a'"));
+    }
+
+    #[test]
+    fn wire_defaults_and_unknown_keys() {
+        let t: TranscriptTurn =
+            serde_json::from_str(r#"{"turn_id":"a","role":"tool","token_estimate":2}"#).expect("defaults");
+        assert_eq!((t.content(), t.tool_call_id(), t.pinned()), ("", None, false));
+        assert!(t.metadata().is_empty());
+        assert!(serde_json::from_str::<TranscriptTurn>(r#"{"turn_id":"a","role":"tool","token_estimate":2,"pin":true}"#).is_err());
+        assert!(serde_json::from_str::<TranscriptTurn>(r#"{"turn_id":"a","role":"tool","token_estimate":2.0}"#).is_err());
+    }
+
+    #[test]
+    fn duplicate_ids_are_listed_sorted_and_counted_per_repeat() {
+        let e = Transcript::new(vec![turn("b", 1), turn("a", 1), turn("b", 1), turn("a", 1), turn("b", 1)])
+            .expect_err("duplicates");
+        assert_eq!(e.details()["duplicate_turn_ids"], serde_json::json!(["a", "b"]));
+        assert!(e.message().contains("3 are repeated (first: 'b')"), "{}", e.message());
+    }
+
+    #[test]
+    fn totals_overflowing_u64_are_refused() {
+        let e = Transcript::new(vec![turn("a", u64::MAX), turn("b", 1)]).expect_err("overflow");
+        assert_eq!(e.code(), ErrorCode::Validation);
+    }
+
+    #[test]
+    fn budget_from_signed_refuses_negatives_by_name() {
+        let e = CompactionBudget::from_signed(-1, 0).expect_err("negative max");
+        assert_eq!(e.details()["max_tokens"], -1);
+        let e = CompactionBudget::from_signed(0, -2).expect_err("negative protected");
+        assert_eq!(e.details()["protected_recent_turns"], -2);
+        assert_eq!(CompactionBudget::from_signed(0, 0).expect("zero is legal").max_tokens, 0);
+    }
+
+    #[test]
+    fn budget_wire_defaults_protected_to_four() {
+        let b: CompactionBudget = serde_json::from_str(r#"{"max_tokens":7}"#).expect("budget");
+        assert_eq!(b, CompactionBudget::new(7));
+    }
+
+    #[test]
+    fn turn_serializes_all_seven_keys_in_order() {
+        let t = turn("a", 3);
+        let s = crate::canonical::canonical_json(&t).expect("turn");
+        assert_eq!(
+            s,
+            r#"{"content":"content of a","metadata":{},"pinned":false,"role":"user","token_estimate":3,"tool_call_id":null,"turn_id":"a"}"#
+        );
+        assert_eq!(String::from_utf8(crate::canonical::write_sorted(&t)).expect("utf8"), s);
+    }
+
+    #[test]
+    fn clones_share_content() {
+        let t = turn("a", 3);
+        let c = t.clone();
+        assert!(Arc::ptr_eq(t.content_arc(), c.content_arc()));
+    }
+}
