@@ -455,7 +455,10 @@ mod tests {
                 vec![dep("cutctx-executor", None), dep("cutctx-policies", None)],
             ),
             package("cutctx-cli", vec![dep("cutctx", None), dep("clap", None)]),
-            package("xtask", vec![dep("serde_json", None), dep("anything", None)]),
+            package(
+                "xtask",
+                vec![dep("serde_json", None), dep("anything", None)],
+            ),
         ]
     }
 
@@ -473,8 +476,8 @@ mod tests {
 
     #[test]
     fn clean_fixture_passes() {
-        let summary = check_metadata(&metadata(clean_packages(), &ORDER))
-            .expect("the clean fixture passes");
+        let summary =
+            check_metadata(&metadata(clean_packages(), &ORDER)).expect("the clean fixture passes");
         assert_eq!(
             summary,
             "layering: 7 crates, 9 internal edges, all downward"
@@ -484,13 +487,12 @@ mod tests {
     #[test]
     fn upward_normal_edge_fails_naming_both_crates_layers_kind_and_manifest() {
         let mut packages = clean_packages();
-        plant(
-            &mut packages,
-            "cutctx-model",
-            dep("cutctx-executor", None),
-        );
+        plant(&mut packages, "cutctx-model", dep("cutctx-executor", None));
         let report = check_metadata(&metadata(packages, &ORDER)).expect_err("an upward edge");
-        assert!(report.starts_with("layering check failed (1 problem(s)):"), "{report}");
+        assert!(
+            report.starts_with("layering check failed (1 problem(s)):"),
+            "{report}"
+        );
         assert!(
             report.contains(
                 "error: layering violation: `cutctx-model` (layer 0) has a normal dependency \
@@ -537,8 +539,7 @@ mod tests {
             "cutctx-policies",
             dep("cutctx", Some("build")),
         );
-        let report =
-            check_metadata(&metadata(packages, &ORDER)).expect_err("an upward build edge");
+        let report = check_metadata(&metadata(packages, &ORDER)).expect_err("an upward build edge");
         assert!(
             report.contains(
                 "`cutctx-policies` (layer 2) has a build dependency on `cutctx` (layer 4)"
@@ -553,7 +554,9 @@ mod tests {
         plant(&mut packages, "cutctx-cli", dep("xtask", Some("dev")));
         let report = check_metadata(&metadata(packages, &ORDER)).expect_err("an edge to xtask");
         assert!(
-            report.contains("`cutctx-cli` (layer 5) has a dev dependency on `xtask`, which is tooling"),
+            report.contains(
+                "`cutctx-cli` (layer 5) has a dev dependency on `xtask`, which is tooling"
+            ),
             "{report}"
         );
     }
@@ -567,7 +570,10 @@ mod tests {
             report.contains("workspace member `cutctx-cli` is in neither `order` nor `tooling`"),
             "{report}"
         );
-        assert!(report.contains("/ws/crates/cutctx-cli/Cargo.toml"), "{report}");
+        assert!(
+            report.contains("/ws/crates/cutctx-cli/Cargo.toml"),
+            "{report}"
+        );
     }
 
     #[test]
@@ -623,9 +629,11 @@ mod tests {
         let mut packages = clean_packages();
         plant(&mut packages, "cutctx-model", dep("cutctx", None));
         plant(&mut packages, "cutctx-model", dep("rand", Some("dev")));
-        let report =
-            check_metadata(&metadata(packages, &ORDER[..5])).expect_err("three problems");
-        assert!(report.starts_with("layering check failed (3 problem(s)):"), "{report}");
+        let report = check_metadata(&metadata(packages, &ORDER[..5])).expect_err("three problems");
+        assert!(
+            report.starts_with("layering check failed (3 problem(s)):"),
+            "{report}"
+        );
     }
 
     #[test]
@@ -694,7 +702,11 @@ mod tests {
             fs::copy(&manifest, &copied).expect("copy a member manifest");
             // Cargo needs every target's source file to exist, not to compile.
             for target in package["targets"].as_array().expect("targets is an array") {
-                let src = PathBuf::from(target["src_path"].as_str().expect("a target has a src_path"));
+                let src = PathBuf::from(
+                    target["src_path"]
+                        .as_str()
+                        .expect("a target has a src_path"),
+                );
                 let stub = temp.0.join(
                     src.strip_prefix(&real_root)
                         .expect("sources live under the workspace root"),
@@ -730,15 +742,13 @@ mod tests {
             .expect("cargo metadata runs on the copied workspace");
         let report = check_metadata(&copy).expect_err("the planted upward edge fails");
         assert!(
-            report.contains("`cutctx-model` (layer 0) has a normal dependency on `cutctx-executor`"),
+            report
+                .contains("`cutctx-model` (layer 0) has a normal dependency on `cutctx-executor`"),
             "{report}"
         );
         let relative = model_manifest
             .strip_prefix(&temp.0)
             .expect("the copy lives in the temp dir");
-        assert!(
-            report.contains(&relative.display().to_string()),
-            "{report}"
-        );
+        assert!(report.contains(&relative.display().to_string()), "{report}");
     }
 }

@@ -196,7 +196,10 @@ fn read(root: &Path, path: &Path, problems: &mut Vec<Problem>) -> String {
 
 /// `path` relative to `root` when it lies below it, for shorter messages.
 fn display(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root).unwrap_or(path).display().to_string()
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
 }
 
 /// Appends every `.rs` file below `dir` to `files`, sorted, skipping `target/`, `fuzz/` and
@@ -342,7 +345,9 @@ pub(crate) fn scan_pure_source(path: &str, krate: &str, text: &str) -> Vec<Probl
 
 /// Where a `use std::...{` group starts on this line, if one does.
 fn std_group_start(code: &str) -> Option<usize> {
-    let start = code.find("use std::").or_else(|| code.find("use ::std::"))?;
+    let start = code
+        .find("use std::")
+        .or_else(|| code.find("use ::std::"))?;
     let rest = &code[start..];
     let path_end = rest.find(';').unwrap_or(rest.len());
     rest[..path_end].contains('{').then_some(start)
@@ -397,7 +402,9 @@ fn package_rename(key: &str, value: &str) -> Option<String> {
         return Some(unquote(value.trim()).to_owned());
     }
     let at = value.find("package")?;
-    let rest = value[at + "package".len()..].trim_start().strip_prefix('=')?;
+    let rest = value[at + "package".len()..]
+        .trim_start()
+        .strip_prefix('=')?;
     let rest = rest.trim_start().strip_prefix('"')?;
     rest.split('"').next().map(str::to_owned)
 }
@@ -476,8 +483,9 @@ fn contains_token(code: &str, token: &str) -> bool {
     code.match_indices(token).any(|(at, _)| {
         let before = code[..at].chars().next_back();
         let after = code[at + token.len()..].chars().next();
-        !(starts_ident && before.is_some_and(is_ident))
-            && !(ends_ident && after.is_some_and(is_ident))
+        let joined_before = starts_ident && before.is_some_and(is_ident);
+        let joined_after = ends_ident && after.is_some_and(is_ident);
+        !joined_before && !joined_after
     })
 }
 
@@ -538,12 +546,16 @@ pub fn plan(budget: usize) -> BTreeMap<usize, BTreeSet<usize>> {
 
     #[test]
     fn file_system_access_in_a_pure_crate_is_caught() {
-        let text = "//! Loads.\nfn load() -> Vec<u8> {\n    std::fs::read(\"x\").expect(\"read\")\n}\n";
+        let text =
+            "//! Loads.\nfn load() -> Vec<u8> {\n    std::fs::read(\"x\").expect(\"read\")\n}\n";
         let problems = scan_pure_source("crates/cutctx-model/src/load.rs", "cutctx-model", text);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].location, "crates/cutctx-model/src/load.rs:3");
         assert!(problems[0].message.contains("`std::fs`"), "{problems:?}");
-        assert!(problems[0].message.contains("`cutctx-model`"), "{problems:?}");
+        assert!(
+            problems[0].message.contains("`cutctx-model`"),
+            "{problems:?}"
+        );
     }
 
     #[test]
@@ -702,7 +714,12 @@ time.workspace = true
         let problems = check_pure_manifest("Cargo.toml", "cutctx-model", dirty);
         let found: Vec<(&str, &str)> = problems
             .iter()
-            .map(|p| (p.location.as_str(), p.message.split('`').nth(3).unwrap_or("")))
+            .map(|p| {
+                (
+                    p.location.as_str(),
+                    p.message.split('`').nth(3).unwrap_or(""),
+                )
+            })
             .collect();
         assert_eq!(
             found,

@@ -1,2 +1,250 @@
-//! Work in progress.
+//! `cutctx-executor`: applies a validated plan to its transcript.
+//!
+//! [`apply`] walks the transcript once and produces the compacted view and the
+//! [`CompactionReport`] of what was done. It computes nothing the plan did not already decide:
+//! every figure in the report is copied from the plan, and summary texts are never estimated.
+//!
+//! **Architecture invariant:** pure. The input transcript is never modified, and kept turns in
+//! the view share their content with the input rather than copying it.
 #![forbid(unsafe_code)]
+#![warn(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "pure crate: no I/O, clock or random order"
+)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cutctx_invariants::CompactionPlan;
+use cutctx_model::{
+    Action, CompactedTranscript, CompactionError, CompactionReport, ID_SAMPLE_LIMIT, Role,
+    SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn, TurnAction, details,
+    py_repr_str,
+};
+
+/// Metadata key every turn the executor writes carries: `"masked"` or `"summary"`.
+pub const META_KIND: &str = "cutctx.kind";
+/// Metadata key of a summary turn: its group id.
+pub const META_SUMMARY_GROUP: &str = "cutctx.summary_group";
+/// Metadata key of a summary turn: how many turns it replaces, as a decimal string.
+pub const META_REPLACED_TURN_COUNT: &str = "cutctx.replaced_turn_count";
+
+/// The executor, as a value: the reference's `CompactionExecutor().apply(...)`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionExecutor;
+
+impl CompactionExecutor {
+    /// See [`apply`].
+    ///
+    /// # Errors
+    ///
+    /// As [`apply`].
+    pub fn apply(
+        &self,
+        transcript: &Transcript,
+        plan: &CompactionPlan,
+        summaries: &BTreeMap<String, String>,
+    ) -> Result<CompactedTranscript, CompactionError> {
+        apply(transcript, plan, summaries)
+    }
+}
+
+/// Applies `plan` to `transcript`, with `summaries` fulfilling its summarization requests.
+///
+/// * `keep`: the turn, unchanged (sharing its content);
+/// * `mask`: the turn with the stub's content and estimate, and `cutctx.kind = "masked"` added
+///   to its metadata;
+/// * `summarize`: at the group's first turn, one assistant turn `summary:<group>` with the
+///   supplied text at the request's target estimate;
+/// * `drop`: nothing.
+///
+/// Summaries for groups the plan does not contain are ignored.
+///
+/// # Errors
+///
+/// * `COMPACTION_PLAN_MISMATCH` when the plan's actions do not name the transcript's turns, in
+///   order (details: `unknown_turn_ids`, `unplanned_turn_ids`, `reordered`);
+/// * `COMPACTION_SUMMARY_MISSING` for the first request without a summary (details:
+///   `group_id`, `turn_ids`, `target_tokens`, `prompt_id`).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
+/// use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+/// let t = Transcript::new(vec![
+///     TranscriptTurn::new("s", Role::System, "rules", 10)?,
+///     TranscriptTurn::new("a", Role::User, "old question", 40)?,
+///     TranscriptTurn::new("b", Role::Assistant, "old answer", 40)?,
+/// ])?;
+/// let plan = DropOldestPolicy.decide(&t, &CompactionBudget::new(60).with_protected_recent_turns(1))?;
+/// let out = cutctx_executor::apply(&t, &plan, &BTreeMap::new())?;
+/// assert_eq!(out.transcript.turn_ids().collect::<Vec<_>>(), ["s", "b"]);
+/// assert_eq!(out.report.dropped_turn_ids, vec!["a".into()]);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+pub fn apply(
+    transcript: &Transcript,
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+) -> Result<CompactedTranscript, CompactionError> {
+    check_match(transcript, &plan.actions)?;
+    for request in &plan.summarization_requests {
+        if !summaries.contains_key(request.group_id()) {
+            return Err(summary_missing(request));
+        }
+    }
+    let requests: BTreeMap<&str, &SummarizationRequest> = plan
+        .summarization_requests
+        .iter()
+        .map(|r| (r.group_id(), r))
+        .collect();
+
+    let n = transcript.len();
+    let mut view: Vec<TranscriptTurn> = Vec::with_capacity(n);
+    let (mut kept, mut masked, mut summarized, mut dropped) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut summary_turn_ids = Vec::with_capacity(requests.len());
+    let mut emitted: BTreeSet<&str> = BTreeSet::new();
+    for (turn, action) in transcript.turns().iter().zip(&plan.actions) {
+        let id = turn.turn_id_arc().clone();
+        match action.action() {
+            Action::Keep => {
+                view.push(turn.clone());
+                kept.push(id);
+            }
+            Action::Mask => {
+                if let Some(r) = action.replacement() {
+                    let mut metadata = (**turn.metadata()).clone();
+                    metadata.insert(META_KIND.to_owned(), "masked".to_owned());
+                    view.push(
+                        turn.clone()
+                            .with_content(r.content.clone(), r.token_estimate)
+                            .with_metadata(Arc::new(metadata)),
+                    );
+                }
+                masked.push(id);
+            }
+            Action::Summarize => {
+                summarized.push(id);
+                let group = action.summary_group().unwrap_or_default();
+                if emitted.insert(group) {
+                    if let (Some(request), Some(text)) = (requests.get(group), summaries.get(group))
+                    {
+                        let summary_id = format!("{SUMMARY_TURN_ID_PREFIX}{group}");
+                        let metadata = BTreeMap::from([
+                            (META_KIND.to_owned(), "summary".to_owned()),
+                            (META_SUMMARY_GROUP.to_owned(), group.to_owned()),
+                            (
+                                META_REPLACED_TURN_COUNT.to_owned(),
+                                request.turn_ids().len().to_string(),
+                            ),
+                        ]);
+                        view.push(
+                            TranscriptTurn::new(
+                                summary_id.as_str(),
+                                Role::Assistant,
+                                text.as_str(),
+                                request.target_tokens(),
+                            )?
+                            .with_metadata(Arc::new(metadata)),
+                        );
+                        summary_turn_ids.push(summary_id);
+                    }
+                }
+            }
+            Action::Drop => dropped.push(id),
+        }
+    }
+    let report = CompactionReport {
+        budget_unmet: plan.budget_unmet,
+        dropped_turn_ids: dropped,
+        estimator_ratio: plan.estimator_ratio,
+        kept_turn_ids: kept,
+        masked_turn_ids: masked,
+        plan_hash: plan.plan_hash(),
+        policy_name: plan.policy_name.clone(),
+        policy_version: plan.policy_version.clone(),
+        summarized_turn_ids: summarized,
+        summary_turn_ids,
+        tokens_after_estimate: plan.tokens_after_estimate,
+        tokens_before: plan.tokens_before,
+        turns_after: view.len() as u64,
+        turns_before: n as u64,
+    };
+    Ok(CompactedTranscript {
+        transcript: Transcript::new(view)?,
+        report,
+    })
+}
+
+/// Checks that `actions` name the turns of `transcript` exactly, in order.
+///
+/// A plan is positional: run this before trusting a stored plan with another transcript.
+///
+/// # Errors
+///
+/// `COMPACTION_PLAN_MISMATCH` with `unknown_turn_ids` (planned, absent from the transcript),
+/// `unplanned_turn_ids` (in the transcript, not planned), each sorted and at most 10, and
+/// `reordered` (the ids match as sets).
+pub fn check_match(transcript: &Transcript, actions: &[TurnAction]) -> Result<(), CompactionError> {
+    if actions.len() == transcript.len()
+        && actions
+            .iter()
+            .zip(transcript.turn_ids())
+            .all(|(a, id)| a.turn_id() == id)
+    {
+        return Ok(());
+    }
+    let planned: BTreeSet<&str> = actions.iter().map(|a| a.turn_id()).collect();
+    let actual: BTreeSet<&str> = transcript.turn_ids().collect();
+    let unknown: Vec<&str> = planned.difference(&actual).copied().collect();
+    let unplanned: Vec<&str> = actual.difference(&planned).copied().collect();
+    let reordered = unknown.is_empty() && unplanned.is_empty();
+    let why = if reordered {
+        "the ids match but their order differs, and a plan's actions are positional: both \
+         'oldest' and the protected tail depend on it."
+            .to_owned()
+    } else {
+        format!(
+            "{} planned turns are absent from it and {} of its turns are unplanned.",
+            unknown.len(),
+            unplanned.len()
+        )
+    };
+    Err(CompactionError::PlanMismatch {
+        message: format!(
+            "This plan was built for {} turns and the transcript has {}; {why}",
+            actions.len(),
+            transcript.len()
+        ),
+        details: details! {
+            "unknown_turn_ids" => unknown.iter().take(ID_SAMPLE_LIMIT).collect::<Vec<_>>(),
+            "unplanned_turn_ids" => unplanned.iter().take(ID_SAMPLE_LIMIT).collect::<Vec<_>>(),
+            "reordered" => reordered,
+        },
+    })
+}
+
+fn summary_missing(request: &SummarizationRequest) -> CompactionError {
+    let turn_ids: Vec<&str> = request
+        .turn_ids()
+        .iter()
+        .take(ID_SAMPLE_LIMIT)
+        .map(|s| &**s)
+        .collect();
+    CompactionError::SummaryMissing {
+        message: format!(
+            "Summarization group {} has no supplied summary. cutctx plans a summarization and \
+             never performs it: fulfil the request with your own model and pass the text back \
+             in `summaries`.",
+            py_repr_str(request.group_id())
+        ),
+        details: details! {
+            "group_id" => request.group_id(),
+            "turn_ids" => turn_ids,
+            "target_tokens" => request.target_tokens(),
+            "prompt_id" => request.prompt_id(),
+        },
+    }
+}

@@ -88,7 +88,10 @@ pub fn py_float_repr(value: f64) -> Option<String> {
             out.push_str(&digits);
         } else if decpt >= ndigits {
             out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', usize::try_from(decpt - ndigits).ok()?));
+            out.extend(std::iter::repeat_n(
+                '0',
+                usize::try_from(decpt - ndigits).ok()?,
+            ));
             out.push_str(".0");
         } else {
             let split = usize::try_from(decpt).ok()?;
@@ -279,7 +282,10 @@ mod tests {
 
     #[test]
     fn python_leaves_slash_del_and_line_separators_raw() {
-        assert_eq!(canon(&json!("/\u{7f}\u{2028}\u{2029}")), "\"/\u{7f}\u{2028}\u{2029}\"");
+        assert_eq!(
+            canon(&json!("/\u{7f}\u{2028}\u{2029}")),
+            "\"/\u{7f}\u{2028}\u{2029}\""
+        );
     }
 
     #[test]
@@ -322,7 +328,10 @@ mod tests {
 
     #[test]
     fn python_float_repr_in_documents() {
-        assert_eq!(canon(&json!({"r": 4.0, "n": 4, "z": -0.0})), r#"{"n":4,"r":4.0,"z":0.0}"#);
+        assert_eq!(
+            canon(&json!({"r": 4.0, "n": 4, "z": -0.0})),
+            r#"{"n":4,"r":4.0,"z":0.0}"#
+        );
     }
 
     #[test]
@@ -337,7 +346,15 @@ mod tests {
 
     #[test]
     fn streamed_string_hash_matches_canonical_for_every_escape_class() {
-        for s in ["", "plain", "\"", "\\", "\n\r\t\u{8}\u{c}", "\u{0}\u{1}\u{1f}", "é\u{7f}/\u{2028}"] {
+        for s in [
+            "",
+            "plain",
+            "\"",
+            "\\",
+            "\n\r\t\u{8}\u{c}",
+            "\u{0}\u{1}\u{1f}",
+            "é\u{7f}/\u{2028}",
+        ] {
             assert_eq!(sha256_of_str(s), sha256_of(s).expect("string"), "{s:?}");
         }
     }
@@ -348,7 +365,9 @@ mod tests {
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(|i| json!(i)),
             any::<u64>().prop_map(|i| json!(i)),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(|f| json!(f)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
             any::<String>().prop_map(Value::String),
         ];
         leaf.prop_recursive(4, 64, 8, |inner| {

@@ -96,7 +96,10 @@ pub enum CompactionError {
 impl CompactionError {
     /// A [`CompactionError::Validation`] from a message and details.
     pub fn validation(message: impl Into<String>, details: Details) -> Self {
-        Self::Validation { message: message.into(), details }
+        Self::Validation {
+            message: message.into(),
+            details,
+        }
     }
 
     /// The stable code of this error.
@@ -156,8 +159,14 @@ mod tests {
     #[test]
     fn codes_are_the_reference_strings() {
         assert_eq!(ErrorCode::Validation.as_str(), "VALIDATION_ERROR");
-        assert_eq!(ErrorCode::BudgetUnsatisfiable.as_str(), "COMPACTION_BUDGET_UNSATISFIABLE");
-        assert_eq!(ErrorCode::SummaryMissing.as_str(), "COMPACTION_SUMMARY_MISSING");
+        assert_eq!(
+            ErrorCode::BudgetUnsatisfiable.as_str(),
+            "COMPACTION_BUDGET_UNSATISFIABLE"
+        );
+        assert_eq!(
+            ErrorCode::SummaryMissing.as_str(),
+            "COMPACTION_SUMMARY_MISSING"
+        );
         assert_eq!(ErrorCode::PlanMismatch.as_str(), "COMPACTION_PLAN_MISMATCH");
     }
 

@@ -16,7 +16,11 @@
 //! A [`PlanDraft`] is only a proposal. The validated plan type, `CompactionPlan`, lives one
 //! layer up in `cutctx-invariants`, because only the rules there can vouch for a plan.
 #![forbid(unsafe_code)]
-#![warn(clippy::disallowed_methods, clippy::disallowed_types, reason = "pure crate: no I/O, clock or random order")]
+#![warn(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "pure crate: no I/O, clock or random order"
+)]
 
 pub mod canonical;
 mod error;

@@ -90,7 +90,9 @@ impl TurnAction {
                      action {} and summary_group={}.",
                     py_repr_str(&turn_id),
                     py_repr_str(action.as_str()),
-                    summary_group.as_deref().map_or_else(|| "None".to_owned(), py_repr_str),
+                    summary_group
+                        .as_deref()
+                        .map_or_else(|| "None".to_owned(), py_repr_str),
                 ),
                 details! { "turn_id" => &*turn_id, "action" => action.as_str() },
             ));
@@ -102,36 +104,65 @@ impl TurnAction {
                      and {}.",
                     py_repr_str(&turn_id),
                     py_repr_str(action.as_str()),
-                    if replacement.is_some() { "a replacement" } else { "none" },
+                    if replacement.is_some() {
+                        "a replacement"
+                    } else {
+                        "none"
+                    },
                 ),
                 details! { "turn_id" => &*turn_id, "action" => action.as_str() },
             ));
         }
-        Ok(Self { action, replacement, summary_group, turn_id })
+        Ok(Self {
+            action,
+            replacement,
+            summary_group,
+            turn_id,
+        })
     }
 
     /// `keep` for this turn.
     #[must_use]
     pub fn keep(turn_id: impl Into<Arc<str>>) -> Self {
-        Self { action: Action::Keep, replacement: None, summary_group: None, turn_id: turn_id.into() }
+        Self {
+            action: Action::Keep,
+            replacement: None,
+            summary_group: None,
+            turn_id: turn_id.into(),
+        }
     }
 
     /// `drop` for this turn.
     #[must_use]
     pub fn drop_turn(turn_id: impl Into<Arc<str>>) -> Self {
-        Self { action: Action::Drop, replacement: None, summary_group: None, turn_id: turn_id.into() }
+        Self {
+            action: Action::Drop,
+            replacement: None,
+            summary_group: None,
+            turn_id: turn_id.into(),
+        }
     }
 
     /// `mask` for this turn, with its stub.
     #[must_use]
     pub fn mask(turn_id: impl Into<Arc<str>>, replacement: TurnReplacement) -> Self {
-        Self { action: Action::Mask, replacement: Some(replacement), summary_group: None, turn_id: turn_id.into() }
+        Self {
+            action: Action::Mask,
+            replacement: Some(replacement),
+            summary_group: None,
+            turn_id: turn_id.into(),
+        }
     }
 
     /// `summarize` for this turn, into `group`.
     #[must_use]
     pub fn summarize(turn_id: impl Into<Arc<str>>, group: Arc<str>) -> Self {
-        Self { action: Action::Summarize, replacement: None, summary_group: Some(group), turn_id: turn_id.into() }
+        Self {
+            action: Action::Summarize,
+            replacement: None,
+            summary_group: Some(group),
+            turn_id: turn_id.into(),
+        }
     }
 
     /// The turn acted on.
@@ -179,7 +210,12 @@ impl TryFrom<TurnActionRecord> for TurnAction {
     type Error = CompactionError;
 
     fn try_from(r: TurnActionRecord) -> Result<Self, Self::Error> {
-        Self::new(r.turn_id, r.action, r.summary_group.map(Arc::from), r.replacement)
+        Self::new(
+            r.turn_id,
+            r.action,
+            r.summary_group.map(Arc::from),
+            r.replacement,
+        )
     }
 }
 
@@ -248,7 +284,12 @@ impl SummarizationRequest {
                 details! { "group_id" => &*group_id },
             ));
         }
-        Ok(Self { group_id, prompt_id, target_tokens, turn_ids })
+        Ok(Self {
+            group_id,
+            prompt_id,
+            target_tokens,
+            turn_ids,
+        })
     }
 
     /// The group id.
@@ -306,7 +347,12 @@ impl TryFrom<SummarizationRequestRecord> for SummarizationRequest {
     type Error = CompactionError;
 
     fn try_from(r: SummarizationRequestRecord) -> Result<Self, Self::Error> {
-        Self::new(r.group_id, r.turn_ids.into_iter().map(Arc::from).collect(), r.target_tokens, r.prompt_id)
+        Self::new(
+            r.group_id,
+            r.turn_ids.into_iter().map(Arc::from).collect(),
+            r.target_tokens,
+            r.prompt_id,
+        )
     }
 }
 
@@ -418,7 +464,13 @@ mod tests {
         PlanDraft {
             actions: vec![
                 TurnAction::keep("s1"),
-                TurnAction::mask("t1", TurnReplacement { content: "stub".into(), token_estimate: 1 }),
+                TurnAction::mask(
+                    "t1",
+                    TurnReplacement {
+                        content: "stub".into(),
+                        token_estimate: 1,
+                    },
+                ),
                 TurnAction::summarize("u1", "g".into()),
                 TurnAction::drop_turn("u2"),
             ],
@@ -461,7 +513,12 @@ mod tests {
     fn python_float_repr_of_estimator_ratio_and_null_fields() {
         let j = sample_draft().canonical_json();
         assert!(j.contains(r#""estimator_ratio":4.0"#), "{j}");
-        assert!(j.contains(r#"{"action":"keep","replacement":null,"summary_group":null,"turn_id":"s1"}"#), "{j}");
+        assert!(
+            j.contains(
+                r#"{"action":"keep","replacement":null,"summary_group":null,"turn_id":"s1"}"#
+            ),
+            "{j}"
+        );
     }
 
     #[test]
@@ -488,7 +545,8 @@ mod tests {
         assert!(e.message().contains("prompt_id"));
         let e = SummarizationRequest::new("g", vec![], 0, "p").expect_err("turns third");
         assert!(e.message().contains("no turns"));
-        let e = SummarizationRequest::new("g", vec!["a".into(), "a".into()], 0, "p").expect_err("repeat");
+        let e = SummarizationRequest::new("g", vec!["a".into(), "a".into()], 0, "p")
+            .expect_err("repeat");
         assert!(e.message().contains("repeats"));
     }
 }

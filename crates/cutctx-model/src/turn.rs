@@ -249,7 +249,11 @@ impl TryFrom<TurnRecord> for TranscriptTurn {
                 details! { "turn_id" => r.turn_id.as_str(), "token_estimate" => r.token_estimate.to_string().parse::<serde_json::Number>().ok() },
             )
         })?;
-        let metadata = if r.metadata.is_empty() { empty_metadata() } else { Arc::new(r.metadata) };
+        let metadata = if r.metadata.is_empty() {
+            empty_metadata()
+        } else {
+            Arc::new(r.metadata)
+        };
         Ok(Self::new(r.turn_id, r.role, r.content, estimate)?
             .with_tool_call_id_opt(r.tool_call_id.map(Arc::from))
             .with_pinned(r.pinned)
@@ -286,7 +290,11 @@ impl Transcript {
     pub fn new(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
         let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
         ids.sort_unstable();
-        let mut duplicates: Vec<&str> = ids.windows(2).filter(|w| w[0] == w[1]).map(|w| w[1]).collect();
+        let mut duplicates: Vec<&str> = ids
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[1])
+            .collect();
         if !duplicates.is_empty() {
             // `duplicates` holds each repeat after the first; the message counts those.
             let repeats = duplicates.len();
@@ -353,6 +361,12 @@ impl Transcript {
         self.turns.iter().map(TranscriptTurn::turn_id)
     }
 
+    /// The transcript's canonical JSON: an array of turns, each with all seven keys.
+    #[must_use]
+    pub fn canonical_json(&self) -> String {
+        String::from_utf8(crate::canonical::write_sorted(&self.turns)).unwrap_or_default()
+    }
+
     /// The turns, consuming the transcript.
     #[must_use]
     pub fn into_turns(self) -> Vec<TranscriptTurn> {
@@ -398,7 +412,10 @@ impl CompactionBudget {
     /// A budget with the default protected tail of 4 turns.
     #[must_use]
     pub const fn new(max_tokens: u64) -> Self {
-        Self { max_tokens, protected_recent_turns: Self::DEFAULT_PROTECTED_RECENT_TURNS }
+        Self {
+            max_tokens,
+            protected_recent_turns: Self::DEFAULT_PROTECTED_RECENT_TURNS,
+        }
     }
 
     /// The same budget with another protected tail.
@@ -414,7 +431,10 @@ impl CompactionBudget {
     ///
     /// `VALIDATION_ERROR` when either figure is negative (details: the figure by name), or
     /// beyond `u64::MAX`.
-    pub fn from_signed(max_tokens: i128, protected_recent_turns: i128) -> Result<Self, CompactionError> {
+    pub fn from_signed(
+        max_tokens: i128,
+        protected_recent_turns: i128,
+    ) -> Result<Self, CompactionError> {
         let max = u64::try_from(max_tokens).map_err(|_| {
             CompactionError::validation(
                 if max_tokens < 0 {
@@ -441,7 +461,10 @@ impl CompactionBudget {
                 details! { "protected_recent_turns" => protected_recent_turns.to_string().parse::<serde_json::Number>().ok() },
             )
         })?;
-        Ok(Self { max_tokens: max, protected_recent_turns: protected })
+        Ok(Self {
+            max_tokens: max,
+            protected_recent_turns: protected,
+        })
     }
 }
 
@@ -480,8 +503,9 @@ mod tests {
 
     #[test]
     fn negative_estimate_from_the_wire_is_refused_with_id_and_figure() {
-        let r: TurnRecord = serde_json::from_str(r#"{"turn_id":"a","role":"user","token_estimate":-3}"#)
-            .expect("wire parses");
+        let r: TurnRecord =
+            serde_json::from_str(r#"{"turn_id":"a","role":"user","token_estimate":-3}"#)
+                .expect("wire parses");
         let e = TranscriptTurn::try_from(r).expect_err("negative");
         assert_eq!(e.details()["turn_id"], "a");
         assert_eq!(e.details()["token_estimate"], -3);
@@ -491,19 +515,46 @@ mod tests {
     #[test]
     fn wire_defaults_and_unknown_keys() {
         let t: TranscriptTurn =
-            serde_json::from_str(r#"{"turn_id":"a","role":"tool","token_estimate":2}"#).expect("defaults");
-        assert_eq!((t.content(), t.tool_call_id(), t.pinned()), ("", None, false));
+            serde_json::from_str(r#"{"turn_id":"a","role":"tool","token_estimate":2}"#)
+                .expect("defaults");
+        assert_eq!(
+            (t.content(), t.tool_call_id(), t.pinned()),
+            ("", None, false)
+        );
         assert!(t.metadata().is_empty());
-        assert!(serde_json::from_str::<TranscriptTurn>(r#"{"turn_id":"a","role":"tool","token_estimate":2,"pin":true}"#).is_err());
-        assert!(serde_json::from_str::<TranscriptTurn>(r#"{"turn_id":"a","role":"tool","token_estimate":2.0}"#).is_err());
+        assert!(
+            serde_json::from_str::<TranscriptTurn>(
+                r#"{"turn_id":"a","role":"tool","token_estimate":2,"pin":true}"#
+            )
+            .is_err()
+        );
+        assert!(
+            serde_json::from_str::<TranscriptTurn>(
+                r#"{"turn_id":"a","role":"tool","token_estimate":2.0}"#
+            )
+            .is_err()
+        );
     }
 
     #[test]
     fn duplicate_ids_are_listed_sorted_and_counted_per_repeat() {
-        let e = Transcript::new(vec![turn("b", 1), turn("a", 1), turn("b", 1), turn("a", 1), turn("b", 1)])
-            .expect_err("duplicates");
-        assert_eq!(e.details()["duplicate_turn_ids"], serde_json::json!(["a", "b"]));
-        assert!(e.message().contains("3 are repeated (first: 'b')"), "{}", e.message());
+        let e = Transcript::new(vec![
+            turn("b", 1),
+            turn("a", 1),
+            turn("b", 1),
+            turn("a", 1),
+            turn("b", 1),
+        ])
+        .expect_err("duplicates");
+        assert_eq!(
+            e.details()["duplicate_turn_ids"],
+            serde_json::json!(["a", "b"])
+        );
+        assert!(
+            e.message().contains("3 are repeated (first: 'b')"),
+            "{}",
+            e.message()
+        );
     }
 
     #[test]
@@ -518,7 +569,12 @@ mod tests {
         assert_eq!(e.details()["max_tokens"], -1);
         let e = CompactionBudget::from_signed(0, -2).expect_err("negative protected");
         assert_eq!(e.details()["protected_recent_turns"], -2);
-        assert_eq!(CompactionBudget::from_signed(0, 0).expect("zero is legal").max_tokens, 0);
+        assert_eq!(
+            CompactionBudget::from_signed(0, 0)
+                .expect("zero is legal")
+                .max_tokens,
+            0
+        );
     }
 
     #[test]
@@ -535,7 +591,10 @@ mod tests {
             s,
             r#"{"content":"content of a","metadata":{},"pinned":false,"role":"user","token_estimate":3,"tool_call_id":null,"turn_id":"a"}"#
         );
-        assert_eq!(String::from_utf8(crate::canonical::write_sorted(&t)).expect("utf8"), s);
+        assert_eq!(
+            String::from_utf8(crate::canonical::write_sorted(&t)).expect("utf8"),
+            s
+        );
     }
 
     #[test]

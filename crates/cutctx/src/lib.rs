@@ -1,2 +1,79 @@
-//! Work in progress.
+//! `cutctx`: fit an LLM transcript into a token budget, deterministically and auditably.
+//!
+//! Compaction happens in three steps:
+//!
+//! 1. **plan**: a policy looks at a [`Transcript`] and a [`CompactionBudget`] and returns a
+//!    validated [`CompactionPlan`] that keeps, masks, summarizes or drops each turn;
+//! 2. **fulfil**: for each [`SummarizationRequest`] in the plan, the caller writes the summary
+//!    with its own model (cutctx never calls one);
+//! 3. **apply**: [`apply`] produces the compacted view and a [`CompactionReport`] of exactly
+//!    what was done.
+//!
+//! A tool call is never separated from its results; system, pinned and recently protected
+//! turns are never touched; a plan either fits, says `budget_unmet`, or the budget is refused
+//! as unsatisfiable with both figures. The same input always gives byte-identical plans, equal
+//! to those of the CutCtx 0.1.0 reference implementation.
+//!
+//! This crate only re-exports: it is the one dependency a user needs.
+//!
+//! # Quick start
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use cutctx::{CompactionBudget, CompactionPolicy, DropOldestPolicy, Role, Transcript, TranscriptTurn};
+//!
+//! let transcript = Transcript::new(vec![
+//!     TranscriptTurn::new("s", Role::System, "You are careful.", 12)?,
+//!     TranscriptTurn::new("u1", Role::User, "Read the log.", 30)?,
+//!     TranscriptTurn::new("a1", Role::Assistant, "Reading it.", 20)?.with_tool_call_id("c1"),
+//!     TranscriptTurn::new("t1", Role::Tool, "…a long log…", 900)?.with_tool_call_id("c1"),
+//!     TranscriptTurn::new("a2", Role::Assistant, "The cache key changed.", 25)?,
+//! ])?;
+//! let budget = CompactionBudget::new(100).with_protected_recent_turns(1);
+//!
+//! let plan = DropOldestPolicy.decide(&transcript, &budget)?;
+//! assert_eq!((plan.tokens_before, plan.tokens_after_estimate, plan.budget_unmet), (987, 37, false));
+//!
+//! let compacted = cutctx::apply(&transcript, &plan, &BTreeMap::new())?;
+//! assert_eq!(compacted.transcript.turn_ids().collect::<Vec<_>>(), ["s", "a2"]);
+//! assert_eq!(compacted.report.dropped_turn_ids, vec!["u1".into(), "a1".into(), "t1".into()]);
+//! // The plan is an audit record: its canonical JSON is stable, and so is its hash.
+//! assert_eq!(compacted.report.plan_hash, plan.plan_hash());
+//! # Ok::<(), cutctx::CompactionError>(())
+//! ```
 #![forbid(unsafe_code)]
+
+/// The data types, canonical JSON and hashing (`cutctx-model`).
+pub use cutctx_model as model;
+
+/// The rules every plan obeys (`cutctx-invariants`).
+pub use cutctx_invariants as invariants;
+
+/// The policies (`cutctx-policies`).
+pub use cutctx_policies as policies;
+
+/// The executor (`cutctx-executor`).
+pub use cutctx_executor as executor;
+
+#[doc(inline)]
+pub use cutctx_model::{
+    Action, CompactedTranscript, CompactionBudget, CompactionError, CompactionReport,
+    DEFAULT_PLACEHOLDER, Details, ErrorCode, GROUP_ID_PREFIX, PlanDraft, Role,
+    SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn, TurnAction,
+    TurnReplacement,
+};
+
+#[doc(inline)]
+pub use cutctx_invariants::CompactionPlan;
+
+#[doc(inline)]
+pub use cutctx_policies::{
+    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain,
+    SummarizingPolicy, TokenEstimator, default_chain,
+};
+
+#[doc(inline)]
+pub use cutctx_executor::{CompactionExecutor, apply};
+
+/// The version of this crate.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

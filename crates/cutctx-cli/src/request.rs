@@ -1,0 +1,317 @@
+//! The request document of the CLI contract: transcript, budget, policy and summaries.
+
+use std::collections::BTreeMap;
+
+use cutctx::model::{TurnRecord, details};
+use cutctx::{
+    CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
+    ObservationMaskingPolicy, PolicyChain, SummarizingPolicy, Transcript, TranscriptTurn,
+};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::error::{CliError, from_json};
+
+/// A parsed, validated request.
+pub(crate) struct Request {
+    pub(crate) transcript: Transcript,
+    pub(crate) budget: CompactionBudget,
+    pub(crate) policy: Box<dyn CompactionPolicy>,
+    pub(crate) summaries: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestWire {
+    transcript: Vec<TurnRecord>,
+    budget: BudgetWire,
+    policy: Value,
+    #[serde(default)]
+    summaries: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetWire {
+    max_tokens: i128,
+    #[serde(default = "default_protected")]
+    protected_recent_turns: i128,
+}
+
+fn default_protected() -> i128 {
+    i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS)
+}
+
+/// Parses and validates a request document.
+pub(crate) fn parse(text: &str) -> Result<Request, CliError> {
+    let wire: RequestWire = serde_json::from_str(text).map_err(|e| from_json("the request", &e))?;
+    let turns = wire
+        .transcript
+        .into_iter()
+        .map(TranscriptTurn::try_from)
+        .collect::<Result<Vec<_>, _>>()?;
+    let transcript = Transcript::new(turns)?;
+    let budget =
+        CompactionBudget::from_signed(wire.budget.max_tokens, wire.budget.protected_recent_turns)?;
+    let policy = policy(&wire.policy, true)?;
+    Ok(Request {
+        transcript,
+        budget,
+        policy,
+        summaries: wire.summaries,
+    })
+}
+
+fn bad(message: String, key: &str, value: Value) -> CliError {
+    CliError::validation(message, details! { key => value })
+}
+
+/// Python's type name for a JSON value, for messages that mirror the reference's.
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+struct Options<'a> {
+    name: &'a str,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Options<'a> {
+    fn only(&self, allowed: &[&str]) -> Result<(), CliError> {
+        for key in self.map.keys() {
+            if key != "name" && !allowed.contains(&key.as_str()) {
+                return Err(CliError::validation(
+                    format!(
+                        "policy {:?} has no option {key:?}; its options are {allowed:?}.",
+                        self.name
+                    ),
+                    details! { "policy" => self.name, "unknown_key" => key },
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key)
+    }
+
+    /// A JSON integer (not a bool, not a float), or the default.
+    fn int(&self, key: &str, default: i128) -> Result<i128, CliError> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => match v
+                .as_i64()
+                .map(i128::from)
+                .or_else(|| v.as_u64().map(i128::from))
+            {
+                Some(i) if !v.is_f64() => Ok(i),
+                _ => Err(bad(
+                    format!("{key} must be an int; got {}.", type_name(v)),
+                    key,
+                    v.clone(),
+                )),
+            },
+        }
+    }
+
+    fn count(&self, key: &str, default: usize, min: i128) -> Result<usize, CliError> {
+        let n = self.int(key, i128::try_from(default).unwrap_or(i128::MAX))?;
+        if n < min {
+            let message = if min == 0 {
+                format!("{key} must not be negative; got {n}.")
+            } else {
+                format!("{key} must be at least {min}; got {n}.")
+            };
+            return Err(bad(message, key, serde_json::json!(n as i64)));
+        }
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
+    }
+
+    fn string(&self, key: &str) -> Result<Option<&'a str>, CliError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(bad(
+                format!("{key} must be a string; got {}.", type_name(v)),
+                key,
+                v.clone(),
+            )),
+        }
+    }
+
+    /// A JSON number (int or float, not a bool).
+    fn number(&self, key: &str) -> Result<Option<f64>, CliError> {
+        match self.get(key) {
+            None => Ok(None),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(v) => Err(bad(
+                format!("{key} must be a number; got {}.", type_name(v)),
+                key,
+                v.clone(),
+            )),
+        }
+    }
+}
+
+fn prompt_id<'a>(o: &Options<'a>) -> Result<&'a str, CliError> {
+    o.string("prompt_id")?.ok_or_else(|| {
+        CliError::validation(
+            format!(
+                "policy {:?} needs a prompt_id naming a versioned prompt record.",
+                o.name
+            ),
+            details! { "policy" => o.name, "missing_key" => "prompt_id" },
+        )
+    })
+}
+
+fn masking(o: &Options<'_>) -> Result<ObservationMaskingPolicy, CliError> {
+    let mut p = ObservationMaskingPolicy::new(o.count("keep_recent_results", 2, 0)?)?;
+    if let Some(placeholder) = o.string("placeholder")? {
+        p = p.with_placeholder(placeholder)?;
+    }
+    if let Some(est) = o.get("estimator") {
+        let Value::Object(m) = est else {
+            return Err(bad(
+                format!(
+                    "estimator must be an object {{\"chars_per_token\": number}}; got {}.",
+                    type_name(est)
+                ),
+                "estimator",
+                Value::from(type_name(est)),
+            ));
+        };
+        let eo = Options {
+            name: "estimator",
+            map: m,
+        };
+        eo.only(&["chars_per_token"])?;
+        let ratio = eo.number("chars_per_token")?.ok_or_else(|| {
+            CliError::validation(
+                "estimator needs chars_per_token, a finite positive number.",
+                details! { "missing_key" => "chars_per_token" },
+            )
+        })?;
+        p = p.with_estimator(Box::new(CharRatioEstimator::new(ratio)?));
+    }
+    Ok(p)
+}
+
+fn summarizing(o: &Options<'_>) -> Result<SummarizingPolicy, CliError> {
+    let mut p = SummarizingPolicy::new(prompt_id(o)?)?;
+    if let Some(r) = o.number("target_ratio")? {
+        p = p.with_target_ratio(r)?;
+    }
+    p.with_min_span_turns(o.count(
+        "min_span_turns",
+        SummarizingPolicy::DEFAULT_MIN_SPAN_TURNS,
+        1,
+    )?)
+    .map_err(CliError::from)
+}
+
+/// Builds the policy a request names. `top` allows the composite policies.
+fn policy(v: &Value, top: bool) -> Result<Box<dyn CompactionPolicy>, CliError> {
+    let Value::Object(map) = v else {
+        return Err(bad(
+            format!("policy must be an object; got {}.", type_name(v)),
+            "policy",
+            Value::from(type_name(v)),
+        ));
+    };
+    let name = match map.get("name") {
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => {
+            return Err(bad(
+                format!("policy name must be a string; got {}.", type_name(other)),
+                "name",
+                other.clone(),
+            ));
+        }
+        None => {
+            return Err(CliError::validation(
+                "policy needs a name.",
+                details! { "missing_key" => "name" },
+            ));
+        }
+    };
+    let o = Options { name, map };
+    Ok(match name {
+        "drop_oldest" => {
+            o.only(&[])?;
+            Box::new(DropOldestPolicy)
+        }
+        "observation_masking" => {
+            o.only(&["keep_recent_results", "placeholder", "estimator"])?;
+            Box::new(masking(&o)?)
+        }
+        "summarizing" => {
+            o.only(&["prompt_id", "target_ratio", "min_span_turns"])?;
+            Box::new(summarizing(&o)?)
+        }
+        "default_chain" if top => {
+            o.only(&[
+                "prompt_id",
+                "keep_recent_results",
+                "target_ratio",
+                "min_span_turns",
+            ])?;
+            let masking = ObservationMaskingPolicy::new(o.count("keep_recent_results", 2, 0)?)?;
+            Box::new(PolicyChain::new(vec![
+                Box::new(masking),
+                Box::new(summarizing(&o)?),
+                Box::new(DropOldestPolicy),
+            ])?)
+        }
+        "chain" if top => {
+            o.only(&["policies"])?;
+            let members = match o.get("policies") {
+                Some(Value::Array(items)) => items,
+                Some(other) => {
+                    return Err(bad(
+                        format!("policies must be an array; got {}.", type_name(other)),
+                        "policies",
+                        Value::from(type_name(other)),
+                    ));
+                }
+                None => {
+                    return Err(CliError::validation(
+                        "a chain needs policies.",
+                        details! { "missing_key" => "policies" },
+                    ));
+                }
+            };
+            let members = members
+                .iter()
+                .map(|m| policy(m, false))
+                .collect::<Result<Vec<_>, _>>()?;
+            Box::new(PolicyChain::new(members)?)
+        }
+        other => {
+            let allowed: &[&str] = if top {
+                &[
+                    "drop_oldest",
+                    "observation_masking",
+                    "summarizing",
+                    "default_chain",
+                    "chain",
+                ]
+            } else {
+                &["drop_oldest", "observation_masking", "summarizing"]
+            };
+            return Err(CliError::validation(
+                format!("unknown policy {other:?}; expected one of {allowed:?}."),
+                details! { "policy" => other },
+            ));
+        }
+    })
+}

@@ -1,0 +1,164 @@
+//! The validated plan type and the functions that make one.
+
+use std::ops::Deref;
+
+use cutctx_model::{
+    Action, CompactionBudget, CompactionError, PlanDraft, SummarizationRequest, Transcript,
+    TurnAction,
+};
+use serde::Serialize;
+
+use crate::Analysis;
+
+/// A plan that has passed every rule against the transcript and budget it was made for.
+///
+/// Read it through [`Deref`] to its [`PlanDraft`]. Serialize it to get the reference's plan
+/// bytes. The only ways to make one are [`build_plan`] and [`CompactionPlan::validate`].
+///
+/// ```
+/// use cutctx_invariants::{CompactionPlan, PlanDraft};
+/// use cutctx_model::{CompactionBudget, Transcript, TurnAction};
+/// let t = Transcript::default();
+/// let draft = PlanDraft {
+///     actions: vec![],
+///     budget_unmet: false,
+///     estimator_ratio: None,
+///     policy_name: "mine".into(),
+///     policy_version: "1".into(),
+///     summarization_requests: vec![],
+///     tokens_after_estimate: 0,
+///     tokens_before: 0,
+/// };
+/// let plan = CompactionPlan::validate(draft, &t, &CompactionBudget::new(0))?;
+/// assert_eq!(plan.canonical_json(), r#"{"actions":[],"budget_unmet":false,"estimator_ratio":null,"policy_name":"mine","policy_version":"1","summarization_requests":[],"tokens_after_estimate":0,"tokens_before":0}"#);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct CompactionPlan {
+    draft: PlanDraft,
+}
+
+impl CompactionPlan {
+    /// Checks `draft` against `transcript` and `budget` by every rule, and vouches for it.
+    ///
+    /// # Errors
+    ///
+    /// `COMPACTION_BUDGET_UNSATISFIABLE` when the untouchable floor exceeds the budget, and
+    /// `VALIDATION_ERROR` for the first rule the draft breaks, with the reference's details.
+    pub fn validate(
+        draft: PlanDraft,
+        transcript: &Transcript,
+        budget: &CompactionBudget,
+    ) -> Result<Self, CompactionError> {
+        let analysis = Analysis::of(transcript, budget);
+        Self::validate_with(draft, transcript, budget, &analysis)
+    }
+
+    /// As [`CompactionPlan::validate`], reusing an analysis of the same transcript and budget.
+    ///
+    /// # Errors
+    ///
+    /// As [`CompactionPlan::validate`].
+    pub fn validate_with(
+        draft: PlanDraft,
+        transcript: &Transcript,
+        budget: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<Self, CompactionError> {
+        crate::validate::validate(&draft, transcript, budget, analysis)?;
+        Ok(Self { draft })
+    }
+
+    /// The plan's parts.
+    #[must_use]
+    pub const fn draft(&self) -> &PlanDraft {
+        &self.draft
+    }
+
+    /// The plan's parts, giving up the guarantee.
+    #[must_use]
+    pub fn into_draft(self) -> PlanDraft {
+        self.draft
+    }
+}
+
+impl Deref for CompactionPlan {
+    type Target = PlanDraft;
+
+    fn deref(&self) -> &PlanDraft {
+        &self.draft
+    }
+}
+
+/// The estimated tokens of the view `actions` would produce over `transcript`.
+///
+/// `keep` counts the turn's estimate, `mask` its stub's, `drop` and `summarize` nothing; each
+/// request counts its `target_tokens` once. Actions are matched to turns by position. The
+/// figure is wide so that a forged plan cannot overflow it.
+#[must_use]
+pub fn estimate_after(
+    transcript: &Transcript,
+    actions: &[TurnAction],
+    requests: &[SummarizationRequest],
+) -> u128 {
+    let kept: u128 = transcript
+        .turns()
+        .iter()
+        .zip(actions)
+        .map(|(turn, action)| match action.action() {
+            Action::Keep => u128::from(turn.token_estimate()),
+            Action::Mask => action
+                .replacement()
+                .map_or(0, |r| u128::from(r.token_estimate)),
+            Action::Drop | Action::Summarize => 0,
+        })
+        .sum();
+    kept + requests
+        .iter()
+        .map(|r| u128::from(r.target_tokens()))
+        .sum::<u128>()
+}
+
+/// Builds a validated plan from a policy's decisions: the way every policy makes a plan.
+///
+/// It derives the figures no policy should compute for itself (`tokens_before`,
+/// `tokens_after_estimate`, `budget_unmet`) and then validates the whole.
+///
+/// # Errors
+///
+/// As [`CompactionPlan::validate`].
+#[allow(
+    clippy::too_many_arguments,
+    reason = "mirrors the plan's fields one for one"
+)]
+pub fn build_plan(
+    transcript: &Transcript,
+    budget: &CompactionBudget,
+    analysis: &Analysis,
+    actions: Vec<TurnAction>,
+    summarization_requests: Vec<SummarizationRequest>,
+    policy_name: &str,
+    policy_version: &str,
+    estimator_ratio: Option<f64>,
+) -> Result<CompactionPlan, CompactionError> {
+    analysis.require_satisfiable(budget)?;
+    let after = estimate_after(transcript, &actions, &summarization_requests);
+    let after = u64::try_from(after).map_err(|_| {
+        CompactionError::validation(
+            "The plan's estimate after compaction overflows 64 bits.",
+            cutctx_model::details! { "derived" => after.to_string() },
+        )
+    })?;
+    let draft = PlanDraft {
+        actions,
+        budget_unmet: after > budget.max_tokens,
+        estimator_ratio,
+        policy_name: policy_name.to_owned(),
+        policy_version: policy_version.to_owned(),
+        summarization_requests,
+        tokens_after_estimate: after,
+        tokens_before: transcript.token_estimate(),
+    };
+    CompactionPlan::validate_with(draft, transcript, budget, analysis)
+}

@@ -1,0 +1,193 @@
+//! The derived sets of a transcript: exchanges, untouchable and removable turns.
+
+use std::collections::BTreeMap;
+
+use cutctx_model::{CompactionBudget, CompactionError, Role, Transcript};
+
+/// The tool-call partition of a transcript, by turn position.
+///
+/// Turns sharing a `tool_call_id` form one exchange, wherever they sit; a turn without one is
+/// an exchange of its own. The two key spaces are separate, so a `tool_call_id` equal to some
+/// turn's id merges nothing. Exchanges are ordered by their earliest member, and each lists
+/// its members in transcript order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchanges {
+    members: Vec<Vec<usize>>,
+    of_turn: Vec<usize>,
+}
+
+impl Exchanges {
+    /// The partition of `transcript`.
+    #[must_use]
+    pub fn of(transcript: &Transcript) -> Self {
+        let mut by_call: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut of_turn = Vec::with_capacity(transcript.len());
+        for (index, turn) in transcript.turns().iter().enumerate() {
+            let exchange = match turn.tool_call_id() {
+                Some(call) => *by_call.entry(call).or_insert_with(|| {
+                    members.push(Vec::new());
+                    members.len() - 1
+                }),
+                None => {
+                    members.push(Vec::new());
+                    members.len() - 1
+                }
+            };
+            if let Some(m) = members.get_mut(exchange) {
+                m.push(index);
+            }
+            of_turn.push(exchange);
+        }
+        Self { members, of_turn }
+    }
+
+    /// The exchanges, each as the positions of its members.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[usize]> + '_ {
+        self.members.iter().map(Vec::as_slice)
+    }
+
+    /// The number of exchanges.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    /// Whether there are none (the transcript is empty).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    /// The index of the exchange holding the turn at `position`.
+    #[must_use]
+    pub fn exchange_of(&self, position: usize) -> usize {
+        self.of_turn[position]
+    }
+
+    /// The members of exchange `index`.
+    #[must_use]
+    pub fn members(&self, index: usize) -> &[usize] {
+        &self.members[index]
+    }
+}
+
+/// Everything a policy needs to know about a transcript under a budget, computed once.
+///
+/// ```
+/// use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
+/// use cutctx_invariants::Analysis;
+/// let t = Transcript::new(vec![
+///     TranscriptTurn::new("s", Role::System, "", 5)?,
+///     TranscriptTurn::new("a", Role::Assistant, "", 5)?.with_tool_call_id("c"),
+///     TranscriptTurn::new("u", Role::User, "", 5)?,
+///     TranscriptTurn::new("t", Role::Tool, "", 5)?.with_tool_call_id("c"),
+/// ])?;
+/// let a = Analysis::of(&t, &CompactionBudget::new(100).with_protected_recent_turns(1));
+/// assert_eq!(a.untouchable, [true, false, false, true]);
+/// // The call is locked by its protected result: protection spreads through an exchange.
+/// assert_eq!(a.removable, [false, false, true, false]);
+/// assert_eq!(a.untouchable_tokens, 10);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Analysis {
+    /// The tool-call partition.
+    pub exchanges: Exchanges,
+    /// Per position: system, pinned, or in the protected tail. No policy may act on these.
+    pub untouchable: Vec<bool>,
+    /// Per position: the whole exchange is free of untouchable turns, so the turn may be
+    /// removed (dropped or summarized). Masking is bounded by `untouchable` instead.
+    pub removable: Vec<bool>,
+    /// The sum of the untouchable turns' estimates: the floor no plan goes below.
+    pub untouchable_tokens: u64,
+    /// How many turns are untouchable.
+    pub untouchable_count: usize,
+}
+
+impl Analysis {
+    /// The analysis of `transcript` under `budget`.
+    #[must_use]
+    pub fn of(transcript: &Transcript, budget: &CompactionBudget) -> Self {
+        let exchanges = Exchanges::of(transcript);
+        let untouchable = untouchable(transcript, budget);
+        let untouchable_tokens = transcript
+            .turns()
+            .iter()
+            .zip(&untouchable)
+            .filter(|(_, u)| **u)
+            .map(|(t, _)| t.token_estimate())
+            .sum();
+        let untouchable_count = untouchable.iter().filter(|u| **u).count();
+        let mut removable = vec![false; transcript.len()];
+        for members in exchanges.iter() {
+            if members.iter().all(|&p| !untouchable[p]) {
+                for &p in members {
+                    removable[p] = true;
+                }
+            }
+        }
+        Self {
+            exchanges,
+            untouchable,
+            removable,
+            untouchable_tokens,
+            untouchable_count,
+        }
+    }
+
+    /// Refuses a budget below the untouchable floor (equality is fine).
+    ///
+    /// # Errors
+    ///
+    /// `COMPACTION_BUDGET_UNSATISFIABLE` with `untouchable_tokens`, `max_tokens`,
+    /// `untouchable_turn_count` and `protected_recent_turns` in its details.
+    pub fn require_satisfiable(&self, budget: &CompactionBudget) -> Result<(), CompactionError> {
+        if self.untouchable_tokens <= budget.max_tokens {
+            return Ok(());
+        }
+        let floor = self.untouchable_tokens;
+        Err(CompactionError::BudgetUnsatisfiable {
+            message: format!(
+                "The untouchable turns alone are estimated at {floor} tokens, over the budget of \
+                 {max}. {n} turns are untouchable (every system turn, every pinned turn, and the \
+                 last {p}); raise max_tokens, unpin turns or shorten the protected tail, since \
+                 no compaction can fit this budget without breaking an invariant.",
+                max = budget.max_tokens,
+                n = self.untouchable_count,
+                p = budget.protected_recent_turns,
+            ),
+            details: cutctx_model::details! {
+                "untouchable_tokens" => floor,
+                "max_tokens" => budget.max_tokens,
+                "untouchable_turn_count" => self.untouchable_count,
+                "protected_recent_turns" => budget.protected_recent_turns,
+            },
+        })
+    }
+}
+
+/// Per position: whether the turn is untouchable (system, pinned, or in the protected tail).
+fn untouchable(transcript: &Transcript, budget: &CompactionBudget) -> Vec<bool> {
+    let len = transcript.len();
+    let protected = usize::try_from(budget.protected_recent_turns).unwrap_or(usize::MAX);
+    let protected_from = len.saturating_sub(protected);
+    transcript
+        .turns()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| t.role() == Role::System || t.pinned() || i >= protected_from)
+        .collect()
+}
+
+/// Refuses a budget below the untouchable floor of `transcript`.
+///
+/// # Errors
+///
+/// As [`Analysis::require_satisfiable`].
+pub fn require_satisfiable_budget(
+    transcript: &Transcript,
+    budget: &CompactionBudget,
+) -> Result<(), CompactionError> {
+    Analysis::of(transcript, budget).require_satisfiable(budget)
+}

@@ -1,0 +1,91 @@
+//! Drop-oldest: remove whole exchanges, oldest first, until the budget fits.
+
+use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+use cutctx_model::{CompactionBudget, CompactionError, Transcript, TurnAction};
+
+use crate::{CompactionPolicy, POLICY_VERSION};
+
+/// Drops removable exchanges in order of their earliest turn until the estimate fits.
+///
+/// An exchange with any untouchable member is skipped whole. Records no estimator ratio and
+/// makes no summarization request.
+///
+/// ```
+/// use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
+/// use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+/// let t = Transcript::new(vec![
+///     TranscriptTurn::new("s", Role::System, "rules", 10)?,
+///     TranscriptTurn::new("a", Role::User, "old question", 40)?,
+///     TranscriptTurn::new("b", Role::Assistant, "old answer", 40)?,
+/// ])?;
+/// let plan = DropOldestPolicy.decide(&t, &CompactionBudget::new(60).with_protected_recent_turns(1))?;
+/// assert_eq!((plan.tokens_before, plan.tokens_after_estimate, plan.budget_unmet), (90, 50, false));
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DropOldestPolicy;
+
+impl DropOldestPolicy {
+    /// The policy's name.
+    pub const NAME: &'static str = "drop_oldest";
+}
+
+impl CompactionPolicy for DropOldestPolicy {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+
+    fn version(&self) -> &str {
+        POLICY_VERSION
+    }
+
+    fn decide(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+    ) -> Result<CompactionPlan, CompactionError> {
+        let analysis = Analysis::of(t, b);
+        analysis.require_satisfiable(b)?;
+        let turns = t.turns();
+        let mut dropped = vec![false; turns.len()];
+        let mut running = t.token_estimate();
+        for members in analysis.exchanges.iter() {
+            if running <= b.max_tokens {
+                break;
+            }
+            if !analysis.removable[members[0]] {
+                continue;
+            }
+            for &p in members {
+                dropped[p] = true;
+                running -= turns[p].token_estimate();
+            }
+        }
+        let actions = turns
+            .iter()
+            .zip(&dropped)
+            .map(|(turn, &d)| {
+                let id = turn.turn_id_arc().clone();
+                if d {
+                    TurnAction::drop_turn(id)
+                } else {
+                    TurnAction::keep(id)
+                }
+            })
+            .collect();
+        build_plan(
+            t,
+            b,
+            &analysis,
+            actions,
+            Vec::new(),
+            Self::NAME,
+            POLICY_VERSION,
+            None,
+        )
+    }
+
+    fn reads_content(&self) -> bool {
+        false
+    }
+}
