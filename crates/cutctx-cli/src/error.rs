@@ -3,24 +3,25 @@
 use cutctx::{CompactionError, Details, ErrorCode};
 use serde_json::Value;
 
-/// A failure of one command, ready to be reported.
+/// A failure of one command: a stable code, a message and details.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct CliError {
-    /// The stable code, e.g. `INPUT_ERROR` or `VALIDATION_ERROR`.
-    pub(crate) code: &'static str,
+pub struct CliError {
+    /// The stable code, for example `INPUT_ERROR` or `VALIDATION_ERROR`.
+    pub code: &'static str,
     /// One line for people.
-    pub(crate) message: String,
+    pub message: String,
     /// Ids and figures, never turn content.
-    pub(crate) details: Details,
+    pub details: Details,
 }
 
 /// A file that cannot be read, or text that is not UTF-8 or not JSON.
-pub(crate) const INPUT_ERROR: &str = "INPUT_ERROR";
+pub const INPUT_ERROR: &str = "INPUT_ERROR";
 /// The command line itself is wrong.
-pub(crate) const USAGE_ERROR: &str = "USAGE_ERROR";
+pub const USAGE_ERROR: &str = "USAGE_ERROR";
 
 impl CliError {
-    pub(crate) fn input(message: impl Into<String>, details: Details) -> Self {
+    /// An [`INPUT_ERROR`].
+    pub fn input(message: impl Into<String>, details: Details) -> Self {
         Self {
             code: INPUT_ERROR,
             message: message.into(),
@@ -28,7 +29,8 @@ impl CliError {
         }
     }
 
-    pub(crate) fn validation(message: impl Into<String>, details: Details) -> Self {
+    /// A `VALIDATION_ERROR`.
+    pub fn validation(message: impl Into<String>, details: Details) -> Self {
         Self {
             code: ErrorCode::Validation.as_str(),
             message: message.into(),
@@ -37,7 +39,8 @@ impl CliError {
     }
 
     /// The process exit status for this error's code.
-    pub(crate) fn exit_status(&self) -> u8 {
+    #[must_use]
+    pub fn exit_status(&self) -> u8 {
         match self.code {
             "COMPACTION_BUDGET_UNSATISFIABLE" => 3,
             "COMPACTION_SUMMARY_MISSING" => 4,
@@ -47,7 +50,8 @@ impl CliError {
     }
 
     /// The one-line JSON form: `{"code", "details", "message"}`, canonical.
-    pub(crate) fn to_json_line(&self) -> String {
+    #[must_use]
+    pub fn to_json_line(&self) -> String {
         let v = serde_json::json!({
             "code": self.code,
             "message": self.message,

@@ -6,17 +6,13 @@
 //! output.
 #![forbid(unsafe_code)]
 
-mod error;
-mod request;
-
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use cutctx::{CompactionPlan, PlanDraft};
 
-use crate::error::{CliError, USAGE_ERROR, from_json};
+use cutctx_cli::{CliError, USAGE_ERROR};
 
 /// Fit an LLM transcript into a token budget, deterministically and auditably.
 #[derive(Debug, Parser)]
@@ -108,37 +104,12 @@ fn main() -> ExitCode {
 
 fn run(command: &Command) -> Result<String, CliError> {
     match command {
-        Command::Plan { request } => {
-            let req = request::parse(&read_text(request, "the request")?)?;
-            let plan = req.policy.decide(&req.transcript, &req.budget)?;
-            Ok(plan.canonical_json() + "\n")
-        }
-        Command::Compact { request } => {
-            let req = request::parse(&read_text(request, "the request")?)?;
-            let plan = req.policy.decide(&req.transcript, &req.budget)?;
-            let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
-            Ok(format!(
-                "{{\"plan\":{},\"report\":{},\"transcript\":{}}}\n",
-                plan.canonical_json(),
-                out.report.canonical_json(),
-                out.transcript.canonical_json()
-            ))
-        }
-        Command::Apply { request, plan } => {
-            let req = request::parse(&read_text(request, "the request")?)?;
-            let text = read_text(plan, "the plan")?;
-            let draft: PlanDraft =
-                serde_json::from_str(&text).map_err(|e| from_json("the plan", &e))?;
-            // A plan is positional: name a mismatch as such before checking the rules.
-            cutctx::executor::check_match(&req.transcript, &draft.actions)?;
-            let plan = CompactionPlan::validate(draft, &req.transcript, &req.budget)?;
-            let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
-            Ok(format!(
-                "{{\"report\":{},\"transcript\":{}}}\n",
-                out.report.canonical_json(),
-                out.transcript.canonical_json()
-            ))
-        }
+        Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?),
+        Command::Compact { request } => cutctx_cli::compact(&read_text(request, "the request")?),
+        Command::Apply { request, plan } => cutctx_cli::apply(
+            &read_text(request, "the request")?,
+            &read_text(plan, "the plan")?,
+        ),
     }
 }
 

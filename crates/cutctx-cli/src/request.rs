@@ -13,11 +13,15 @@ use serde_json::{Map, Value};
 use crate::error::{CliError, from_json};
 
 /// A parsed, validated request.
-pub(crate) struct Request {
-    pub(crate) transcript: Transcript,
-    pub(crate) budget: CompactionBudget,
-    pub(crate) policy: Box<dyn CompactionPolicy>,
-    pub(crate) summaries: BTreeMap<String, String>,
+pub struct Request {
+    /// The transcript.
+    pub transcript: Transcript,
+    /// The budget.
+    pub budget: CompactionBudget,
+    /// The policy.
+    pub policy: Box<dyn CompactionPolicy>,
+    /// The supplied summaries, by group id.
+    pub summaries: BTreeMap<String, String>,
 }
 
 #[derive(Deserialize)]
@@ -43,7 +47,11 @@ fn default_protected() -> i128 {
 }
 
 /// Parses and validates a request document.
-pub(crate) fn parse(text: &str) -> Result<Request, CliError> {
+///
+/// # Errors
+///
+/// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
+pub fn parse(text: &str) -> Result<Request, CliError> {
     let wire: RequestWire = serde_json::from_str(text).map_err(|e| from_json("the request", &e))?;
     let turns = wire
         .transcript

@@ -128,8 +128,9 @@ pub fn apply(
             Action::Summarize => {
                 summarized.push(id);
                 let group = action.summary_group().unwrap_or_default();
-                if emitted.insert(group) {
-                    if let (Some(request), Some(text)) = (requests.get(group), summaries.get(group))
+                if emitted.insert(group)
+                    && let (Some(request), Some(text)) = (requests.get(group), summaries.get(group))
+                {
                     {
                         let summary_id = format!("{SUMMARY_TURN_ID_PREFIX}{group}");
                         let metadata = BTreeMap::from([

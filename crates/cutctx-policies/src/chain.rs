@@ -94,6 +94,9 @@ impl PolicyChain {
     }
 }
 
+/// A deferred stub: the text before its digest, and the content the digest covers.
+type StubJob = (Arc<str>, Arc<str>);
+
 /// What the chain has decided for one real turn so far.
 #[derive(Debug, Clone)]
 enum Resolved {
@@ -188,10 +191,9 @@ impl State<'_> {
         if let Resolved::Mask {
             content, pending, ..
         } = &mut self.resolved[p]
+            && let Some((prefix, source)) = pending.take()
         {
-            if let Some((prefix, source)) = pending.take() {
-                *content = crate::masking::realize(&prefix, &source).into();
-            }
+            *content = crate::masking::realize(&prefix, &source).into();
         }
     }
 
@@ -208,7 +210,7 @@ impl State<'_> {
     }
 
     fn realize_everything(&mut self) {
-        let jobs: Vec<(usize, (Arc<str>, Arc<str>))> = self
+        let jobs: Vec<(usize, StubJob)> = self
             .resolved
             .iter()
             .enumerate()
@@ -276,10 +278,10 @@ impl State<'_> {
             .map(|r| (r.group_id(), Vec::new()))
             .collect();
         for (p, r) in self.resolved.iter().enumerate() {
-            if let Resolved::Summarize(g) = r {
-                if let Some(v) = now_in.get_mut(&**g) {
-                    v.push(p);
-                }
+            if let Resolved::Summarize(g) = r
+                && let Some(v) = now_in.get_mut(&**g)
+            {
+                v.push(p);
             }
         }
         let mut updates = Vec::with_capacity(requests.len());

@@ -1,0 +1,67 @@
+//! The library behind the `cutctx` binary: the request document and the three commands.
+//!
+//! Each command takes the text of its documents and returns the exact bytes the binary prints
+//! on standard output, or a [`CliError`] with the stable code, exit status and details the
+//! binary reports. Nothing here touches files or streams, so the commands run in-process in
+//! tests exactly as they run behind the binary.
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod request;
+
+pub use error::{CliError, INPUT_ERROR, USAGE_ERROR};
+
+use cutctx::{CompactionPlan, PlanDraft};
+
+use crate::error::from_json;
+
+/// `cutctx plan`: the plan's canonical JSON and one newline.
+///
+/// # Errors
+///
+/// Any failure of parsing, validation or planning, as a [`CliError`].
+pub fn plan(request_text: &str) -> Result<String, CliError> {
+    let req = request::parse(request_text)?;
+    let plan = req.policy.decide(&req.transcript, &req.budget)?;
+    Ok(plan.canonical_json() + "\n")
+}
+
+/// `cutctx compact`: plan, apply with the request's summaries, and print
+/// `{"plan", "report", "transcript"}` canonically, with one newline.
+///
+/// # Errors
+///
+/// As [`plan`], and `COMPACTION_SUMMARY_MISSING` when a requested summary is not supplied.
+pub fn compact(request_text: &str) -> Result<String, CliError> {
+    let req = request::parse(request_text)?;
+    let plan = req.policy.decide(&req.transcript, &req.budget)?;
+    let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
+    Ok(format!(
+        "{{\"plan\":{},\"report\":{},\"transcript\":{}}}\n",
+        plan.canonical_json(),
+        out.report.canonical_json(),
+        out.transcript.canonical_json()
+    ))
+}
+
+/// `cutctx apply`: validate a stored plan against the request, apply it, and print
+/// `{"report", "transcript"}` canonically, with one newline.
+///
+/// # Errors
+///
+/// `COMPACTION_PLAN_MISMATCH` when the plan names other turns or another order; any rule the
+/// plan breaks; a missing summary.
+pub fn apply(request_text: &str, plan_text: &str) -> Result<String, CliError> {
+    let req = request::parse(request_text)?;
+    let draft: PlanDraft =
+        serde_json::from_str(plan_text).map_err(|e| from_json("the plan", &e))?;
+    // A plan is positional: name a mismatch as such before checking the rules.
+    cutctx::executor::check_match(&req.transcript, &draft.actions)?;
+    let plan = CompactionPlan::validate(draft, &req.transcript, &req.budget)?;
+    let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
+    Ok(format!(
+        "{{\"report\":{},\"transcript\":{}}}\n",
+        out.report.canonical_json(),
+        out.transcript.canonical_json()
+    ))
+}
