@@ -3,9 +3,9 @@
 //!
 //! Shared builders live here; each module covers one part of BEHAVIOUR.md §6.
 
-mod build;
 mod goldens;
 mod oracle;
+mod plans;
 mod rules;
 mod sets;
 
@@ -65,7 +65,10 @@ pub(crate) fn keep_all(t: &Transcript) -> Vec<TurnAction> {
 
 /// A mask stub of `tokens` tokens.
 pub(crate) fn stub(tokens: u64) -> TurnReplacement {
-    TurnReplacement { content: format!("stub of {tokens}").into(), token_estimate: tokens }
+    TurnReplacement {
+        content: format!("stub of {tokens}").into(),
+        token_estimate: tokens,
+    }
 }
 
 /// `mask` with a stub of `tokens` tokens.
@@ -117,7 +120,11 @@ pub(crate) fn naive_after(
             Action::Drop | Action::Summarize => {}
         }
     }
-    total + requests.iter().map(SummarizationRequest::target_tokens).sum::<u64>()
+    total
+        + requests
+            .iter()
+            .map(SummarizationRequest::target_tokens)
+            .sum::<u64>()
 }
 
 /// The naive sum of the transcript's estimates.
@@ -153,7 +160,13 @@ pub(crate) fn honest(
     requests: Vec<SummarizationRequest>,
 ) -> PlanDraft {
     let after = naive_after(t, &actions, &requests);
-    draft(actions, requests, naive_before(t), after, after > b.max_tokens)
+    draft(
+        actions,
+        requests,
+        naive_before(t),
+        after,
+        after > b.max_tokens,
+    )
 }
 
 /// Validates and expects a refusal; returns its code and its whole `details` as JSON.
@@ -167,6 +180,11 @@ pub(crate) fn refusal(d: PlanDraft, t: &Transcript, b: &CompactionBudget) -> (Er
 pub(crate) fn accept(d: PlanDraft, t: &Transcript, b: &CompactionBudget) -> CompactionPlan {
     match CompactionPlan::validate(d, t, b) {
         Ok(plan) => plan,
-        Err(e) => panic!("the draft must be accepted, got {}: {} {:?}", e.code(), e.message(), e.details()),
+        Err(e) => panic!(
+            "the draft must be accepted, got {}: {} {:?}",
+            e.code(),
+            e.message(),
+            e.details()
+        ),
     }
 }

@@ -93,7 +93,12 @@ fn rule1_unplanned_turn() {
         serde_json::to_value(err.details()).expect("json"),
         json!({"unplanned_turn_ids": ["a2"], "unknown_turn_ids": [], "repeated_turn_ids": []})
     );
-    assert!(err.message().contains("(1 unplanned, 0 unknown, 0 repeated)."), "{}", err.message());
+    assert!(
+        err.message()
+            .contains("(1 unplanned, 0 unknown, 0 repeated)."),
+        "{}",
+        err.message()
+    );
 }
 
 #[test]
@@ -137,14 +142,31 @@ fn rule1_reordered_turns() {
         serde_json::to_value(err.details()).expect("json"),
         json!({"unplanned_turn_ids": [], "unknown_turn_ids": [], "repeated_turn_ids": []})
     );
-    assert!(err.message().contains("(0 unplanned, 0 unknown, 0 repeated, order differs)."), "{}", err.message());
+    assert!(
+        err.message()
+            .contains("(0 unplanned, 0 unknown, 0 repeated, order differs)."),
+        "{}",
+        err.message()
+    );
 }
 
 #[test]
 fn rule1_lists_are_sorted() {
-    let t = transcript(vec![user("z1", 1), user("b1", 1), user("m1", 1), user("a1", 1)]);
+    let t = transcript(vec![
+        user("z1", 1),
+        user("b1", 1),
+        user("m1", 1),
+        user("a1", 1),
+    ]);
     let b = budget(1000, 0);
-    let actions = vec![keep("m1"), keep("q2"), keep("m1"), keep("c3"), keep("a1"), keep("q2")];
+    let actions = vec![
+        keep("m1"),
+        keep("q2"),
+        keep("m1"),
+        keep("c3"),
+        keep("a1"),
+        keep("q2"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
@@ -164,8 +186,11 @@ fn rule1_lists_are_capped_at_ten() {
     let t = transcript(turn_ids.iter().map(|id| user(id, 1)).collect());
     let b = budget(1000, 0);
     let unknown = ids("x", (0..12).rev());
-    let actions: Vec<TurnAction> =
-        unknown.iter().chain(unknown.iter()).map(|id| keep(id)).collect();
+    let actions: Vec<TurnAction> = unknown
+        .iter()
+        .chain(unknown.iter())
+        .map(|id| keep(id))
+        .collect();
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
@@ -183,7 +208,12 @@ fn rule1_lists_are_capped_at_ten() {
 
 #[test]
 fn rule2_system_turn_mid_transcript_is_untouchable() {
-    let t = transcript(vec![user("u0", 5), sys("s1", 10), user("u2", 5), user("u3", 5)]);
+    let t = transcript(vec![
+        user("u0", 5),
+        sys("s1", 10),
+        user("u2", 5),
+        user("u3", 5),
+    ]);
     let b = budget(100, 0);
     let actions = vec![keep("u0"), drop_("s1"), keep("u2"), keep("u3")];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
@@ -214,7 +244,12 @@ fn rule2_pinned_turn_is_untouchable_even_by_mask() {
 
 #[test]
 fn rule2_protected_tail_turn_is_untouchable() {
-    let t = transcript(vec![sys("s0", 5), user("u1", 5), user("u2", 5), user("u3", 5)]);
+    let t = transcript(vec![
+        sys("s0", 5),
+        user("u1", 5),
+        user("u2", 5),
+        user("u3", 5),
+    ]);
     let b = budget(100, 2);
     // u3 sits in the tail; its group and request are otherwise well formed.
     let actions = vec![keep("s0"), keep("u1"), keep("u2"), summ("u3", "g")];
@@ -263,7 +298,11 @@ fn rule2_lists_are_capped_at_ten() {
         .iter()
         .map(|id| {
             let n: usize = id[1..].parse().expect("two digits");
-            if n % 2 == 0 { drop_(id) } else { mask(id, 0) }
+            if n.is_multiple_of(2) {
+                drop_(id)
+            } else {
+                mask(id, 0)
+            }
         })
         .collect();
     actions.push(keep("u"));
@@ -300,19 +339,37 @@ fn rule3_partly_dropped_exchange() {
     let actions = vec![keep("s0"), drop_("a1"), keep("u1"), keep("t1"), keep("u2")];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["a1"], "retained_turn_ids": ["t1"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["a1"], "retained_turn_ids": ["t1"]})
+    );
 }
 
 #[test]
 fn rule3_a_masked_member_counts_as_retained() {
     let t = exchange();
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), mask("a1", 2), keep("u1"), drop_("t1"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        mask("a1", 2),
+        keep("u1"),
+        drop_("t1"),
+        keep("u2"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["t1"], "retained_turn_ids": ["a1"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["t1"], "retained_turn_ids": ["a1"]})
+    );
     // Mask and keep mix freely.
-    let actions = vec![keep("s0"), keep("a1"), keep("u1"), mask("t1", 30), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        keep("a1"),
+        keep("u1"),
+        mask("t1", 30),
+        keep("u2"),
+    ];
     accept(honest(&t, &b, actions, vec![]), &t, &b);
 }
 
@@ -320,10 +377,19 @@ fn rule3_a_masked_member_counts_as_retained() {
 fn rule3_partly_summarized_exchange() {
     let t = exchange();
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), keep("a1"), keep("u1"), summ("t1", "g"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        keep("a1"),
+        keep("u1"),
+        summ("t1", "g"),
+        keep("u2"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![req("g", &["t1"], 4)]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["t1"], "retained_turn_ids": ["a1"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["t1"], "retained_turn_ids": ["a1"]})
+    );
 }
 
 #[test]
@@ -339,7 +405,10 @@ fn rule3_displaced_result_in_the_tail_locks_its_call() {
     let actions = vec![drop_("a1"), keep("u1"), keep("u2"), keep("t1")];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["a1"], "retained_turn_ids": ["t1"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["a1"], "retained_turn_ids": ["t1"]})
+    );
 }
 
 #[test]
@@ -352,10 +421,19 @@ fn rule3_partial_lists_are_sorted() {
         user("u", 1),
     ]);
     let b = budget(1000, 1);
-    let actions = vec![drop_("zz"), keep("aa"), drop_("mm"), mask("qq", 0), keep("u")];
+    let actions = vec![
+        drop_("zz"),
+        keep("aa"),
+        drop_("mm"),
+        mask("qq", 0),
+        keep("u"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["mm", "zz"], "retained_turn_ids": ["aa", "qq"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["mm", "zz"], "retained_turn_ids": ["aa", "qq"]})
+    );
 }
 
 #[test]
@@ -366,19 +444,30 @@ fn rule3_partial_lists_are_capped_at_ten() {
     turns.push(user("u", 1));
     let t = transcript(turns);
     let b = budget(1000, 1);
-    let mut actions: Vec<TurnAction> =
-        members.iter().map(|id| if id == "m00" { keep(id) } else { drop_(id) }).collect();
+    let mut actions: Vec<TurnAction> = members
+        .iter()
+        .map(|id| if id == "m00" { keep(id) } else { drop_(id) })
+        .collect();
     actions.push(keep("u"));
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ids("m", 1..11), "retained_turn_ids": ["m00"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ids("m", 1..11), "retained_turn_ids": ["m00"]})
+    );
 }
 
 #[test]
 fn rule3_exchange_removed_by_mixed_actions() {
     let t = exchange();
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), drop_("a1"), keep("u1"), summ("t1", "g"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        drop_("a1"),
+        keep("u1"),
+        summ("t1", "g"),
+        keep("u2"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![req("g", &["t1"], 4)]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
@@ -391,7 +480,13 @@ fn rule3_exchange_removed_by_mixed_actions() {
 fn rule3_exchange_summarized_into_two_groups() {
     let t = exchange();
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), summ("a1", "g2"), keep("u1"), summ("t1", "g1"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        summ("a1", "g2"),
+        keep("u1"),
+        summ("t1", "g1"),
+        keep("u2"),
+    ];
     let requests = vec![req("g2", &["a1"], 4), req("g1", &["t1"], 4)];
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
@@ -400,8 +495,18 @@ fn rule3_exchange_summarized_into_two_groups() {
         json!({"turn_ids": ["a1", "t1"], "actions": ["summarize"], "summary_groups": ["g1", "g2"]})
     );
     // The same exchange in one group is fine.
-    let actions = vec![keep("s0"), summ("a1", "g"), summ("u1", "g"), summ("t1", "g"), keep("u2")];
-    accept(honest(&t, &b, actions, vec![req("g", &["a1", "u1", "t1"], 4)]), &t, &b);
+    let actions = vec![
+        keep("s0"),
+        summ("a1", "g"),
+        summ("u1", "g"),
+        summ("t1", "g"),
+        keep("u2"),
+    ];
+    accept(
+        honest(&t, &b, actions, vec![req("g", &["a1", "u1", "t1"], 4)]),
+        &t,
+        &b,
+    );
 }
 
 #[test]
@@ -415,7 +520,10 @@ fn rule3_mixed_lists_are_capped_at_ten() {
     let group = |id: &str| format!("g{}", &id[1..]);
     let mut actions: Vec<TurnAction> = members.iter().map(|id| summ(id, &group(id))).collect();
     actions.push(keep("u"));
-    let requests = members.iter().map(|id| req(&group(id), &[id.as_str()], 1)).collect();
+    let requests = members
+        .iter()
+        .map(|id| req(&group(id), &[id.as_str()], 1))
+        .collect();
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
@@ -438,7 +546,10 @@ fn rule3_reports_the_exchange_with_the_earliest_member_first() {
     let actions = vec![drop_("x0"), drop_("y1"), keep("y2"), keep("x3"), keep("u")];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["x0"], "retained_turn_ids": ["x3"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["x0"], "retained_turn_ids": ["x3"]})
+    );
 }
 
 #[test]
@@ -476,9 +587,19 @@ fn users(n: usize) -> Transcript {
 fn rule4_duplicate_group_ids_are_listed_sorted_with_repeats() {
     let t = groups();
     let b = budget(1000, 1);
-    let actions =
-        vec![keep("s0"), summ("u1", "h"), summ("a1", "g"), summ("u2", "g"), keep("a2"), keep("u3")];
-    let requests = vec![req("h", &["u1"], 1), req("g", &["a1"], 1), req("g", &["u2"], 1)];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "h"),
+        summ("a1", "g"),
+        summ("u2", "g"),
+        keep("a2"),
+        keep("u3"),
+    ];
+    let requests = vec![
+        req("h", &["u1"], 1),
+        req("g", &["a1"], 1),
+        req("g", &["u2"], 1),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(details, json!({"group_ids": ["g", "g", "h"]}));
@@ -491,11 +612,17 @@ fn rule4_duplicate_group_ids_are_capped_at_ten() {
     let b = budget(1000, 1);
     let turn_ids = ids("u", 0..11);
     let group_ids = ids("k", (0..11).rev());
-    let mut actions: Vec<TurnAction> =
-        turn_ids.iter().zip(&group_ids).map(|(id, g)| summ(id, g)).collect();
+    let mut actions: Vec<TurnAction> = turn_ids
+        .iter()
+        .zip(&group_ids)
+        .map(|(id, g)| summ(id, g))
+        .collect();
     actions.push(keep("tail"));
-    let mut requests: Vec<_> =
-        turn_ids.iter().zip(&group_ids).map(|(id, g)| req(g, &[id.as_str()], 1)).collect();
+    let mut requests: Vec<_> = turn_ids
+        .iter()
+        .zip(&group_ids)
+        .map(|(id, g)| req(g, &[id.as_str()], 1))
+        .collect();
     requests.push(req("k00", &["u00"], 1));
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
@@ -509,28 +636,50 @@ fn rule4_duplicate_group_ids_are_capped_at_ten() {
 fn rule4_group_without_request() {
     let t = groups();
     let b = budget(1000, 1);
-    let actions =
-        vec![keep("s0"), summ("u1", "g"), keep("a1"), keep("u2"), keep("a2"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        keep("a1"),
+        keep("u2"),
+        keep("a2"),
+        keep("u3"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"groups_without_request": ["g"], "requests_without_turns": []}));
+    assert_eq!(
+        details,
+        json!({"groups_without_request": ["g"], "requests_without_turns": []})
+    );
 }
 
 #[test]
 fn rule4_request_without_turns() {
     let t = groups();
     let b = budget(1000, 1);
-    let (code, details) = refusal(honest(&t, &b, keep_all(&t), vec![req("h", &["u1"], 3)]), &t, &b);
+    let (code, details) = refusal(
+        honest(&t, &b, keep_all(&t), vec![req("h", &["u1"], 3)]),
+        &t,
+        &b,
+    );
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"groups_without_request": [], "requests_without_turns": ["h"]}));
+    assert_eq!(
+        details,
+        json!({"groups_without_request": [], "requests_without_turns": ["h"]})
+    );
 }
 
 #[test]
 fn rule4_group_and_request_sets_are_sorted() {
     let t = groups();
     let b = budget(1000, 1);
-    let actions =
-        vec![keep("s0"), summ("u1", "zz"), summ("a1", "bb"), keep("u2"), keep("a2"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "zz"),
+        summ("a1", "bb"),
+        keep("u2"),
+        keep("a2"),
+        keep("u3"),
+    ];
     let requests = vec![req("yy", &["u2"], 1), req("aa", &["a2"], 1)];
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
@@ -545,11 +694,17 @@ fn rule4_group_and_request_sets_are_capped_at_ten() {
     let t = users(12);
     let b = budget(1000, 1);
     let turn_ids = ids("u", 0..12);
-    let mut actions: Vec<TurnAction> =
-        turn_ids.iter().zip(ids("a", (0..12).rev())).map(|(id, g)| summ(id, &g)).collect();
+    let mut actions: Vec<TurnAction> = turn_ids
+        .iter()
+        .zip(ids("a", (0..12).rev()))
+        .map(|(id, g)| summ(id, &g))
+        .collect();
     actions.push(keep("tail"));
-    let requests =
-        turn_ids.iter().zip(ids("b", (0..12).rev())).map(|(id, g)| req(&g, &[id.as_str()], 1)).collect();
+    let requests = turn_ids
+        .iter()
+        .zip(ids("b", (0..12).rev()))
+        .map(|(id, g)| req(&g, &[id.as_str()], 1))
+        .collect();
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
@@ -562,9 +717,19 @@ fn rule4_group_and_request_sets_are_capped_at_ten() {
 fn rule4_request_turns_in_another_order() {
     let t = groups();
     let b = budget(1000, 1);
-    let actions =
-        vec![keep("s0"), summ("u1", "g"), summ("a1", "g"), keep("u2"), keep("a2"), keep("u3")];
-    let (code, details) = refusal(honest(&t, &b, actions, vec![req("g", &["a1", "u1"], 4)]), &t, &b);
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        summ("a1", "g"),
+        keep("u2"),
+        keep("a2"),
+        keep("u3"),
+    ];
+    let (code, details) = refusal(
+        honest(&t, &b, actions, vec![req("g", &["a1", "u1"], 4)]),
+        &t,
+        &b,
+    );
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
         details,
@@ -576,16 +741,29 @@ fn rule4_request_turns_in_another_order() {
 fn rule4_request_turns_missing_or_extra() {
     let t = groups();
     let b = budget(1000, 1);
-    let actions =
-        vec![keep("s0"), summ("u1", "g"), summ("a1", "g"), keep("u2"), keep("a2"), keep("u3")];
-    let (code, details) = refusal(honest(&t, &b, actions.clone(), vec![req("g", &["u1"], 4)]), &t, &b);
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        summ("a1", "g"),
+        keep("u2"),
+        keep("a2"),
+        keep("u3"),
+    ];
+    let (code, details) = refusal(
+        honest(&t, &b, actions.clone(), vec![req("g", &["u1"], 4)]),
+        &t,
+        &b,
+    );
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
         details,
         json!({"group_id": "g", "request_turn_ids": ["u1"], "action_turn_ids": ["u1", "a1"]})
     );
-    let (code, details) =
-        refusal(honest(&t, &b, actions, vec![req("g", &["u1", "a1", "u2"], 4)]), &t, &b);
+    let (code, details) = refusal(
+        honest(&t, &b, actions, vec![req("g", &["u1", "a1", "u2"], 4)]),
+        &t,
+        &b,
+    );
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
         details,
@@ -623,7 +801,11 @@ fn rule4_request_turn_lists_are_capped_at_ten_and_not_sorted() {
     let mut actions: Vec<TurnAction> = turn_ids.iter().map(|id| summ(id, "g")).collect();
     actions.push(keep("tail"));
     let reversed: Vec<&str> = turn_ids.iter().rev().map(String::as_str).collect();
-    let (code, details) = refusal(honest(&t, &b, actions, vec![req("g", &reversed, 4)]), &t, &b);
+    let (code, details) = refusal(
+        honest(&t, &b, actions, vec![req("g", &reversed, 4)]),
+        &t,
+        &b,
+    );
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
         details,
@@ -645,7 +827,13 @@ fn rule4_summary_turn_id_collides_with_an_existing_turn() {
         user("u3", 5),
     ]);
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), keep("summary:g"), summ("u1", "g"), keep("a1"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        keep("summary:g"),
+        summ("u1", "g"),
+        keep("a1"),
+        keep("u3"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![req("g", &["u1"], 3)]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(details, json!({"group_ids": ["g"]}));
@@ -655,8 +843,10 @@ fn rule4_summary_turn_id_collides_with_an_existing_turn() {
 fn rule4_collisions_are_sorted_and_capped_at_ten() {
     // Groups k11..k00 (reverse) over u00..u11; every summary:kNN is already a turn, except
     // that the extra group "free" does not collide.
-    let mut turns: Vec<TranscriptTurn> =
-        ids("summary:k", 0..12).iter().map(|id| user(id, 1)).collect();
+    let mut turns: Vec<TranscriptTurn> = ids("summary:k", 0..12)
+        .iter()
+        .map(|id| user(id, 1))
+        .collect();
     turns.extend(ids("u", 0..13).iter().map(|id| user(id, 1)));
     turns.push(user("tail", 1));
     let t = transcript(turns);
@@ -679,8 +869,14 @@ fn rule4_collisions_are_sorted_and_capped_at_ten() {
 fn rule4_requests_out_of_order_are_listed_in_plan_order() {
     let t = groups();
     let b = budget(1000, 1);
-    let actions =
-        vec![keep("s0"), summ("u1", "aa"), keep("a1"), summ("u2", "zz"), keep("a2"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "aa"),
+        keep("a1"),
+        summ("u2", "zz"),
+        keep("a2"),
+        keep("u3"),
+    ];
     let requests = vec![req("zz", &["u2"], 1), req("aa", &["u1"], 1)];
     let (code, details) = refusal(honest(&t, &b, actions.clone(), requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
@@ -696,11 +892,18 @@ fn rule4_out_of_order_list_is_capped_at_ten() {
     let b = budget(1000, 1);
     let turn_ids = ids("u", 0..12);
     let group_ids = ids("g", 0..12);
-    let mut actions: Vec<TurnAction> =
-        turn_ids.iter().zip(&group_ids).map(|(id, g)| summ(id, g)).collect();
+    let mut actions: Vec<TurnAction> = turn_ids
+        .iter()
+        .zip(&group_ids)
+        .map(|(id, g)| summ(id, g))
+        .collect();
     actions.push(keep("tail"));
-    let requests =
-        turn_ids.iter().zip(&group_ids).rev().map(|(id, g)| req(g, &[id.as_str()], 1)).collect();
+    let requests = turn_ids
+        .iter()
+        .zip(&group_ids)
+        .rev()
+        .map(|(id, g)| req(g, &[id.as_str()], 1))
+        .collect();
     let (code, details) = refusal(honest(&t, &b, actions, requests), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(details, json!({"group_ids": ids("g", (2..12).rev())}));
@@ -711,29 +914,70 @@ fn rule4_checks_run_in_order() {
     let t = groups();
     let b = budget(1000, 1);
     // Duplicate ids and a group without request: the duplicate is reported.
-    let actions =
-        vec![keep("s0"), summ("u1", "g"), summ("a1", "x"), keep("u2"), keep("a2"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        summ("a1", "x"),
+        keep("u2"),
+        keep("a2"),
+        keep("u3"),
+    ];
     let requests = vec![req("g", &["u1"], 1), req("g", &["u1"], 1)];
-    assert_eq!(refusal(honest(&t, &b, actions, requests), &t, &b).1, json!({"group_ids": ["g", "g"]}));
+    assert_eq!(
+        refusal(honest(&t, &b, actions, requests), &t, &b).1,
+        json!({"group_ids": ["g", "g"]})
+    );
     // A request without turns and a disagreeing request: the set mismatch is reported.
-    let actions =
-        vec![keep("s0"), summ("u1", "g"), summ("a1", "g"), keep("u2"), keep("a2"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        summ("a1", "g"),
+        keep("u2"),
+        keep("a2"),
+        keep("u3"),
+    ];
     let requests = vec![req("g", &["u1"], 1), req("h", &["u2"], 1)];
     assert_eq!(
         refusal(honest(&t, &b, actions, requests), &t, &b).1,
         json!({"groups_without_request": [], "requests_without_turns": ["h"]})
     );
     // A disagreeing request and a collision: the disagreement is reported.
-    let t2 = transcript(vec![sys("s0", 5), user("summary:g", 5), user("u1", 5), user("a1", 5), user("u3", 5)]);
-    let actions = vec![keep("s0"), keep("summary:g"), summ("u1", "g"), summ("a1", "g"), keep("u3")];
+    let t2 = transcript(vec![
+        sys("s0", 5),
+        user("summary:g", 5),
+        user("u1", 5),
+        user("a1", 5),
+        user("u3", 5),
+    ]);
+    let actions = vec![
+        keep("s0"),
+        keep("summary:g"),
+        summ("u1", "g"),
+        summ("a1", "g"),
+        keep("u3"),
+    ];
     assert_eq!(
-        refusal(honest(&t2, &b, actions, vec![req("g", &["a1", "u1"], 1)]), &t2, &b).1,
+        refusal(
+            honest(&t2, &b, actions, vec![req("g", &["a1", "u1"], 1)]),
+            &t2,
+            &b
+        )
+        .1,
         json!({"group_id": "g", "request_turn_ids": ["a1", "u1"], "action_turn_ids": ["u1", "a1"]})
     );
     // A collision and requests out of order: the collision is reported.
-    let actions = vec![keep("s0"), keep("summary:g"), summ("u1", "h"), summ("a1", "g"), keep("u3")];
+    let actions = vec![
+        keep("s0"),
+        keep("summary:g"),
+        summ("u1", "h"),
+        summ("a1", "g"),
+        keep("u3"),
+    ];
     let requests = vec![req("g", &["a1"], 1), req("h", &["u1"], 1)];
-    assert_eq!(refusal(honest(&t2, &b, actions, requests), &t2, &b).1, json!({"group_ids": ["g"]}));
+    assert_eq!(
+        refusal(honest(&t2, &b, actions, requests), &t2, &b).1,
+        json!({"group_ids": ["g"]})
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -741,7 +985,14 @@ fn rule4_checks_run_in_order() {
 
 /// Over `chat()`: keep s0, drop u1, keep a1, mask t1 to 32, keep a2, keep u2: 10+25+32+15+7 = 89.
 fn figures_actions() -> Vec<TurnAction> {
-    vec![keep("s0"), drop_("u1"), keep("a1"), mask("t1", 32), keep("a2"), keep("u2")]
+    vec![
+        keep("s0"),
+        drop_("u1"),
+        keep("a1"),
+        mask("t1", 32),
+        keep("a2"),
+        keep("u2"),
+    ]
 }
 
 #[test]
@@ -780,9 +1031,20 @@ fn rule5_derived_after_counts_each_request_target_once() {
     let b = budget(1000, 1);
     // keep s0 10, summarize u1 (g), keep a1 25, mask t1 32, summarize a2 (h), keep u2 7;
     // targets 6 and 4: 10+25+32+7+6+4 = 84.
-    let actions = vec![keep("s0"), summ("u1", "g"), keep("a1"), mask("t1", 32), summ("a2", "h"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        keep("a1"),
+        mask("t1", 32),
+        summ("a2", "h"),
+        keep("u2"),
+    ];
     let requests = vec![req("g", &["u1"], 6), req("h", &["a2"], 4)];
-    let (code, details) = refusal(draft(actions.clone(), requests.clone(), 377, 89, false), &t, &b);
+    let (code, details) = refusal(
+        draft(actions.clone(), requests.clone(), 377, 89, false),
+        &t,
+        &b,
+    );
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(details, json!({"declared": 89, "derived": 84}));
     accept(draft(actions, requests, 377, 84, false), &t, &b);
@@ -794,7 +1056,10 @@ fn rule5_budget_unmet_false_while_over() {
     let b = budget(88, 1);
     let (code, details) = refusal(draft(figures_actions(), vec![], 377, 89, false), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"declared": false, "tokens_after_estimate": 89, "max_tokens": 88}));
+    assert_eq!(
+        details,
+        json!({"declared": false, "tokens_after_estimate": 89, "max_tokens": 88})
+    );
 }
 
 #[test]
@@ -803,7 +1068,10 @@ fn rule5_budget_unmet_true_while_fitting_exactly() {
     let b = budget(89, 1);
     let (code, details) = refusal(draft(figures_actions(), vec![], 377, 89, true), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"declared": true, "tokens_after_estimate": 89, "max_tokens": 89}));
+    assert_eq!(
+        details,
+        json!({"declared": true, "tokens_after_estimate": 89, "max_tokens": 89})
+    );
     accept(draft(figures_actions(), vec![], 377, 89, false), &t, &b);
 }
 
@@ -843,7 +1111,14 @@ fn rule1_is_reported_before_rule5() {
 fn rule1_is_reported_before_rule2() {
     let t = chat();
     let b = budget(1000, 1);
-    let actions = vec![drop_("s0"), keep("a1"), keep("u1"), keep("t1"), keep("a2"), keep("u2")];
+    let actions = vec![
+        drop_("s0"),
+        keep("a1"),
+        keep("u1"),
+        keep("t1"),
+        keep("a2"),
+        keep("u2"),
+    ];
     let (_, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(
         details,
@@ -855,7 +1130,14 @@ fn rule1_is_reported_before_rule2() {
 fn rule2_is_reported_before_rule3() {
     let t = chat();
     let b = budget(1000, 1);
-    let actions = vec![drop_("s0"), keep("u1"), drop_("a1"), keep("t1"), keep("a2"), keep("u2")];
+    let actions = vec![
+        drop_("s0"),
+        keep("u1"),
+        drop_("a1"),
+        keep("t1"),
+        keep("a2"),
+        keep("u2"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
     assert_eq!(
@@ -869,27 +1151,54 @@ fn rule3_is_reported_before_rule4() {
     let t = chat();
     let b = budget(1000, 1);
     // a1/t1 split, and group g has no request.
-    let actions = vec![keep("s0"), summ("u1", "g"), drop_("a1"), keep("t1"), keep("a2"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        drop_("a1"),
+        keep("t1"),
+        keep("a2"),
+        keep("u2"),
+    ];
     let (code, details) = refusal(honest(&t, &b, actions, vec![]), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"removed_turn_ids": ["a1"], "retained_turn_ids": ["t1"]}));
+    assert_eq!(
+        details,
+        json!({"removed_turn_ids": ["a1"], "retained_turn_ids": ["t1"]})
+    );
 }
 
 #[test]
 fn rule4_is_reported_before_rule5() {
     let t = chat();
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), summ("u1", "g"), keep("a1"), keep("t1"), keep("a2"), keep("u2")];
+    let actions = vec![
+        keep("s0"),
+        summ("u1", "g"),
+        keep("a1"),
+        keep("t1"),
+        keep("a2"),
+        keep("u2"),
+    ];
     let (code, details) = refusal(draft(actions, vec![], 0, 0, true), &t, &b);
     assert_eq!(code, ErrorCode::Validation);
-    assert_eq!(details, json!({"groups_without_request": ["g"], "requests_without_turns": []}));
+    assert_eq!(
+        details,
+        json!({"groups_without_request": ["g"], "requests_without_turns": []})
+    );
 }
 
 #[test]
 fn rule2_is_reported_before_rule5() {
     let t = chat();
     let b = budget(1000, 1);
-    let actions = vec![keep("s0"), keep("u1"), keep("a1"), keep("t1"), keep("a2"), drop_("u2")];
+    let actions = vec![
+        keep("s0"),
+        keep("u1"),
+        keep("a1"),
+        keep("t1"),
+        keep("a2"),
+        drop_("u2"),
+    ];
     let (_, details) = refusal(draft(actions, vec![], 0, 0, true), &t, &b);
     assert_eq!(
         details,

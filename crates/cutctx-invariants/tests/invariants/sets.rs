@@ -14,7 +14,10 @@ fn partition(t: &Transcript) -> Vec<Vec<usize>> {
 /// The exchanges as lists of turn ids.
 fn partition_ids(t: &Transcript) -> Vec<Vec<String>> {
     let ids: Vec<&str> = t.turn_ids().collect();
-    partition(t).iter().map(|m| m.iter().map(|&p| ids[p].to_owned()).collect()).collect()
+    partition(t)
+        .iter()
+        .map(|m| m.iter().map(|&p| ids[p].to_owned()).collect())
+        .collect()
 }
 
 #[test]
@@ -28,7 +31,10 @@ fn exchanges_partition_by_tool_call_id_in_transcript_order() {
         result("t3", "c1", 1),
         user("u2", 1),
     ]);
-    assert_eq!(partition(&t), vec![vec![0, 2, 5], vec![1], vec![3, 4], vec![6]]);
+    assert_eq!(
+        partition(&t),
+        vec![vec![0, 2, 5], vec![1], vec![3, 4], vec![6]]
+    );
     let x = Exchanges::of(&t);
     assert_eq!(x.len(), 4);
     assert!(!x.is_empty());
@@ -58,7 +64,11 @@ fn exchanges_are_ordered_by_their_earliest_member() {
         vec![vec!["x0", "x3"], vec!["y1", "y2"], vec!["u4"]]
     );
     // Call ids sorting before one another does not matter: "a" starts after "z".
-    let t = transcript(vec![result("r0", "z", 1), result("r1", "a", 1), result("r2", "z", 1)]);
+    let t = transcript(vec![
+        result("r0", "z", 1),
+        result("r1", "a", 1),
+        result("r2", "z", 1),
+    ]);
     assert_eq!(partition(&t), vec![vec![0, 2], vec![1]]);
 }
 
@@ -72,18 +82,33 @@ fn a_tool_call_id_equal_to_a_turn_id_does_not_merge() {
         user("u3", 1),
         result("t4", "u1", 1),
     ]);
-    assert_eq!(partition_ids(&t), vec![vec!["u1"], vec!["t1", "t4"], vec!["t2"], vec!["u3"]]);
+    assert_eq!(
+        partition_ids(&t),
+        vec![vec!["u1"], vec!["t1", "t4"], vec!["t2"], vec!["u3"]]
+    );
 }
 
 #[test]
 fn displaced_result_joins_its_distant_call() {
-    let t = transcript(vec![call("a1", "c1", 200), user("u1", 60), user("u2", 60), result("t1", "c1", 15)]);
-    assert_eq!(partition_ids(&t), vec![vec!["a1", "t1"], vec!["u1"], vec!["u2"]]);
+    let t = transcript(vec![
+        call("a1", "c1", 200),
+        user("u1", 60),
+        user("u2", 60),
+        result("t1", "c1", 15),
+    ]);
+    assert_eq!(
+        partition_ids(&t),
+        vec![vec!["a1", "t1"], vec!["u1"], vec!["u2"]]
+    );
 }
 
 #[test]
 fn orphaned_result_is_an_exchange_of_one_and_removable() {
-    let t = transcript(vec![result("t0", "gone", 500), user("u1", 20), asst("a1", 20)]);
+    let t = transcript(vec![
+        result("t0", "gone", 500),
+        user("u1", 20),
+        asst("a1", 20),
+    ]);
     assert_eq!(partition_ids(&t), vec![vec!["t0"], vec!["u1"], vec!["a1"]]);
     let a = Analysis::of(&t, &budget(45, 1));
     assert_eq!(a.untouchable, [false, false, true]);
@@ -133,7 +158,13 @@ fn pinned_turns_are_untouchable() {
 
 #[test]
 fn the_protected_tail_is_untouchable() {
-    let t = transcript(vec![user("u0", 1), user("u1", 2), user("u2", 4), user("u3", 8), user("u4", 16)]);
+    let t = transcript(vec![
+        user("u0", 1),
+        user("u1", 2),
+        user("u2", 4),
+        user("u3", 8),
+        user("u4", 16),
+    ]);
     let a = Analysis::of(&t, &budget(100, 2));
     assert_eq!(a.untouchable, [false, false, false, true, true]);
     assert_eq!((a.untouchable_tokens, a.untouchable_count), (24, 2));
@@ -164,24 +195,37 @@ fn untouchable_sources_overlap_without_double_counting() {
 fn protection_spreads_through_an_exchange() {
     let t = transcript(vec![
         sys("s0", 1),
-        call("a1", "c1", 1),  // locked by t5 in the tail
-        call("a2", "c2", 1),  // locked by its pinned result t3
+        call("a1", "c1", 1), // locked by t5 in the tail
+        call("a2", "c2", 1), // locked by its pinned result t3
         result("t3", "c2", 1).with_pinned(true),
-        call("a4", "c3", 1),  // locked only while its result t6 is in the tail
+        call("a4", "c3", 1), // locked only while its result t6 is in the tail
         result("t5", "c1", 1),
         result("t6", "c3", 1),
         user("u7", 1),
     ]);
     let a = Analysis::of(&t, &budget(100, 3));
-    assert_eq!(a.untouchable, [true, false, false, true, false, true, true, true]);
+    assert_eq!(
+        a.untouchable,
+        [true, false, false, true, false, true, true, true]
+    );
     // Every exchange holds an untouchable turn, so nothing is removable.
     assert_eq!(a.removable, [false; 8]);
     // With a tail of 2, t5 is free and so is its call a1; a4 stays locked by t6.
     let a = Analysis::of(&t, &budget(100, 2));
-    assert_eq!(a.untouchable, [true, false, false, true, false, false, true, true]);
-    assert_eq!(a.removable, [false, true, false, false, false, true, false, false]);
+    assert_eq!(
+        a.untouchable,
+        [true, false, false, true, false, false, true, true]
+    );
+    assert_eq!(
+        a.removable,
+        [false, true, false, false, false, true, false, false]
+    );
     // A system turn carrying a call id locks that exchange as well.
-    let t = transcript(vec![sys("s0", 1).with_tool_call_id("c"), result("t1", "c", 1), user("u2", 1)]);
+    let t = transcript(vec![
+        sys("s0", 1).with_tool_call_id("c"),
+        result("t1", "c", 1),
+        user("u2", 1),
+    ]);
     let a = Analysis::of(&t, &budget(100, 0));
     assert_eq!(a.removable, [false, false, true]);
 }
@@ -190,7 +234,9 @@ fn protection_spreads_through_an_exchange() {
 fn budget_equal_to_the_floor_is_satisfiable() {
     let t = transcript(vec![sys("s0", 12), user("u1", 30), asst("a1", 25)]);
     require_satisfiable_budget(&t, &budget(37, 1)).expect("37 == 12 + 25");
-    Analysis::of(&t, &budget(37, 1)).require_satisfiable(&budget(37, 1)).expect("equality fits");
+    Analysis::of(&t, &budget(37, 1))
+        .require_satisfiable(&budget(37, 1))
+        .expect("equality fits");
     require_satisfiable_budget(&Transcript::default(), &budget(0, 4)).expect("empty fits zero");
     let zero = transcript(vec![sys("s0", 0), user("u1", 9)]);
     require_satisfiable_budget(&zero, &budget(0, 0)).expect("a zero floor fits a zero budget");
@@ -216,8 +262,14 @@ fn budget_below_the_floor_is_unsatisfiable_with_exact_details() {
             "protected_recent_turns": 1,
         })
     );
-    assert!(err.message().contains("67") && err.message().contains("66"), "{}", err.message());
-    let via_analysis = Analysis::of(&t, &b).require_satisfiable(&b).expect_err("same refusal");
+    assert!(
+        err.message().contains("67") && err.message().contains("66"),
+        "{}",
+        err.message()
+    );
+    let via_analysis = Analysis::of(&t, &b)
+        .require_satisfiable(&b)
+        .expect_err("same refusal");
     assert_eq!(via_analysis, err);
     // The protected figure in details is the budget's, even when it exceeds the transcript.
     let b = budget(0, 9);
