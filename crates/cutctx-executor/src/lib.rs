@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
-    Action, CompactedTranscript, CompactionError, CompactionReport, ID_SAMPLE_LIMIT, Role,
-    SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn, TurnAction, details,
-    py_repr_str,
+    Action, CompactedTranscript, CompactionError, CompactionReport, DerivedTurn, ID_SAMPLE_LIMIT,
+    Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn, TurnAction,
+    details, py_repr_str,
 };
 
 /// Metadata key every turn the executor writes carries: `"masked"` or `"summary"`.
@@ -101,27 +101,28 @@ pub fn apply(
         .collect();
 
     let n = transcript.len();
-    let mut view: Vec<TranscriptTurn> = Vec::with_capacity(n);
+    let mut view: Vec<DerivedTurn> = Vec::with_capacity(n);
     let (mut kept, mut masked, mut summarized, mut dropped) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut summary_turn_ids = Vec::with_capacity(requests.len());
     let mut emitted: BTreeSet<&str> = BTreeSet::new();
-    for (turn, action) in transcript.turns().iter().zip(&plan.actions) {
+    for (position, (turn, action)) in transcript.turns().iter().zip(&plan.actions).enumerate() {
         let id = turn.turn_id_arc().clone();
         match action.action() {
             Action::Keep => {
-                view.push(turn.clone());
+                view.push(DerivedTurn::Kept(position, turn.clone()));
                 kept.push(id);
             }
             Action::Mask => {
                 if let Some(r) = action.replacement() {
                     let mut metadata = (**turn.metadata()).clone();
                     metadata.insert(META_KIND.to_owned(), "masked".to_owned());
-                    view.push(
+                    view.push(DerivedTurn::Kept(
+                        position,
                         turn.clone()
                             .with_content(r.content.clone(), r.token_estimate)
                             .with_metadata(Arc::new(metadata)),
-                    );
+                    ));
                 }
                 masked.push(id);
             }
@@ -141,7 +142,7 @@ pub fn apply(
                                 request.turn_ids().len().to_string(),
                             ),
                         ]);
-                        view.push(
+                        view.push(DerivedTurn::New(
                             TranscriptTurn::new(
                                 summary_id.as_str(),
                                 Role::Assistant,
@@ -149,7 +150,7 @@ pub fn apply(
                                 request.target_tokens(),
                             )?
                             .with_metadata(Arc::new(metadata)),
-                        );
+                        ));
                         summary_turn_ids.push(summary_id);
                     }
                 }
@@ -174,7 +175,7 @@ pub fn apply(
         turns_before: n as u64,
     };
     Ok(CompactedTranscript {
-        transcript: Transcript::new(view)?,
+        transcript: transcript.derive(view)?,
         report,
     })
 }

@@ -40,6 +40,7 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+mod idmap;
 mod plan;
 mod sets;
 mod validate;

@@ -57,6 +57,9 @@ impl CompactionPlan {
 
     /// As [`CompactionPlan::validate`], reusing an analysis of the same transcript and budget.
     ///
+    /// The analysis must be of `transcript` under `budget` ([`Analysis::of`] or
+    /// [`Analysis::project`]); one of a transcript of another length is ignored and recomputed.
+    ///
     /// # Errors
     ///
     /// As [`CompactionPlan::validate`].
@@ -66,7 +69,16 @@ impl CompactionPlan {
         budget: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<Self, CompactionError> {
-        crate::validate::validate(&draft, transcript, budget, analysis)?;
+        if analysis.fits(transcript) {
+            crate::validate::validate(&draft, transcript, budget, analysis)?;
+        } else {
+            crate::validate::validate(
+                &draft,
+                transcript,
+                budget,
+                &Analysis::of(transcript, budget),
+            )?;
+        }
         Ok(Self { draft })
     }
 
@@ -144,12 +156,9 @@ pub fn build_plan(
 ) -> Result<CompactionPlan, CompactionError> {
     analysis.require_satisfiable(budget)?;
     let after = estimate_after(transcript, &actions, &summarization_requests);
-    let after = u64::try_from(after).map_err(|_| {
-        CompactionError::validation(
-            "The plan's estimate after compaction overflows 64 bits.",
-            cutctx_model::details! { "derived" => after.to_string() },
-        )
-    })?;
+    // A figure beyond 64 bits cannot be declared; the arithmetic rule then reports it, after
+    // the structural rules have had their say.
+    let after = u64::try_from(after).unwrap_or(u64::MAX);
     let draft = PlanDraft {
         actions,
         budget_unmet: after > budget.max_tokens,

@@ -1,6 +1,6 @@
 //! The derived sets of a transcript: exchanges, untouchable and removable turns.
 
-use std::collections::BTreeMap;
+use crate::idmap::IdMap;
 
 use cutctx_model::{CompactionBudget, CompactionError, Role, Transcript};
 
@@ -20,23 +20,59 @@ impl Exchanges {
     /// The partition of `transcript`.
     #[must_use]
     pub fn of(transcript: &Transcript) -> Self {
-        let mut by_call: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut by_call: IdMap<'_, usize> = crate::idmap::with_capacity(transcript.len() / 2);
         let mut members: Vec<Vec<usize>> = Vec::new();
         let mut of_turn = Vec::with_capacity(transcript.len());
+        // Results usually follow their call: remember the last call seen, skip the lookup.
+        let mut last: Option<(&str, usize)> = None;
         for (index, turn) in transcript.turns().iter().enumerate() {
             let exchange = match turn.tool_call_id() {
-                Some(call) => *by_call.entry(call).or_insert_with(|| {
-                    members.push(Vec::new());
-                    members.len() - 1
-                }),
+                Some(call) => match last {
+                    Some((prev, e)) if prev == call => e,
+                    _ => {
+                        let e = *by_call.entry(call).or_insert_with(|| {
+                            members.push(Vec::new());
+                            members.len() - 1
+                        });
+                        last = Some((call, e));
+                        e
+                    }
+                },
                 None => {
                     members.push(Vec::new());
                     members.len() - 1
                 }
             };
-            if let Some(m) = members.get_mut(exchange) {
-                m.push(index);
-            }
+            members[exchange].push(index);
+            of_turn.push(exchange);
+        }
+        Self { members, of_turn }
+    }
+
+    /// The partition of a projection, derived from the partition of its source without
+    /// comparing a single id: `origin[j]` is the source position projection turn `j` stands
+    /// for, or `None` for a turn the source does not have (which must carry no
+    /// `tool_call_id`). Masking keeps `tool_call_id`, so exchanges only lose members.
+    #[must_use]
+    pub fn project(&self, origin: &[Option<usize>]) -> Self {
+        let mut renumber: Vec<Option<usize>> = vec![None; self.members.len()];
+        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut of_turn = Vec::with_capacity(origin.len());
+        for (j, o) in origin.iter().enumerate() {
+            let exchange = match o {
+                Some(p) => {
+                    let source = self.of_turn[*p];
+                    *renumber[source].get_or_insert_with(|| {
+                        members.push(Vec::new());
+                        members.len() - 1
+                    })
+                }
+                None => {
+                    members.push(Vec::new());
+                    members.len() - 1
+                }
+            };
+            members[exchange].push(j);
             of_turn.push(exchange);
         }
         Self { members, of_turn }
@@ -109,7 +145,26 @@ impl Analysis {
     /// The analysis of `transcript` under `budget`.
     #[must_use]
     pub fn of(transcript: &Transcript, budget: &CompactionBudget) -> Self {
-        let exchanges = Exchanges::of(transcript);
+        Self::with_exchanges(transcript, budget, Exchanges::of(transcript))
+    }
+
+    /// The analysis of a projection of the transcript `self` analysed: see
+    /// [`Exchanges::project`] for `origin`. `O(n)`, no id compared.
+    #[must_use]
+    pub fn project(
+        &self,
+        projection: &Transcript,
+        budget: &CompactionBudget,
+        origin: &[Option<usize>],
+    ) -> Self {
+        Self::with_exchanges(projection, budget, self.exchanges.project(origin))
+    }
+
+    fn with_exchanges(
+        transcript: &Transcript,
+        budget: &CompactionBudget,
+        exchanges: Exchanges,
+    ) -> Self {
         let untouchable = untouchable(transcript, budget);
         let untouchable_tokens = transcript
             .turns()
@@ -134,6 +189,14 @@ impl Analysis {
             untouchable_tokens,
             untouchable_count,
         }
+    }
+
+    /// Whether this analysis can describe `transcript`: the same number of turns. A cheap
+    /// guard against passing the analysis of another transcript.
+    #[must_use]
+    pub fn fits(&self, transcript: &Transcript) -> bool {
+        self.untouchable.len() == transcript.len()
+            && self.exchanges.of_turn.len() == transcript.len()
     }
 
     /// Refuses a budget below the untouchable floor (equality is fine).

@@ -147,24 +147,15 @@ pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String, Compac
 /// and finite.
 #[must_use]
 pub fn canonical_json_value(value: &Value) -> String {
-    let bytes = write_sorted(value);
-    // serde_json writes valid UTF-8 from valid UTF-8 input.
-    String::from_utf8(bytes).unwrap_or_default()
-}
-
-/// Writes `value` canonically without re-sorting its keys.
-///
-/// Correct only for types whose maps are sorted and whose struct fields are declared in code
-/// point order: the model's own plan, report and turn types, each checked by a test against
-/// [`canonical_json`]. This path skips building a `Value`, which matters for large plans.
-pub(crate) fn write_sorted<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
     let mut out = Vec::with_capacity(256);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
-    // Serializing the model's types into a Vec cannot fail: no I/O, string keys only.
+    // A `Value` has string keys and finite numbers, and a Vec cannot fail to grow: this
+    // cannot fail.
     if value.serialize(&mut ser).is_err() {
         out.clear();
     }
-    out
+    // serde_json writes valid UTF-8 from valid UTF-8 input.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Lower-case hex of a SHA-256 digest of `bytes`.
@@ -242,7 +233,7 @@ pub fn sha256_of_str(text: &str) -> String {
     hex(&hasher.finalize())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for &b in bytes {

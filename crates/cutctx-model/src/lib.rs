@@ -24,6 +24,7 @@
 
 pub mod canonical;
 mod error;
+mod fastjson;
 mod plan;
 mod pyrepr;
 mod turn;
@@ -34,7 +35,9 @@ pub use plan::{
     TurnReplacement,
 };
 pub use pyrepr::py_repr_str;
-pub use turn::{CompactionBudget, Metadata, Role, Transcript, TranscriptTurn, TurnRecord};
+pub use turn::{
+    CompactionBudget, DerivedTurn, Metadata, Role, Transcript, TranscriptTurn, TurnRecord,
+};
 
 /// The prefix of every summary turn's id: a summary for group `g` is the turn `summary:g`.
 pub const SUMMARY_TURN_ID_PREFIX: &str = "summary:";

@@ -4,7 +4,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::canonical::{sha256_hex, write_sorted};
+use crate::fastjson::{
+    HashSink, Sink, put_bool, put_opt_f64, put_opt_str, put_str, put_str_list, put_u64,
+};
 use crate::{CompactionError, SUMMARY_TURN_ID_PREFIX, Transcript, details, py_repr_str};
 
 /// What a plan does to one turn.
@@ -292,6 +294,49 @@ impl SummarizationRequest {
         })
     }
 
+    /// A request for the turns at `positions` of `transcript`, which must be strictly
+    /// increasing: their ids are then distinct without being compared, so this is `O(k)`.
+    ///
+    /// # Errors
+    ///
+    /// As [`SummarizationRequest::new`], and `VALIDATION_ERROR` when a position is out of range
+    /// or not increasing.
+    pub fn for_positions(
+        group_id: impl Into<Arc<str>>,
+        transcript: &Transcript,
+        positions: &[usize],
+        target_tokens: u64,
+        prompt_id: impl Into<Arc<str>>,
+    ) -> Result<Self, CompactionError> {
+        let group_id = group_id.into();
+        let prompt_id = prompt_id.into();
+        let turns = transcript.turns();
+        let increasing = positions.windows(2).all(|w| w[0] < w[1]);
+        if !increasing || positions.last().is_some_and(|&p| p >= turns.len()) {
+            return Err(CompactionError::validation(
+                format!(
+                    "Summarization request {} names positions that are not increasing or not                      in the transcript.",
+                    py_repr_str(&group_id)
+                ),
+                details! { "group_id" => &*group_id },
+            ));
+        }
+        // Checks 1-3 of `new` on an empty list, which cannot repeat an id.
+        if group_id.is_empty() || prompt_id.is_empty() || positions.is_empty() {
+            return Self::new(group_id, Vec::new(), target_tokens, prompt_id);
+        }
+        let turn_ids = positions
+            .iter()
+            .map(|&p| turns[p].turn_id_arc().clone())
+            .collect();
+        Ok(Self {
+            group_id,
+            prompt_id,
+            target_tokens,
+            turn_ids,
+        })
+    }
+
     /// The group id.
     #[must_use]
     pub fn group_id(&self) -> &str {
@@ -390,13 +435,73 @@ impl PlanDraft {
     /// The plan's canonical JSON, without a trailing newline: the reference's golden bytes.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        String::from_utf8(write_sorted(self)).unwrap_or_default()
+        let mut out = Vec::with_capacity(128 + 96 * self.actions.len());
+        self.write(&mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 
-    /// The lower-case SHA-256 hex of [`PlanDraft::canonical_json`].
+    /// The lower-case SHA-256 hex of [`PlanDraft::canonical_json`], streamed into the hasher
+    /// without building the text.
     #[must_use]
     pub fn plan_hash(&self) -> String {
-        sha256_hex(&write_sorted(self))
+        let mut sink = HashSink::new();
+        self.write(&mut sink);
+        sink.finish_hex()
+    }
+
+    fn write<S: Sink>(&self, out: &mut S) {
+        out.put(b"{\"actions\":[");
+        for (i, a) in self.actions.iter().enumerate() {
+            if i > 0 {
+                out.put(b",");
+            }
+            out.put(b"{\"action\":\"");
+            out.put(a.action.as_str().as_bytes());
+            out.put(b"\",\"replacement\":");
+            match &a.replacement {
+                Some(r) => {
+                    out.put(b"{\"content\":");
+                    put_str(out, &r.content);
+                    out.put(b",\"token_estimate\":");
+                    put_u64(out, r.token_estimate);
+                    out.put(b"}");
+                }
+                None => out.put(b"null"),
+            }
+            out.put(b",\"summary_group\":");
+            put_opt_str(out, a.summary_group.as_deref());
+            out.put(b",\"turn_id\":");
+            put_str(out, &a.turn_id);
+            out.put(b"}");
+        }
+        out.put(b"],\"budget_unmet\":");
+        put_bool(out, self.budget_unmet);
+        out.put(b",\"estimator_ratio\":");
+        put_opt_f64(out, self.estimator_ratio);
+        out.put(b",\"policy_name\":");
+        put_str(out, &self.policy_name);
+        out.put(b",\"policy_version\":");
+        put_str(out, &self.policy_version);
+        out.put(b",\"summarization_requests\":[");
+        for (i, r) in self.summarization_requests.iter().enumerate() {
+            if i > 0 {
+                out.put(b",");
+            }
+            out.put(b"{\"group_id\":");
+            put_str(out, &r.group_id);
+            out.put(b",\"prompt_id\":");
+            put_str(out, &r.prompt_id);
+            out.put(b",\"target_tokens\":");
+            put_u64(out, r.target_tokens);
+            out.put(b",\"turn_ids\":");
+            put_str_list(out, r.turn_ids.iter().map(|s| &**s));
+            out.put(b"}");
+        }
+        out.put(b"],\"tokens_after_estimate\":");
+        put_u64(out, self.tokens_after_estimate);
+        out.put(b",\"tokens_before\":");
+        put_u64(out, self.tokens_before);
+        out.put(b"}");
     }
 }
 
@@ -442,7 +547,44 @@ impl CompactionReport {
     /// The report's canonical JSON, without a trailing newline.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        String::from_utf8(write_sorted(self)).unwrap_or_default()
+        let ids = |v: &[Arc<str>]| v.iter().map(|s| s.len() + 3).sum::<usize>();
+        let mut out: Vec<u8> = Vec::with_capacity(
+            512 + ids(&self.kept_turn_ids)
+                + ids(&self.masked_turn_ids)
+                + ids(&self.summarized_turn_ids)
+                + ids(&self.dropped_turn_ids),
+        );
+        let out = &mut out;
+        out.put(b"{\"budget_unmet\":");
+        put_bool(out, self.budget_unmet);
+        out.put(b",\"dropped_turn_ids\":");
+        put_str_list(out, self.dropped_turn_ids.iter().map(|s| &**s));
+        out.put(b",\"estimator_ratio\":");
+        put_opt_f64(out, self.estimator_ratio);
+        out.put(b",\"kept_turn_ids\":");
+        put_str_list(out, self.kept_turn_ids.iter().map(|s| &**s));
+        out.put(b",\"masked_turn_ids\":");
+        put_str_list(out, self.masked_turn_ids.iter().map(|s| &**s));
+        out.put(b",\"plan_hash\":");
+        put_str(out, &self.plan_hash);
+        out.put(b",\"policy_name\":");
+        put_str(out, &self.policy_name);
+        out.put(b",\"policy_version\":");
+        put_str(out, &self.policy_version);
+        out.put(b",\"summarized_turn_ids\":");
+        put_str_list(out, self.summarized_turn_ids.iter().map(|s| &**s));
+        out.put(b",\"summary_turn_ids\":");
+        put_str_list(out, self.summary_turn_ids.iter().map(String::as_str));
+        out.put(b",\"tokens_after_estimate\":");
+        put_u64(out, self.tokens_after_estimate);
+        out.put(b",\"tokens_before\":");
+        put_u64(out, self.tokens_before);
+        out.put(b",\"turns_after\":");
+        put_u64(out, self.turns_after);
+        out.put(b",\"turns_before\":");
+        put_u64(out, self.turns_before);
+        out.put(b"}");
+        String::from_utf8(std::mem::take(out)).unwrap_or_default()
     }
 }
 
@@ -519,6 +661,80 @@ mod tests {
             ),
             "{j}"
         );
+    }
+
+    proptest::proptest! {
+        /// The hand-written writer and the serde path agree on every string and float.
+        #[test]
+        fn fast_writer_equals_serde_canonical_form(
+            ids in proptest::collection::vec(".{1,12}", 1..6),
+            text in ".{0,40}",
+            ratio in proptest::option::of(proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO),
+            n in proptest::num::u64::ANY,
+            meta in proptest::collection::btree_map(".{0,6}", ".{0,6}", 0..3),
+        ) {
+            let mut ids = ids;
+            ids.sort();
+            ids.dedup();
+            let group: Arc<str> = Arc::from(text.as_str());
+            let mut actions: Vec<TurnAction> = Vec::new();
+            for (i, id) in ids.iter().enumerate() {
+                actions.push(match i % 4 {
+                    0 => TurnAction::keep(id.as_str()),
+                    1 => TurnAction::mask(id.as_str(), TurnReplacement { content: text.as_str().into(), token_estimate: n }),
+                    2 => TurnAction::summarize(id.as_str(), group.clone()),
+                    _ => TurnAction::drop_turn(id.as_str()),
+                });
+            }
+            let d = PlanDraft {
+                actions,
+                budget_unmet: n % 2 == 0,
+                estimator_ratio: ratio,
+                policy_name: text.clone(),
+                policy_version: "1.0.0".into(),
+                summarization_requests: vec![SummarizationRequest::new(
+                    "g", ids.iter().map(|s| Arc::from(s.as_str())).collect(), n, text.as_str().to_owned() + "p",
+                ).expect("valid")],
+                tokens_after_estimate: n,
+                tokens_before: n / 3,
+            };
+            proptest::prop_assert_eq!(d.canonical_json(), canonical_json(&d).expect("plan"));
+            let turns: Vec<crate::TranscriptTurn> = ids
+                .iter()
+                .map(|id| {
+                    crate::TranscriptTurn::new(id.as_str(), crate::Role::Tool, text.as_str(), n / 8)
+                        .expect("valid")
+                        .with_tool_call_id(text.as_str())
+                        .with_metadata(Arc::new(meta.clone()))
+                })
+                .collect();
+            let t = Transcript::new(turns.clone()).expect("unique");
+            proptest::prop_assert_eq!(t.canonical_json(), canonical_json(&turns).expect("turns"));
+        }
+    }
+
+    #[test]
+    fn streamed_plan_hash_equals_hash_of_canonical_bytes() {
+        let d = sample_draft();
+        assert_eq!(
+            d.plan_hash(),
+            crate::canonical::sha256_hex(d.canonical_json().as_bytes())
+        );
+    }
+
+    #[test]
+    fn for_positions_refuses_unordered_positions_and_names_ids_in_order() {
+        let t = Transcript::new(vec![
+            crate::TranscriptTurn::new("a", crate::Role::User, "", 1).expect("valid"),
+            crate::TranscriptTurn::new("b", crate::Role::User, "", 1).expect("valid"),
+        ])
+        .expect("valid");
+        let r = SummarizationRequest::for_positions("g", &t, &[0, 1], 1, "p").expect("valid");
+        assert_eq!(r.turn_ids(), [Arc::from("a"), Arc::from("b")]);
+        assert!(SummarizationRequest::for_positions("g", &t, &[1, 0], 1, "p").is_err());
+        assert!(SummarizationRequest::for_positions("g", &t, &[0, 0], 1, "p").is_err());
+        assert!(SummarizationRequest::for_positions("g", &t, &[2], 1, "p").is_err());
+        assert!(SummarizationRequest::for_positions("g", &t, &[], 1, "p").is_err());
     }
 
     #[test]

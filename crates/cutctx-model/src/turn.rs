@@ -361,10 +361,138 @@ impl Transcript {
         self.turns.iter().map(TranscriptTurn::turn_id)
     }
 
+    /// A transcript made from some of this one's turns, in order, with new turns between them.
+    ///
+    /// This is how a compacted view or a projection is built without re-checking every id:
+    /// kept turns come from positions of `self` (strictly increasing, so each at most once, and
+    /// each keeping its id, though its content may change), and only the new turns' ids are
+    /// checked, against each other and against the kept ids. `O(n log k)` for `k` new turns.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when a position is out of range or not increasing, a kept turn's id
+    /// changed, or a new id repeats (details: `duplicate_turn_ids`).
+    ///
+    /// ```
+    /// use cutctx_model::{DerivedTurn, Role, Transcript, TranscriptTurn};
+    /// let t = Transcript::new(vec![
+    ///     TranscriptTurn::new("a", Role::User, "x", 1)?,
+    ///     TranscriptTurn::new("b", Role::User, "y", 1)?,
+    /// ])?;
+    /// let view = t.derive(vec![
+    ///     DerivedTurn::New(TranscriptTurn::new("summary:g", Role::Assistant, "s", 1)?),
+    ///     DerivedTurn::Kept(1, t.turns()[1].clone()),
+    /// ])?;
+    /// assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["summary:g", "b"]);
+    /// let clash = t.derive(vec![
+    ///     DerivedTurn::Kept(0, t.turns()[0].clone()),
+    ///     DerivedTurn::New(TranscriptTurn::new("a", Role::Assistant, "s", 1)?),
+    /// ]);
+    /// assert!(clash.is_err());
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn derive(&self, parts: Vec<DerivedTurn>) -> Result<Self, CompactionError> {
+        let mut next = 0_usize;
+        let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        let mut repeated: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+        let mut total = 0_u64;
+        for part in &parts {
+            let turn = match part {
+                DerivedTurn::Kept(position, turn) => {
+                    let same_id = self.turns.get(*position).is_some_and(|orig| {
+                        Arc::ptr_eq(&orig.turn_id, &turn.turn_id) || orig.turn_id == turn.turn_id
+                    });
+                    if *position < next || !same_id {
+                        return Err(CompactionError::validation(
+                            format!(
+                                "A derived transcript keeps turn {} out of order or under                                  another id.",
+                                py_repr_str(turn.turn_id())
+                            ),
+                            details! { "turn_id" => turn.turn_id(), "position" => position },
+                        ));
+                    }
+                    next = position + 1;
+                    turn
+                }
+                DerivedTurn::New(turn) => {
+                    if !new_ids.insert(turn.turn_id()) {
+                        repeated.insert(turn.turn_id().to_owned());
+                    }
+                    turn
+                }
+            };
+            total = total.checked_add(turn.token_estimate).ok_or_else(|| {
+                CompactionError::validation(
+                    format!(
+                        "The derived transcript's estimates sum beyond {}.",
+                        u64::MAX
+                    ),
+                    details! { "turn_count" => parts.len() },
+                )
+            })?;
+        }
+        if !new_ids.is_empty() {
+            for part in &parts {
+                if let DerivedTurn::Kept(_, turn) = part
+                    && new_ids.contains(turn.turn_id())
+                {
+                    repeated.insert(turn.turn_id().to_owned());
+                }
+            }
+        }
+        if !repeated.is_empty() {
+            let sample: Vec<&String> = repeated.iter().take(ID_SAMPLE_LIMIT).collect();
+            return Err(CompactionError::validation(
+                format!(
+                    "Transcript turn ids must be unique; {} are repeated (first: {}).",
+                    repeated.len(),
+                    py_repr_str(sample[0])
+                ),
+                details! { "duplicate_turn_ids" => sample },
+            ));
+        }
+        let turns = parts
+            .into_iter()
+            .map(|p| match p {
+                DerivedTurn::Kept(_, t) | DerivedTurn::New(t) => t,
+            })
+            .collect();
+        Ok(Self { turns, total })
+    }
+
     /// The transcript's canonical JSON: an array of turns, each with all seven keys.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        String::from_utf8(crate::canonical::write_sorted(&self.turns)).unwrap_or_default()
+        use crate::fastjson::{Sink, put_bool, put_opt_str, put_str, put_str_map, put_u64};
+        let size: usize = self
+            .turns
+            .iter()
+            .map(|t| 128 + t.turn_id.len() + t.content.len())
+            .sum();
+        let mut out: Vec<u8> = Vec::with_capacity(size + 2);
+        out.put(b"[");
+        for (i, t) in self.turns.iter().enumerate() {
+            if i > 0 {
+                out.put(b",");
+            }
+            out.put(b"{\"content\":");
+            put_str(&mut out, &t.content);
+            out.put(b",\"metadata\":");
+            put_str_map(&mut out, &t.metadata);
+            out.put(b",\"pinned\":");
+            put_bool(&mut out, t.pinned);
+            out.put(b",\"role\":\"");
+            out.put(t.role.as_str().as_bytes());
+            out.put(b"\",\"token_estimate\":");
+            put_u64(&mut out, t.token_estimate);
+            out.put(b",\"tool_call_id\":");
+            put_opt_str(&mut out, t.tool_call_id.as_deref());
+            out.put(b",\"turn_id\":");
+            put_str(&mut out, &t.turn_id);
+            out.put(b"}");
+        }
+        out.put(b"]");
+        String::from_utf8(out).unwrap_or_default()
     }
 
     /// The turns, consuming the transcript.
@@ -386,6 +514,15 @@ impl From<Transcript> for Vec<TranscriptTurn> {
     fn from(t: Transcript) -> Self {
         t.turns
     }
+}
+
+/// One turn of a transcript derived from another by [`Transcript::derive`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DerivedTurn {
+    /// The turn at this position of the source, possibly with new content, same id.
+    Kept(usize, TranscriptTurn),
+    /// A turn the source does not have.
+    New(TranscriptTurn),
 }
 
 /// How many tokens a view may hold, and how many recent turns are untouchable.
@@ -591,10 +728,8 @@ mod tests {
             s,
             r#"{"content":"content of a","metadata":{},"pinned":false,"role":"user","token_estimate":3,"tool_call_id":null,"turn_id":"a"}"#
         );
-        assert_eq!(
-            String::from_utf8(crate::canonical::write_sorted(&t)).expect("utf8"),
-            s
-        );
+        let one = Transcript::new(vec![t]).expect("valid");
+        assert_eq!(one.canonical_json(), format!("[{s}]"));
     }
 
     #[test]

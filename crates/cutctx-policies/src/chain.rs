@@ -1,15 +1,15 @@
 //! Policy chains: each member decides over the projection the previous members left.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
 use cutctx_model::{
-    Action, CompactionBudget, CompactionError, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest,
-    Transcript, TranscriptTurn, TurnAction, TurnReplacement, details,
+    Action, CompactionBudget, CompactionError, DerivedTurn, Role, SUMMARY_TURN_ID_PREFIX,
+    SummarizationRequest, Transcript, TranscriptTurn, TurnAction, TurnReplacement, details,
 };
 
-use crate::masking::realize_all;
+use crate::masking::{StubJob, realize_all};
 use crate::{
     CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, POLICY_VERSION, SummarizingPolicy,
 };
@@ -94,22 +94,31 @@ impl PolicyChain {
     }
 }
 
-/// A deferred stub: the text before its digest, and the content the digest covers.
-type StubJob = (Arc<str>, Arc<str>);
-
 /// What the chain has decided for one real turn so far.
 #[derive(Debug, Clone)]
 enum Resolved {
     Keep,
-    /// A stub. When `pending` is set, `content` has a placeholder digest of the right length,
-    /// and the real stub is `pending.0` + digest of `pending.1` + `)`.
+    /// A stub with its text.
     Mask {
         content: Arc<str>,
         estimate: u64,
-        pending: Option<(Arc<str>, Arc<str>)>,
+    },
+    /// A stub whose digest is not computed yet: a later member may still discard it.
+    PendingMask {
+        job: StubJob,
+        estimate: u64,
     },
     Summarize(Arc<str>),
     Drop,
+}
+
+impl Resolved {
+    const fn retained(&self) -> bool {
+        matches!(
+            self,
+            Self::Keep | Self::Mask { .. } | Self::PendingMask { .. }
+        )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -126,8 +135,12 @@ struct State<'t> {
     groups: BTreeMap<Arc<str>, Group>,
 }
 
-/// The digest-shaped filler of a stub whose digest is not computed yet.
-const PENDING_DIGEST: &str = "0000000000000000000000000000000000000000000000000000000000000000)";
+/// The content a projection shows for a stub whose digest is pending. Only members that do not
+/// read content see it; the chain realizes every stub before running one that does.
+fn pending_content() -> Arc<str> {
+    static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Arc::from("")).clone()
+}
 
 impl State<'_> {
     /// The projection, and for each of its turns the real position it stands for (`None` for a
@@ -135,7 +148,7 @@ impl State<'_> {
     fn project(&self) -> Result<(Transcript, Vec<Option<usize>>), CompactionError> {
         let mut turns = Vec::with_capacity(self.resolved.len());
         let mut origin = Vec::with_capacity(self.resolved.len());
-        let mut emitted: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+        let mut emitted: BTreeSet<&str> = BTreeSet::new();
         for (p, (turn, r)) in self
             .transcript
             .turns()
@@ -145,13 +158,21 @@ impl State<'_> {
         {
             match r {
                 Resolved::Keep => {
-                    turns.push(turn.clone());
+                    turns.push(DerivedTurn::Kept(p, turn.clone()));
                     origin.push(Some(p));
                 }
-                Resolved::Mask {
-                    content, estimate, ..
-                } => {
-                    turns.push(turn.clone().with_content(content.clone(), *estimate));
+                Resolved::Mask { content, estimate } => {
+                    turns.push(DerivedTurn::Kept(
+                        p,
+                        turn.clone().with_content(content.clone(), *estimate),
+                    ));
+                    origin.push(Some(p));
+                }
+                Resolved::PendingMask { estimate, .. } => {
+                    turns.push(DerivedTurn::Kept(
+                        p,
+                        turn.clone().with_content(pending_content(), *estimate),
+                    ));
                     origin.push(Some(p));
                 }
                 Resolved::Summarize(gid) => {
@@ -159,22 +180,42 @@ impl State<'_> {
                         continue;
                     }
                     if let Some(group) = self.groups.get(gid) {
-                        turns.push(TranscriptTurn::new(
+                        turns.push(DerivedTurn::New(TranscriptTurn::new(
                             format!("{SUMMARY_TURN_ID_PREFIX}{gid}"),
                             Role::Assistant,
                             "",
                             group.target_tokens,
-                        )?);
+                        )?));
                         origin.push(None);
                     }
                 }
                 Resolved::Drop => {}
             }
         }
-        Ok((Transcript::new(turns)?, origin))
+        Ok((self.transcript.derive(turns)?, origin))
+    }
+
+    /// The projection's total estimate, without building it.
+    fn projected_total(&self) -> u64 {
+        let mut emitted: BTreeSet<&str> = BTreeSet::new();
+        let mut total = 0_u64;
+        for (turn, r) in self.transcript.turns().iter().zip(&self.resolved) {
+            total += match r {
+                Resolved::Keep => turn.token_estimate(),
+                Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
+                    *estimate
+                }
+                Resolved::Summarize(gid) if emitted.insert(gid) => {
+                    self.groups.get(gid).map_or(0, |g| g.target_tokens)
+                }
+                Resolved::Summarize(_) | Resolved::Drop => 0,
+            };
+        }
+        total
     }
 
     /// The real positions an action on projection turn `id` (at real position `real`) affects.
+    /// As in the reference, any id with the summary prefix is read as a stand-in.
     fn members(&self, id: &str, real: Option<usize>) -> Vec<usize> {
         match id.strip_prefix(SUMMARY_TURN_ID_PREFIX) {
             Some(gid) => self
@@ -186,54 +227,41 @@ impl State<'_> {
         }
     }
 
-    /// Computes the digest of the stub at `p` now, if it is pending.
+    /// The stub at `p` with its digest, if it is pending.
     fn realize(&mut self, p: usize) {
-        if let Resolved::Mask {
-            content, pending, ..
-        } = &mut self.resolved[p]
-            && let Some((prefix, source)) = pending.take()
-        {
-            *content = crate::masking::realize(&prefix, &source).into();
+        if let Resolved::PendingMask { job, estimate } = &self.resolved[p] {
+            self.resolved[p] = Resolved::Mask {
+                content: job.realize(),
+                estimate: *estimate,
+            };
         }
     }
 
     fn has_pending(&self) -> bool {
-        self.resolved.iter().any(|r| {
-            matches!(
-                r,
-                Resolved::Mask {
-                    pending: Some(_),
-                    ..
-                }
-            )
-        })
+        self.resolved
+            .iter()
+            .any(|r| matches!(r, Resolved::PendingMask { .. }))
     }
 
+    /// Computes every pending digest, on all cores.
     fn realize_everything(&mut self) {
-        let jobs: Vec<(usize, StubJob)> = self
+        let (positions, jobs): (Vec<usize>, Vec<StubJob>) = self
             .resolved
             .iter()
             .enumerate()
             .filter_map(|(p, r)| match r {
-                Resolved::Mask {
-                    pending: Some(job), ..
-                } => Some((p, job.clone())),
+                Resolved::PendingMask { job, .. } => Some((p, job.clone())),
                 _ => None,
             })
-            .collect();
-        let stubs = realize_all(&jobs.iter().map(|(_, j)| j.clone()).collect::<Vec<_>>());
-        for ((p, _), stub) in jobs.into_iter().zip(stubs) {
-            if let Resolved::Mask {
-                content, pending, ..
-            } = &mut self.resolved[p]
-            {
-                *content = stub;
-                *pending = None;
+            .unzip();
+        for (p, content) in positions.into_iter().zip(realize_all(&jobs)) {
+            if let Resolved::PendingMask { estimate, .. } = self.resolved[p] {
+                self.resolved[p] = Resolved::Mask { content, estimate };
             }
         }
     }
 
-    fn drop_group_of(&mut self, id: &str) {
+    fn forget_group_of(&mut self, id: &str) {
         if let Some(gid) = id.strip_prefix(SUMMARY_TURN_ID_PREFIX) {
             self.groups.remove(gid);
         }
@@ -243,33 +271,27 @@ impl State<'_> {
     fn absorb(&mut self, plan: &CompactionPlan, origin: &[Option<usize>]) {
         for (j, action) in plan.actions.iter().enumerate() {
             let id = action.turn_id();
-            let new = match action.action() {
-                Action::Keep => continue,
-                Action::Mask => match action.replacement() {
-                    Some(r) => Resolved::Mask {
-                        content: r.content.clone(),
-                        estimate: r.token_estimate,
-                        pending: None,
-                    },
-                    None => continue,
+            let new = match (
+                action.action(),
+                action.replacement(),
+                action.summary_group(),
+            ) {
+                (Action::Mask, Some(r), _) => Resolved::Mask {
+                    content: r.content.clone(),
+                    estimate: r.token_estimate,
                 },
-                Action::Drop => Resolved::Drop,
-                Action::Summarize => match action.summary_group() {
-                    Some(g) => Resolved::Summarize(Arc::from(g)),
-                    None => continue,
-                },
+                (Action::Drop, _, _) => Resolved::Drop,
+                (Action::Summarize, _, Some(g)) => Resolved::Summarize(Arc::from(g)),
+                _ => continue,
             };
             for p in self.members(id, origin.get(j).copied().flatten()) {
                 self.resolved[p] = new.clone();
             }
             if action.action().is_removal() {
-                self.drop_group_of(id);
+                self.forget_group_of(id);
             }
         }
-        self.absorb_requests(&plan.summarization_requests);
-    }
-
-    fn absorb_requests(&mut self, requests: &[SummarizationRequest]) {
+        let requests = &plan.summarization_requests;
         if requests.is_empty() {
             return;
         }
@@ -284,18 +306,18 @@ impl State<'_> {
                 v.push(p);
             }
         }
-        let mut updates = Vec::with_capacity(requests.len());
-        for r in requests {
-            let members = now_in.get(r.group_id()).cloned().unwrap_or_default();
-            updates.push((
-                r.group_id_arc().clone(),
-                Group {
+        let updates: Vec<(Arc<str>, Group)> = requests
+            .iter()
+            .map(|r| {
+                let members = now_in.get(r.group_id()).cloned().unwrap_or_default();
+                let group = Group {
                     members,
                     target_tokens: r.target_tokens(),
                     prompt_id: Arc::from(r.prompt_id()),
-                },
-            ));
-        }
+                };
+                (r.group_id_arc().clone(), group)
+            })
+            .collect();
         self.groups.extend(updates);
     }
 
@@ -306,10 +328,10 @@ impl State<'_> {
         projection: &Transcript,
         origin: &[Option<usize>],
         budget: &CompactionBudget,
+        analysis: &Analysis,
     ) -> Result<bool, CompactionError> {
-        let analysis = Analysis::of(projection, budget);
         analysis.require_satisfiable(budget)?;
-        let masks = policy.pending_masks(projection, budget, &analysis);
+        let masks = policy.pending_masks(projection, budget, analysis);
         for m in &masks {
             let Some(p) = origin.get(m.position).copied().flatten() else {
                 continue;
@@ -320,13 +342,10 @@ impl State<'_> {
                 Resolved::Mask { content, .. } => content.clone(),
                 _ => self.transcript.turns()[p].content_arc().clone(),
             };
-            let mut filler = String::with_capacity(m.prefix.len() + PENDING_DIGEST.len());
-            filler.push_str(&m.prefix);
-            filler.push_str(PENDING_DIGEST);
-            self.resolved[p] = Resolved::Mask {
-                content: filler.into(),
+            let original = projection.turns()[m.position].token_estimate();
+            self.resolved[p] = Resolved::PendingMask {
+                job: policy.job(original, source),
                 estimate: m.estimate,
-                pending: Some((m.prefix.clone(), source)),
             };
         }
         Ok(!masks.is_empty())
@@ -335,8 +354,7 @@ impl State<'_> {
     /// Makes every exchange travel together again after members decided turn by turn.
     fn reconcile(&mut self, analysis: &Analysis) {
         for members in analysis.exchanges.iter() {
-            let retained = |r: &Resolved| matches!(r, Resolved::Keep | Resolved::Mask { .. });
-            if members.iter().all(|&p| retained(&self.resolved[p])) {
+            if members.iter().all(|&p| self.resolved[p].retained()) {
                 continue;
             }
             if members
@@ -353,6 +371,12 @@ impl State<'_> {
                 _ => None,
             });
             let Some(group) = first_group else { continue };
+            if members
+                .iter()
+                .all(|&p| matches!(&self.resolved[p], Resolved::Summarize(g) if *g == group))
+            {
+                continue;
+            }
             for &p in members {
                 self.resolved[p] = Resolved::Summarize(group.clone());
             }
@@ -388,7 +412,15 @@ impl CompactionPolicy for PolicyChain {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        let analysis = Analysis::of(t, b);
+        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+    }
+
+    fn decide_with_analysis(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
         let mut state = State {
             transcript: t,
@@ -396,55 +428,74 @@ impl CompactionPolicy for PolicyChain {
             groups: BTreeMap::new(),
         };
         let mut ratio: Option<f64> = None;
-        let mut projection: Option<(Transcript, Vec<Option<usize>>)> = None;
         let identity: Vec<Option<usize>> = (0..t.len()).map(Some).collect();
+        // The projection, what each of its turns stands for, and its analysis; `None` while
+        // it is still the transcript itself.
+        let mut projection: Option<(Transcript, Vec<Option<usize>>, Analysis)> = None;
+        // Whether `projection` is behind what the members decided; it is rebuilt only when a
+        // member is about to run, so the last member's decisions are never projected.
+        let mut stale = false;
         for policy in &self.policies {
-            if projection.as_ref().map_or(t, |(v, _)| v).token_estimate() <= b.max_tokens {
+            let total = if stale {
+                state.projected_total()
+            } else {
+                projection
+                    .as_ref()
+                    .map_or(t, |(v, _, _)| v)
+                    .token_estimate()
+            };
+            if total <= b.max_tokens {
                 break;
             }
             let deferring = policy.as_masking().filter(|m| m.defers_digests());
             // A member that reads content must see real stubs, not placeholders.
             if deferring.is_none() && policy.reads_content() && state.has_pending() {
                 state.realize_everything();
-                projection = Some(state.project()?);
+                stale = true;
             }
-            let (view, origin) = match &projection {
-                Some((v, o)) => (v, o.as_slice()),
-                None => (t, identity.as_slice()),
+            if stale {
+                let (view, origin) = state.project()?;
+                let view_analysis = analysis.project(&view, b, &origin);
+                projection = Some((view, origin, view_analysis));
+            }
+            let (view, origin, view_analysis) = match &projection {
+                Some((v, o, a)) => (v, o.as_slice(), a),
+                None => (t, identity.as_slice(), analysis),
             };
             match deferring {
                 Some(masking) => {
-                    let masked = state.absorb_masks(masking, view, origin, b)?;
-                    if ratio.is_none() && masked {
+                    if state.absorb_masks(masking, view, origin, b, view_analysis)?
+                        && ratio.is_none()
+                    {
                         ratio = masking.ratio();
                     }
                 }
                 None => {
-                    let plan = policy.decide(view, b)?;
+                    let plan = policy.decide_with_analysis(view, b, view_analysis)?;
                     if ratio.is_none() {
                         ratio = plan.estimator_ratio;
                     }
                     state.absorb(&plan, origin);
                 }
             }
-            projection = Some(state.project()?);
+            stale = true;
         }
-        state.reconcile(&analysis);
+        state.reconcile(analysis);
         state.realize_everything();
-        let mut groups: Vec<(usize, SummarizationRequest)> = Vec::with_capacity(state.groups.len());
+        let mut requests: Vec<(usize, SummarizationRequest)> =
+            Vec::with_capacity(state.groups.len());
         for (gid, g) in &state.groups {
-            let ids = g
-                .members
-                .iter()
-                .map(|&p| t.turns()[p].turn_id_arc().clone())
-                .collect();
             let first = g.members.first().copied().unwrap_or(0);
-            groups.push((
-                first,
-                SummarizationRequest::new(gid.clone(), ids, g.target_tokens, g.prompt_id.clone())?,
-            ));
+            let request = SummarizationRequest::for_positions(
+                gid.clone(),
+                t,
+                &g.members,
+                g.target_tokens,
+                g.prompt_id.clone(),
+            )?;
+            requests.push((first, request));
         }
-        groups.sort_by_key(|(first, _)| *first);
+        requests.sort_by_key(|(first, _)| *first);
         let actions = t
             .turns()
             .iter()
@@ -453,12 +504,18 @@ impl CompactionPolicy for PolicyChain {
                 let id = turn.turn_id_arc().clone();
                 match r {
                     Resolved::Keep => TurnAction::keep(id),
-                    Resolved::Mask {
-                        content, estimate, ..
-                    } => TurnAction::mask(
+                    Resolved::Mask { content, estimate } => TurnAction::mask(
                         id,
                         TurnReplacement {
                             content,
+                            token_estimate: estimate,
+                        },
+                    ),
+                    // Realized above; kept for completeness.
+                    Resolved::PendingMask { job, estimate } => TurnAction::mask(
+                        id,
+                        TurnReplacement {
+                            content: job.realize(),
                             token_estimate: estimate,
                         },
                     ),
@@ -467,11 +524,11 @@ impl CompactionPolicy for PolicyChain {
                 }
             })
             .collect();
-        let requests = groups.into_iter().map(|(_, r)| r).collect();
+        let requests = requests.into_iter().map(|(_, r)| r).collect();
         build_plan(
             t,
             b,
-            &analysis,
+            analysis,
             actions,
             requests,
             &self.name,

@@ -44,7 +44,15 @@ impl CompactionPolicy for DropOldestPolicy {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        let analysis = Analysis::of(t, b);
+        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+    }
+
+    fn decide_with_analysis(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
         let mut dropped = vec![false; turns.len()];
@@ -76,7 +84,7 @@ impl CompactionPolicy for DropOldestPolicy {
         build_plan(
             t,
             b,
-            &analysis,
+            analysis,
             actions,
             Vec::new(),
             Self::NAME,

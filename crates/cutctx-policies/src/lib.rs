@@ -32,7 +32,7 @@ pub use estimator::{CharRatioEstimator, TokenEstimator};
 pub use masking::ObservationMaskingPolicy;
 pub use summarizing::SummarizingPolicy;
 
-use cutctx_invariants::CompactionPlan;
+use cutctx_invariants::{Analysis, CompactionPlan};
 use cutctx_model::{CompactionBudget, CompactionError, Transcript};
 
 /// The version every shipped policy carries. A behaviour change bumps it.
@@ -84,6 +84,23 @@ pub trait CompactionPolicy: Send + Sync {
         budget: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError>;
 
+    /// As [`CompactionPolicy::decide`], given the analysis of `transcript` under `budget`, which
+    /// a chain has at hand for every projection. Policies that compute an [`Analysis`] should
+    /// override it; the default ignores the analysis.
+    ///
+    /// # Errors
+    ///
+    /// As [`CompactionPolicy::decide`].
+    fn decide_with_analysis(
+        &self,
+        transcript: &Transcript,
+        budget: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<CompactionPlan, CompactionError> {
+        let _ = analysis;
+        self.decide(transcript, budget)
+    }
+
     /// The masking policy behind this member, if it is one: lets a chain defer digests that
     /// a later member may discard. Other policies keep the default.
     #[doc(hidden)]
@@ -113,6 +130,15 @@ impl<P: CompactionPolicy + ?Sized> CompactionPolicy for Box<P> {
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
         (**self).decide(t, b)
+    }
+
+    fn decide_with_analysis(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        a: &Analysis,
+    ) -> Result<CompactionPlan, CompactionError> {
+        (**self).decide_with_analysis(t, b, a)
     }
 
     fn as_masking(&self) -> Option<&ObservationMaskingPolicy> {

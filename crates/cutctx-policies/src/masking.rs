@@ -37,7 +37,7 @@ use crate::{CharRatioEstimator, CompactionPolicy, POLICY_VERSION, TokenEstimator
 /// ```
 pub struct ObservationMaskingPolicy {
     keep_recent_results: usize,
-    placeholder: String,
+    placeholder: Arc<str>,
     estimator: Option<Box<dyn TokenEstimator>>,
 }
 
@@ -52,18 +52,39 @@ impl std::fmt::Debug for ObservationMaskingPolicy {
 }
 
 /// One decided mask, before its digest is computed.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct PendingMask {
     /// Position in the transcript the policy looked at.
     pub(crate) position: usize,
-    /// Everything of the stub before the digest.
-    pub(crate) prefix: Arc<str>,
     /// The stub's estimate.
     pub(crate) estimate: u64,
 }
 
-/// The length of a digest's hex, plus the closing parenthesis.
-const DIGEST_TAIL_CHARS: usize = 64 + 1;
+/// A stub to write: what it says, and the content its digest covers.
+#[derive(Debug, Clone)]
+pub(crate) struct StubJob {
+    /// The placeholder, used unstripped.
+    pub(crate) placeholder: Arc<str>,
+    /// The estimate of the turn the stub replaces, as the stub states it.
+    pub(crate) original_tokens: u64,
+    /// The content the digest covers.
+    pub(crate) source: Arc<str>,
+}
+
+impl StubJob {
+    /// `"{placeholder} (original: {n} tokens, sha256:{digest})"`.
+    pub(crate) fn realize(&self) -> Arc<str> {
+        Arc::from(format!(
+            "{} (original: {} tokens, sha256:{})",
+            self.placeholder,
+            self.original_tokens,
+            sha256_of_str(&self.source)
+        ))
+    }
+}
+
+/// Code points of a stub besides the placeholder and the token count's digits.
+const STUB_FRAME_CHARS: usize = " (original: ".len() + " tokens, sha256:".len() + 64 + ")".len();
 
 impl ObservationMaskingPolicy {
     /// The policy's name.
@@ -79,7 +100,7 @@ impl ObservationMaskingPolicy {
     pub fn new(keep_recent_results: usize) -> Result<Self, CompactionError> {
         Ok(Self {
             keep_recent_results,
-            placeholder: DEFAULT_PLACEHOLDER.to_owned(),
+            placeholder: Arc::from(DEFAULT_PLACEHOLDER),
             estimator: None,
         })
     }
@@ -104,7 +125,7 @@ impl ObservationMaskingPolicy {
                 details! { "placeholder" => cutctx_model::py_repr_str(&placeholder) },
             ));
         }
-        self.placeholder = placeholder;
+        self.placeholder = placeholder.into();
         Ok(self)
     }
 
@@ -149,7 +170,17 @@ impl ObservationMaskingPolicy {
         }
     }
 
-    /// Decides which turns to mask, without computing digests when the estimator allows.
+    /// The stub job for a turn of `original_tokens` whose content is `source`.
+    pub(crate) fn job(&self, original_tokens: u64, source: Arc<str>) -> StubJob {
+        StubJob {
+            placeholder: self.placeholder.clone(),
+            original_tokens,
+            source,
+        }
+    }
+
+    /// Decides which turns to mask. Digests are not computed when the estimator depends on
+    /// length alone, since a digest's length never varies.
     pub(crate) fn pending_masks(
         &self,
         t: &Transcript,
@@ -175,21 +206,19 @@ impl ObservationMaskingPolicy {
                 continue;
             }
             let turn = &turns[p];
-            let prefix = format!(
-                "{} (original: {} tokens, sha256:",
-                self.placeholder,
-                turn.token_estimate()
-            );
-            let chars =
-                placeholder_chars + (prefix.len() - self.placeholder.len()) + DIGEST_TAIL_CHARS;
-            let estimate = self.estimate(chars, || realize(&prefix, turn.content()));
-            if estimate >= turn.token_estimate() {
+            let original = turn.token_estimate();
+            let chars = placeholder_chars + STUB_FRAME_CHARS + decimal_digits(original);
+            let estimate = self.estimate(chars, || {
+                self.job(original, turn.content_arc().clone())
+                    .realize()
+                    .to_string()
+            });
+            if estimate >= original {
                 continue;
             }
-            running -= turn.token_estimate() - estimate;
+            running -= original - estimate;
             masks.push(PendingMask {
                 position: p,
-                prefix: prefix.into(),
                 estimate,
             });
         }
@@ -197,32 +226,32 @@ impl ObservationMaskingPolicy {
     }
 }
 
-/// The stub text for `prefix` over `source`: computes the digest.
-pub(crate) fn realize(prefix: &str, source: &str) -> String {
-    let mut out = String::with_capacity(prefix.len() + DIGEST_TAIL_CHARS);
-    out.push_str(prefix);
-    out.push_str(&sha256_of_str(source));
-    out.push(')');
-    out
+fn decimal_digits(mut n: u64) -> usize {
+    let mut digits = 1;
+    while n >= 10 {
+        n /= 10;
+        digits += 1;
+    }
+    digits
 }
 
-/// Computes `realize(prefix, source)` for every job, on all available cores when the work is
-/// large enough to pay for the threads. The output order is the input order.
-pub(crate) fn realize_all(jobs: &[(Arc<str>, Arc<str>)]) -> Vec<Arc<str>> {
+/// Realizes every job, on all available cores when the work is large enough to pay for the
+/// threads. The output order is the input order.
+pub(crate) fn realize_all(jobs: &[StubJob]) -> Vec<Arc<str>> {
     const PARALLEL_BYTES: usize = 1 << 20;
-    let bytes: usize = jobs.iter().map(|(_, s)| s.len()).sum();
+    let bytes: usize = jobs.iter().map(|j| j.source.len()).sum();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .min(8);
     if bytes < PARALLEL_BYTES || threads < 2 || jobs.len() < 2 {
-        return jobs.iter().map(|(p, s)| Arc::from(realize(p, s))).collect();
+        return jobs.iter().map(StubJob::realize).collect();
     }
     // Split by bytes, not by count, so one core does not get all the large results.
     let share = bytes.div_ceil(threads);
-    let mut chunks: Vec<&[(Arc<str>, Arc<str>)]> = Vec::with_capacity(threads);
+    let mut chunks: Vec<&[StubJob]> = Vec::with_capacity(threads);
     let (mut start, mut acc) = (0, 0);
-    for (i, (_, s)) in jobs.iter().enumerate() {
-        acc += s.len();
+    for (i, job) in jobs.iter().enumerate() {
+        acc += job.source.len();
         if acc >= share {
             chunks.push(&jobs[start..=i]);
             start = i + 1;
@@ -236,25 +265,16 @@ pub(crate) fn realize_all(jobs: &[(Arc<str>, Arc<str>)]) -> Vec<Arc<str>> {
         let handles: Vec<_> = chunks
             .iter()
             .map(|chunk| {
-                scope.spawn(move || {
-                    chunk
-                        .iter()
-                        .map(|(p, s)| Arc::from(realize(p, s)))
-                        .collect::<Vec<Arc<str>>>()
-                })
+                scope.spawn(move || chunk.iter().map(StubJob::realize).collect::<Vec<_>>())
             })
             .collect();
         handles
             .into_iter()
             .zip(&chunks)
+            // Hashing a string cannot panic; should a thread die anyway, redo its share here.
             .flat_map(|(h, chunk)| {
-                // A hashing thread cannot panic on valid strings; recompute inline if it did.
-                h.join().unwrap_or_else(|_| {
-                    chunk
-                        .iter()
-                        .map(|(p, s)| Arc::from(realize(p, s)))
-                        .collect()
-                })
+                h.join()
+                    .unwrap_or_else(|_| chunk.iter().map(StubJob::realize).collect())
             })
             .collect()
     })
@@ -274,13 +294,26 @@ impl CompactionPolicy for ObservationMaskingPolicy {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        let analysis = Analysis::of(t, b);
+        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+    }
+
+    fn decide_with_analysis(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
-        let masks = self.pending_masks(t, b, &analysis);
+        let masks = self.pending_masks(t, b, analysis);
         let turns = t.turns();
-        let jobs: Vec<(Arc<str>, Arc<str>)> = masks
+        let jobs: Vec<StubJob> = masks
             .iter()
-            .map(|m| (m.prefix.clone(), turns[m.position].content_arc().clone()))
+            .map(|m| {
+                self.job(
+                    turns[m.position].token_estimate(),
+                    turns[m.position].content_arc().clone(),
+                )
+            })
             .collect();
         let stubs = realize_all(&jobs);
         let mut actions: Vec<TurnAction> = turns
@@ -300,7 +333,7 @@ impl CompactionPolicy for ObservationMaskingPolicy {
         build_plan(
             t,
             b,
-            &analysis,
+            analysis,
             actions,
             Vec::new(),
             Self::NAME,

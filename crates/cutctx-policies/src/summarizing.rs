@@ -194,12 +194,20 @@ impl CompactionPolicy for SummarizingPolicy {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        let analysis = Analysis::of(t, b);
+        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+    }
+
+    fn decide_with_analysis(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
         let mut chosen = None;
         if t.token_estimate() > b.max_tokens {
-            for span in spans(&analysis) {
+            for span in spans(analysis) {
                 if span.len() < self.min_span_turns {
                     continue;
                 }
@@ -226,13 +234,15 @@ impl CompactionPolicy for SummarizingPolicy {
                 .map(|turn| turn.turn_id_arc().clone())
                 .collect();
             let group_id: Arc<str> = group_id_for(&ids).into();
-            for p in span {
+            for p in span.clone() {
                 actions[p] =
                     TurnAction::summarize(turns[p].turn_id_arc().clone(), group_id.clone());
             }
-            requests.push(SummarizationRequest::new(
+            let positions: Vec<usize> = span.collect();
+            requests.push(SummarizationRequest::for_positions(
                 group_id,
-                ids,
+                t,
+                &positions,
                 target,
                 self.prompt_id.clone(),
             )?);
@@ -240,7 +250,7 @@ impl CompactionPolicy for SummarizingPolicy {
         build_plan(
             t,
             b,
-            &analysis,
+            analysis,
             actions,
             requests,
             Self::NAME,

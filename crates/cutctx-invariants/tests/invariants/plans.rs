@@ -263,7 +263,6 @@ fn a_validated_plan_gives_back_its_draft() {
 }
 
 #[test]
-#[ignore = "bug: build_plan reports its 64-bit overflow before rules 1-4 (see the report)"]
 fn build_plan_reports_rule2_before_an_overflowing_estimate() {
     // The reference's integers do not overflow, so this plan is refused by rule 2, as
     // `CompactionPlan::validate` refuses the same actions. build_plan checks its u64 estimate
