@@ -193,8 +193,8 @@ pub fn check_match(transcript: &Transcript, actions: &[TurnAction]) -> Result<()
     if actions.len() == transcript.len()
         && actions
             .iter()
-            .zip(transcript.turn_ids())
-            .all(|(a, id)| a.turn_id() == id)
+            .zip(transcript.turns())
+            .all(|(a, t)| a.names(t))
     {
         return Ok(());
     }

@@ -44,8 +44,8 @@ fn coverage(actions: &[TurnAction], transcript: &Transcript) -> Result<(), Compa
     if actions.len() == transcript.len()
         && actions
             .iter()
-            .zip(transcript.turn_ids())
-            .all(|(a, id)| a.turn_id() == id)
+            .zip(transcript.turns())
+            .all(|(a, t)| a.names(t))
     {
         return Ok(());
     }
@@ -239,10 +239,10 @@ fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), Compa
             .get(request.group_id())
             .map_or(&[][..], Vec::as_slice);
         let matches = positions.len() == request.turn_ids().len()
-            && positions
-                .iter()
-                .zip(request.turn_ids())
-                .all(|(&p, id)| plan.actions[p].turn_id() == &**id);
+            && positions.iter().zip(request.turn_ids()).all(|(&p, id)| {
+                let named = plan.actions[p].turn_id_arc();
+                std::sync::Arc::ptr_eq(named, id) || **named == **id
+            });
         if !matches {
             let action_ids: Vec<&str> = positions
                 .iter()

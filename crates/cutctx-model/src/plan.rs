@@ -173,6 +173,19 @@ impl TurnAction {
         &self.turn_id
     }
 
+    /// The turn's id as a shared string.
+    #[must_use]
+    pub const fn turn_id_arc(&self) -> &Arc<str> {
+        &self.turn_id
+    }
+
+    /// Whether this action names `turn`: a pointer comparison when the action was built from
+    /// the turn's own id, a string comparison otherwise.
+    #[must_use]
+    pub fn names(&self, turn: &crate::TranscriptTurn) -> bool {
+        Arc::ptr_eq(&self.turn_id, turn.turn_id_arc()) || *self.turn_id == *turn.turn_id()
+    }
+
     /// The action.
     #[must_use]
     pub const fn action(&self) -> Action {

@@ -1,5 +1,6 @@
 //! Summarizing: ask the caller to fold the oldest qualifying span into one summary.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
@@ -129,7 +130,7 @@ impl SummarizingPolicy {
 }
 
 /// The candidate spans, oldest first, as position ranges `start..end`.
-fn spans(analysis: &Analysis) -> Vec<std::ops::Range<usize>> {
+fn spans(analysis: &Analysis) -> Vec<Range<usize>> {
     let n = analysis.removable.len();
     let mut out = Vec::new();
     let mut i = 0;
@@ -180,6 +181,158 @@ pub(crate) fn summary_target(span_tokens: u64, ratio: f64) -> u64 {
     (rounded as u64).max(1)
 }
 
+/// Whether every exchange with a member in `span` lies wholly inside it.
+fn closed(span: &Range<usize>, analysis: &Analysis) -> bool {
+    span.clone().all(|p| {
+        let members = analysis.exchanges.members(analysis.exchanges.exchange_of(p));
+        members.first().is_some_and(|&f| f >= span.start) && members.last().is_some_and(|&l| l < span.end)
+    })
+}
+
+/// Splits a span that is not closed into the closed spans it contains, oldest first.
+///
+/// A turn goes when its exchange reaches outside the span, or when its exchange's interval
+/// (first to last member) holds a turn that went: summarizing the rest would leave that
+/// exchange split. This repeats until nothing more goes. Each exchange is examined once, found
+/// through a max-tree over the exchanges' last positions, so the cost is `O(n log n)`.
+fn refine(span: &Range<usize>, analysis: &Analysis) -> Vec<Range<usize>> {
+    let ex = &analysis.exchanges;
+    let bounds = |e: usize| {
+        let m = ex.members(e);
+        (m.first().copied().unwrap_or(0), m.last().copied().unwrap_or(0))
+    };
+    let inside = |e: usize| {
+        let (f, l) = bounds(e);
+        f >= span.start && l < span.end
+    };
+    // Exchanges wholly inside, by first member; and the turns that go at once.
+    let mut local: Vec<usize> = Vec::new();
+    let mut gone = vec![false; span.len()];
+    let mut queue: Vec<usize> = Vec::new();
+    for p in span.clone() {
+        let e = ex.exchange_of(p);
+        if !inside(e) {
+            gone[p - span.start] = true;
+            queue.push(p);
+        } else if bounds(e).0 == p {
+            local.push(e);
+        }
+    }
+    let firsts: Vec<usize> = local.iter().map(|&e| bounds(e).0).collect();
+    let mut tree = MaxTree::new(local.iter().map(|&e| bounds(e).1));
+    while let Some(p) = queue.pop() {
+        // Every live exchange starting at or before `p` and ending at or after it covers `p`.
+        let prefix = firsts.partition_point(|&f| f <= p);
+        while let Some(i) = tree.find(prefix, p) {
+            tree.kill(i);
+            for &m in ex.members(local[i]) {
+                if !gone[m - span.start] {
+                    gone[m - span.start] = true;
+                    queue.push(m);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    let mut run: Option<usize> = None;
+    for p in span.clone() {
+        match (gone[p - span.start], run) {
+            (false, None) => run = Some(p),
+            (true, Some(s)) => {
+                out.push(s..p);
+                run = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = run {
+        out.push(s..span.end);
+    }
+    out
+}
+
+/// A max segment tree over exchanges' last positions; a dead exchange holds `None`.
+struct MaxTree {
+    size: usize,
+    node: Vec<Option<usize>>,
+}
+
+impl MaxTree {
+    fn new(values: impl ExactSizeIterator<Item = usize>) -> Self {
+        let size = values.len().next_power_of_two().max(1);
+        let mut node = vec![None; 2 * size];
+        for (i, v) in values.enumerate() {
+            node[size + i] = Some(v);
+        }
+        for i in (1..size).rev() {
+            node[i] = node[2 * i].max(node[2 * i + 1]);
+        }
+        Self { size, node }
+    }
+
+    /// Some live index below `limit` whose value is at least `at`.
+    fn find(&self, limit: usize, at: usize) -> Option<usize> {
+        self.find_in(1, 0, self.size, limit, at)
+    }
+
+    fn find_in(&self, i: usize, lo: usize, hi: usize, limit: usize, at: usize) -> Option<usize> {
+        if lo >= limit || self.node[i].is_none_or(|v| v < at) {
+            return None;
+        }
+        if hi - lo == 1 {
+            return Some(lo);
+        }
+        let mid = (lo + hi) / 2;
+        self.find_in(2 * i, lo, mid, limit, at).or_else(|| self.find_in(2 * i + 1, mid, hi, limit, at))
+    }
+
+    fn kill(&mut self, index: usize) {
+        let mut i = self.size + index;
+        self.node[i] = None;
+        while i > 1 {
+            i /= 2;
+            self.node[i] = self.node[2 * i].max(self.node[2 * i + 1]);
+        }
+    }
+}
+
+impl SummarizingPolicy {
+    /// The target for `span`, if it qualifies: long enough, and its summary would be smaller.
+    fn target_for(&self, t: &Transcript, span: &Range<usize>) -> Option<u64> {
+        if span.len() < self.min_span_turns {
+            return None;
+        }
+        let tokens: u64 = t.turns()[span.clone()].iter().map(|turn| turn.token_estimate()).sum();
+        let target = summary_target(tokens, self.target_ratio);
+        (target < tokens).then_some(target)
+    }
+
+    /// The span to summarize and its target, if any.
+    ///
+    /// The reference's spans are taken oldest first. One that qualifies but is not closed (an
+    /// exchange reaches across its edge, which happens when a pinned turn cuts a run between
+    /// a call and its result) would make the reference fail with a split exchange; here it is
+    /// refined into the closed spans it contains, and those are tried in turn. Whenever the
+    /// reference produces a plan, this chooses the same span.
+    pub(crate) fn choose(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Option<(Range<usize>, u64)> {
+        if t.token_estimate() <= b.max_tokens {
+            return None;
+        }
+        for span in spans(analysis) {
+            let Some(target) = self.target_for(t, &span) else { continue };
+            if closed(&span, analysis) {
+                return Some((span, target));
+            }
+            for piece in refine(&span, analysis) {
+                if let Some(target) = self.target_for(t, &piece) {
+                    return Some((piece, target));
+                }
+            }
+        }
+        None
+    }
+}
+
 impl CompactionPolicy for SummarizingPolicy {
     fn name(&self) -> &str {
         Self::NAME
@@ -205,24 +358,7 @@ impl CompactionPolicy for SummarizingPolicy {
     ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
-        let mut chosen = None;
-        if t.token_estimate() > b.max_tokens {
-            for span in spans(analysis) {
-                if span.len() < self.min_span_turns {
-                    continue;
-                }
-                let span_tokens: u64 = turns[span.clone()]
-                    .iter()
-                    .map(|turn| turn.token_estimate())
-                    .sum();
-                let target = summary_target(span_tokens, self.target_ratio);
-                if target >= span_tokens {
-                    continue;
-                }
-                chosen = Some((span, target));
-                break;
-            }
-        }
+        let chosen = self.choose(t, b, analysis);
         let mut actions: Vec<TurnAction> = turns
             .iter()
             .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
@@ -265,7 +401,7 @@ impl CompactionPolicy for SummarizingPolicy {
 }
 
 /// `span-` and the first 16 hex digits of `sha256_of` of the ids joined by U+0000.
-fn group_id_for(ids: &[Arc<str>]) -> String {
+pub(crate) fn group_id_for(ids: &[Arc<str>]) -> String {
     let joined = ids.iter().map(|s| &**s).collect::<Vec<_>>().join("\u{0}");
     let digest = sha256_of_str(&joined);
     format!("{GROUP_ID_PREFIX}{}", &digest[..16])

@@ -23,17 +23,32 @@ fn agent_transcript(n: usize, result_bytes: usize) -> Transcript {
     let line = "2026-11-29T12:00:00Z INFO worker=7 \"cache\" key=9f2c hit=false\n";
     let body: String = line.repeat(result_bytes / line.len() + 1)[..result_bytes].to_owned();
     let mut turns = Vec::with_capacity(n);
-    turns.push(TranscriptTurn::new("s", Role::System, "You are a careful coding agent.", 20).expect("valid"));
+    turns.push(
+        TranscriptTurn::new("s", Role::System, "You are a careful coding agent.", 20)
+            .expect("valid"),
+    );
     for i in 0..n.saturating_sub(1) {
         let call = format!("c{}", i / 3);
         let turn = match i % 3 {
-            0 => TranscriptTurn::new(format!("a{i}"), Role::Assistant, "Reading the build log.", 40)
-                .expect("valid")
-                .with_tool_call_id(call),
-            1 => TranscriptTurn::new(format!("t{i}"), Role::Tool, format!("{i}:{body}"), (result_bytes / 4) as u64)
-                .expect("valid")
-                .with_tool_call_id(call),
-            _ => TranscriptTurn::new(format!("u{i}"), Role::User, "Keep going.", 30).expect("valid"),
+            0 => TranscriptTurn::new(
+                format!("a{i}"),
+                Role::Assistant,
+                "Reading the build log.",
+                40,
+            )
+            .expect("valid")
+            .with_tool_call_id(call),
+            1 => TranscriptTurn::new(
+                format!("t{i}"),
+                Role::Tool,
+                format!("{i}:{body}"),
+                (result_bytes / 4) as u64,
+            )
+            .expect("valid")
+            .with_tool_call_id(call),
+            _ => {
+                TranscriptTurn::new(format!("u{i}"), Role::User, "Keep going.", 30).expect("valid")
+            }
         };
         turns.push(turn);
     }
@@ -45,7 +60,10 @@ fn budget(t: &Transcript, percent: u64) -> CompactionBudget {
 }
 
 fn summaries_for(plan: &cutctx::CompactionPlan) -> BTreeMap<String, String> {
-    plan.summarization_requests.iter().map(|r| (r.group_id().to_owned(), "summary".to_owned())).collect()
+    plan.summarization_requests
+        .iter()
+        .map(|r| (r.group_id().to_owned(), "summary".to_owned()))
+        .collect()
 }
 
 fn bench_default_chain(c: &mut Criterion) {
@@ -59,12 +77,16 @@ fn bench_default_chain(c: &mut Criterion) {
             let plan = chain.decide(&t, &b).expect("plan");
             let summaries = summaries_for(&plan);
             g.throughput(Throughput::Elements(n as u64));
-            g.bench_with_input(BenchmarkId::new(format!("budget{percent}pct"), n), &n, |bench, _| {
-                bench.iter(|| {
-                    let plan = chain.decide(black_box(&t), &b).expect("plan");
-                    cutctx::apply(&t, &plan, &summaries).expect("apply")
-                });
-            });
+            g.bench_with_input(
+                BenchmarkId::new(format!("budget{percent}pct"), n),
+                &n,
+                |bench, _| {
+                    bench.iter(|| {
+                        let plan = chain.decide(black_box(&t), &b).expect("plan");
+                        cutctx::apply(&t, &plan, &summaries).expect("apply")
+                    });
+                },
+            );
         }
     }
     g.finish();
@@ -87,9 +109,18 @@ fn bench_drop_oldest(c: &mut Criterion) {
 fn bench_scaling(c: &mut Criterion) {
     let policies: Vec<(&str, Box<dyn CompactionPolicy>)> = vec![
         ("drop_oldest", Box::new(DropOldestPolicy)),
-        ("observation_masking", Box::new(ObservationMaskingPolicy::new(2).expect("valid"))),
-        ("summarizing", Box::new(SummarizingPolicy::new("compaction.summarize.v1").expect("valid"))),
-        ("default_chain", Box::new(default_chain("compaction.summarize.v1").expect("valid"))),
+        (
+            "observation_masking",
+            Box::new(ObservationMaskingPolicy::new(2).expect("valid")),
+        ),
+        (
+            "summarizing",
+            Box::new(SummarizingPolicy::new("compaction.summarize.v1").expect("valid")),
+        ),
+        (
+            "default_chain",
+            Box::new(default_chain("compaction.summarize.v1").expect("valid")),
+        ),
     ];
     let mut g = c.benchmark_group("scaling_plan");
     g.sample_size(10);
@@ -122,5 +153,11 @@ fn bench_apply_content_size(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench_default_chain, bench_drop_oldest, bench_scaling, bench_apply_content_size);
+criterion_group!(
+    benches,
+    bench_default_chain,
+    bench_drop_oldest,
+    bench_scaling,
+    bench_apply_content_size
+);
 criterion_main!(benches);

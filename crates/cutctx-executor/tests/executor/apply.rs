@@ -107,7 +107,10 @@ fn a_masked_turn_keeps_everything_but_content_estimate_and_kind() {
     let expected = original
         .clone()
         .with_content(Arc::from(T1_STUB), 32)
-        .with_metadata(Arc::new(meta(&[("origin", "grep"), ("cutctx.kind", "masked")])));
+        .with_metadata(Arc::new(meta(&[
+            ("origin", "grep"),
+            ("cutctx.kind", "masked"),
+        ])));
     assert_eq!(masked, &expected);
     assert_eq!(
         (
@@ -226,23 +229,27 @@ fn report_figures_are_copied_from_the_plan() {
     );
     assert_eq!(r.masked_turn_ids, ids(&["t1"]));
     assert_eq!(
-        out.transcript.turns()[2].metadata().get("cutctx.kind").map(String::as_str),
+        out.transcript.turns()[2]
+            .metadata()
+            .get("cutctx.kind")
+            .map(String::as_str),
         Some("masked")
     );
 }
 
 #[test]
 fn the_default_chain_report_on_long_chat_at_200_2() {
-    let mut turns = vec![
-        TranscriptTurn::new("s1", Role::System, "You are careful.", 10).expect("an id"),
-    ];
+    let mut turns =
+        vec![TranscriptTurn::new("s1", Role::System, "You are careful.", 10).expect("an id")];
     for i in 0..10 {
         let role = if i % 2 == 0 {
             Role::User
         } else {
             Role::Assistant
         };
-        turns.push(TranscriptTurn::new(format!("m{i}"), role, format!("message {i}"), 50).expect("an id"));
+        turns.push(
+            TranscriptTurn::new(format!("m{i}"), role, format!("message {i}"), 50).expect("an id"),
+        );
     }
     turns.push(TranscriptTurn::new("u9", Role::User, "Anything else?", 15).expect("an id"));
     let t = transcript(turns);
@@ -269,7 +276,11 @@ fn the_default_chain_report_on_long_chat_at_200_2() {
     );
     let summary = &out.transcript.turns()[1];
     assert_eq!(
-        (summary.turn_id(), summary.content(), summary.token_estimate()),
+        (
+            summary.turn_id(),
+            summary.content(),
+            summary.token_estimate()
+        ),
         ("summary:span-b2da65fee5a8bd16", "a summary", 90)
     );
     assert_eq!(

@@ -79,7 +79,10 @@ pub(crate) fn mixed() -> (Transcript, CompactionBudget, CompactionPlan) {
         turn("a1", Role::Assistant, 25).with_tool_call_id("c1"),
         turn("t1", Role::Tool, 300)
             .with_tool_call_id("c1")
-            .with_metadata(Arc::new(meta(&[("origin", "grep"), ("cutctx.kind", "raw")]))),
+            .with_metadata(Arc::new(meta(&[
+                ("origin", "grep"),
+                ("cutctx.kind", "raw"),
+            ]))),
         turn("u2", Role::User, 30),
         turn("a2", Role::Assistant, 40),
         turn("u3", Role::User, 15),

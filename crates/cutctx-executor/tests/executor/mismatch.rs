@@ -49,9 +49,8 @@ fn unknown_and_unplanned_ids_are_listed() {
         json!({ "unknown_turn_ids": [], "unplanned_turn_ids": ["c"], "reordered": false })
     );
 
-    let (_, details) = mismatch(
-        check_match(&users(&["a"]), &actions(&["a", "z"])).expect_err("z unknown"),
-    );
+    let (_, details) =
+        mismatch(check_match(&users(&["a"]), &actions(&["a", "z"])).expect_err("z unknown"));
     assert_eq!(
         details,
         json!({ "unknown_turn_ids": ["z"], "unplanned_turn_ids": [], "reordered": false })
@@ -69,9 +68,8 @@ fn the_same_ids_in_another_order_are_reordered() {
     );
     assert!(message.contains("order"), "{message}");
     // As the reference computes it: the same sets with a repeat also count as reordered.
-    let (_, details) = mismatch(
-        check_match(&users(&["a", "b"]), &actions(&["a", "b", "a"])).expect_err("repeat"),
-    );
+    let (_, details) =
+        mismatch(check_match(&users(&["a", "b"]), &actions(&["a", "b", "a"])).expect_err("repeat"));
     assert_eq!(
         details,
         json!({ "unknown_turn_ids": [], "unplanned_turn_ids": [], "reordered": true })
@@ -84,10 +82,10 @@ fn listed_ids_are_sorted_and_capped_at_ten() {
     let actual: Vec<String> = (0..12).rev().map(|i| format!("q{i:02}")).collect();
     let planned: Vec<&str> = planned.iter().map(String::as_str).collect();
     let actual: Vec<&str> = actual.iter().map(String::as_str).collect();
-    let (_, details) = mismatch(
-        check_match(&users(&actual), &actions(&planned)).expect_err("disjoint"),
-    );
-    let first_ten = |prefix: char| -> Vec<String> { (0..10).map(|i| format!("{prefix}{i:02}")).collect() };
+    let (_, details) =
+        mismatch(check_match(&users(&actual), &actions(&planned)).expect_err("disjoint"));
+    let first_ten =
+        |prefix: char| -> Vec<String> { (0..10).map(|i| format!("{prefix}{i:02}")).collect() };
     assert_eq!(
         details,
         json!({

@@ -49,11 +49,11 @@ impl Spec {
 
 fn leaf() -> impl Strategy<Value = Spec> {
     prop_oneof![
-        Just(Spec::Drop),
-        (0..3_usize).prop_map(Spec::Mask),
-        (prop::sample::select(vec![0.2, 0.5, 0.05]), 1..5_usize)
+        1 => Just(Spec::Drop),
+        1 => (0..3_usize).prop_map(Spec::Mask),
+        2 => (prop::sample::select(vec![0.2, 0.5, 0.05]), 1..5_usize)
             .prop_map(|(r, m)| Spec::Summ(r, m)),
-        Just(Spec::Default),
+        2 => Just(Spec::Default),
     ]
 }
 
@@ -95,7 +95,12 @@ fn fail(message: String) -> TestCaseError {
     TestCaseError::fail(message)
 }
 
-fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Result<(), TestCaseError> {
+fn check(
+    specs: &[TurnSpec],
+    fraction: u64,
+    protected: u64,
+    spec: &Spec,
+) -> Result<(), TestCaseError> {
     let t = build(specs);
     let max = u64::try_from(u128::from(t.token_estimate()) * u128::from(fraction) / 100)
         .expect("a fraction of a u64");
@@ -108,7 +113,10 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
         }
         // The known summarizing defect (a span splitting an exchange), reported by the
         // policies' tests; no plan exists to apply.
-        Err(e) if e.code() == ErrorCode::Validation && e.details().contains_key("removed_turn_ids") => {
+        Err(e)
+            if e.code() == ErrorCode::Validation
+                && e.details().contains_key("removed_turn_ids") =>
+        {
             return Err(TestCaseError::reject("known summarizing defect"));
         }
         Err(e) => return Err(fail(format!("{}: {:?}", e.message(), e.details()))),
@@ -116,7 +124,12 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
     let fulfilled: BTreeMap<String, String> = plan
         .summarization_requests
         .iter()
-        .map(|r| (r.group_id().to_owned(), format!("summary of {}", r.group_id())))
+        .map(|r| {
+            (
+                r.group_id().to_owned(),
+                format!("summary of {}", r.group_id()),
+            )
+        })
         .collect();
     let out = apply(&t, &plan, &fulfilled).map_err(|e| fail(e.to_string()))?;
     let r = &out.report;
@@ -130,7 +143,10 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
         r.turns_after,
         u64::try_from(kept + masked + r.summary_turn_ids.len()).expect("small")
     );
-    prop_assert_eq!(r.turns_after, u64::try_from(out.transcript.len()).expect("small"));
+    prop_assert_eq!(
+        r.turns_after,
+        u64::try_from(out.transcript.len()).expect("small")
+    );
 
     // Each list is the transcript's ids with that action, in transcript order.
     let with = |action: Action| -> Vec<String> {
@@ -140,7 +156,8 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
             .map(|(id, _)| id.to_owned())
             .collect()
     };
-    let strings = |v: &[std::sync::Arc<str>]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
+    let strings =
+        |v: &[std::sync::Arc<str>]| -> Vec<String> { v.iter().map(|s| s.to_string()).collect() };
     prop_assert_eq!(strings(&r.kept_turn_ids), with(Action::Keep));
     prop_assert_eq!(strings(&r.masked_turn_ids), with(Action::Mask));
     prop_assert_eq!(strings(&r.summarized_turn_ids), with(Action::Summarize));
@@ -167,7 +184,10 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
         }
     }
     prop_assert_eq!(
-        out.transcript.turn_ids().map(str::to_owned).collect::<Vec<_>>(),
+        out.transcript
+            .turn_ids()
+            .map(str::to_owned)
+            .collect::<Vec<_>>(),
         expected_view
     );
 
@@ -181,7 +201,10 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
     prop_assert_eq!(out.transcript.token_estimate(), plan.tokens_after_estimate);
 
     // Without summaries: fine when none is requested, else the first request is named.
-    match (plan.summarization_requests.first(), apply(&t, &plan, &BTreeMap::new())) {
+    match (
+        plan.summarization_requests.first(),
+        apply(&t, &plan, &BTreeMap::new()),
+    ) {
         (None, Ok(bare)) => prop_assert_eq!(&bare, &out),
         (Some(first), Err(e)) => {
             prop_assert_eq!(e.code(), ErrorCode::SummaryMissing);
@@ -208,7 +231,7 @@ fn check(specs: &[TurnSpec], fraction: u64, protected: u64, spec: &Spec) -> Resu
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 512,
+        cases: 1000,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 
 use crate::{budget, ids, mixed, summaries, transcript, turn};
 
-fn missing(result: Result<cutctx_model::CompactedTranscript, cutctx_model::CompactionError>) -> (String, Value) {
+fn missing(
+    result: Result<cutctx_model::CompactedTranscript, cutctx_model::CompactionError>,
+) -> (String, Value) {
     let err = result.expect_err("a summary is missing");
     assert_eq!(err.code(), ErrorCode::SummaryMissing, "{}", err.message());
     (

@@ -11,7 +11,8 @@ use serde_json::json;
 use crate::custom::Recorder;
 use crate::fixtures::{self, CASES, by_name};
 use crate::{
-    DEFAULT_CHAIN_NAME, PROMPT, acts, budget, figures, group_id, invalid, requests, unsatisfiable,
+    DEFAULT_CHAIN_NAME, Figures, PROMPT, acts, budget, figures, group_id, invalid, requests,
+    unsatisfiable,
 };
 
 fn chain(members: Vec<Box<dyn CompactionPolicy>>) -> PolicyChain {
@@ -57,6 +58,16 @@ fn the_default_chain_is_named_after_its_members() {
     assert_eq!(invalid(PolicyChain::new(vec![])), json!({}));
 }
 
+/// `(fixture, max_tokens, protected, actions, figures, [(group, turn ids, target)])`.
+type Case<'a> = (
+    &'a str,
+    u64,
+    u64,
+    String,
+    Figures,
+    Vec<(&'a str, &'a [&'a str], u64)>,
+);
+
 #[test]
 fn the_default_chain_on_every_reference_case() {
     let all_keep = |name: &str| {
@@ -69,15 +80,7 @@ fn the_default_chain_on_every_reference_case() {
     let th = "span-df373641db082650";
     let lc = "span-496ed38718261afc";
     let lc2 = "span-b2da65fee5a8bd16";
-    #[allow(clippy::type_complexity, reason = "a table of expectations")]
-    let cases: Vec<(
-        &str,
-        u64,
-        u64,
-        String,
-        (u64, u64, bool, Option<f64>),
-        Vec<(&str, &[&str], u64)>,
-    )> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (
             "simple_chat",
             200,

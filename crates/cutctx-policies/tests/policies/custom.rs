@@ -372,7 +372,10 @@ fn a_text_dependent_estimator_gets_the_finished_stub_and_records_no_ratio() {
     );
     assert_eq!(figures(&plan), (1070, 812, true, None));
     assert_eq!(stub_of(&plan, "t1"), stub);
-    assert_eq!(*texts.lock().expect("not poisoned"), [stub.clone()]);
+    assert_eq!(
+        texts.lock().expect("not poisoned").as_slice(),
+        std::slice::from_ref(&stub)
+    );
 
     // Chained, the estimator is asked about the same finished stub.
     texts.lock().expect("not poisoned").clear();

@@ -5,11 +5,11 @@ use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
 use serde_json::json;
 
 use crate::fixtures::{self, by_name};
-use crate::{acts, budget, figures, transcript, turn, unsatisfiable};
+use crate::{Figures, acts, budget, figures, transcript, turn, unsatisfiable};
 
 #[test]
 fn phase_one_cases_give_the_reference_plans() {
-    let cases: [(&str, u64, u64, &str, (u64, u64, bool, Option<f64>)); 8] = [
+    let cases: [(&str, u64, u64, &str, Figures); 8] = [
         (
             "simple_chat",
             200,

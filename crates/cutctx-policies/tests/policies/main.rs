@@ -71,7 +71,10 @@ pub(crate) fn acts(plan: &PlanDraft) -> String {
 }
 
 /// `(tokens_before, tokens_after_estimate, budget_unmet, estimator_ratio)`.
-pub(crate) fn figures(plan: &PlanDraft) -> (u64, u64, bool, Option<f64>) {
+pub(crate) type Figures = (u64, u64, bool, Option<f64>);
+
+/// A plan's [`Figures`].
+pub(crate) fn figures(plan: &PlanDraft) -> Figures {
     (
         plan.tokens_before,
         plan.tokens_after_estimate,

@@ -6,8 +6,8 @@ use serde_json::json;
 
 use crate::fixtures::{self, by_name};
 use crate::{
-    acts, budget, default_stub, digest, figures, invalid, stub_of, transcript, turn, turn_with,
-    unsatisfiable,
+    Figures, acts, budget, default_stub, digest, figures, invalid, stub_of, transcript, turn,
+    turn_with, unsatisfiable,
 };
 
 fn masking(keep: usize) -> ObservationMaskingPolicy {
@@ -55,7 +55,7 @@ fn tool_heavy_masks_the_oldest_result_with_the_reference_stub() {
 
 #[test]
 fn cases_where_nothing_may_be_masked_keep_everything_and_record_no_ratio() {
-    let cases: [(&str, u64, u64, (u64, u64, bool, Option<f64>)); 12] = [
+    let cases: [(&str, u64, u64, Figures); 12] = [
         ("simple_chat", 200, 2, (125, 125, false, None)),
         ("simple_chat", 60, 1, (125, 125, true, None)),
         // Both results are among the two most recent.

@@ -152,10 +152,7 @@ fn spans(t: &Transcript, b: &CompactionBudget) -> Vec<Vec<usize>> {
             .expect("every turn is in an exchange")
     };
     let mut runs: Vec<Vec<usize>> = Vec::new();
-    for p in 0..t.len() {
-        if !free[p] {
-            continue;
-        }
+    for (p, _) in free.iter().enumerate().filter(|(_, free)| **free) {
         match runs.last_mut() {
             Some(run) if p > 0 && run.last() == Some(&(p - 1)) => run.push(p),
             _ => runs.push(vec![p]),
