@@ -330,12 +330,6 @@ fn parallel_calls_around_a_pin() -> Transcript {
 }
 
 #[test]
-#[ignore = "reason: BUG, summarizing (and so default_chain) fails with VALIDATION_ERROR 'A tool \
-            exchange of 2 turns is split' {removed: [a1], retained: [r1]} on this well-formed \
-            transcript and satisfiable budget (floor 30 <= 200): _spans step 3 re-splits a run \
-            after dropping a2, leaving c1's members in two spans. BEHAVIOUR.md §7.3 documents \
-            exactly this algorithm, so the reference presumably fails the same way; §11 promises \
-            a plan, budget_unmet or BudgetUnsatisfiable, never an invariant error."]
 fn a_span_never_separates_a_call_from_its_result() {
     let t = parallel_calls_around_a_pin();
     let b = budget(200, 1);
