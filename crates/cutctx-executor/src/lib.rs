@@ -100,6 +100,69 @@ pub fn apply(
         .map(|r| (r.group_id(), r))
         .collect();
 
+    // Hashing a large plan is the one long sequential step; it overlaps the walk.
+    const PARALLEL_ACTIONS: usize = 20_000;
+    let (walk, plan_hash) = if plan.actions.len() >= PARALLEL_ACTIONS {
+        std::thread::scope(|scope| {
+            let hasher = scope.spawn(|| plan.plan_hash());
+            let walk = walk(transcript, plan, summaries, &requests);
+            // Hashing cannot panic; were the thread lost anyway, hash here.
+            (walk, hasher.join().unwrap_or_else(|_| plan.plan_hash()))
+        })
+    } else {
+        (
+            walk(transcript, plan, summaries, &requests),
+            plan.plan_hash(),
+        )
+    };
+    let Walk {
+        view,
+        kept,
+        masked,
+        summarized,
+        dropped,
+        summary_turn_ids,
+    } = walk?;
+    let n = transcript.len();
+    let report = CompactionReport {
+        budget_unmet: plan.budget_unmet,
+        dropped_turn_ids: dropped,
+        estimator_ratio: plan.estimator_ratio,
+        kept_turn_ids: kept,
+        masked_turn_ids: masked,
+        plan_hash,
+        policy_name: plan.policy_name.clone(),
+        policy_version: plan.policy_version.clone(),
+        summarized_turn_ids: summarized,
+        summary_turn_ids,
+        tokens_after_estimate: plan.tokens_after_estimate,
+        tokens_before: plan.tokens_before,
+        turns_after: view.len() as u64,
+        turns_before: n as u64,
+    };
+    Ok(CompactedTranscript {
+        transcript: transcript.derive(view)?,
+        report,
+    })
+}
+
+/// What one pass over the turns produces.
+struct Walk {
+    view: Vec<DerivedTurn>,
+    kept: Vec<Arc<str>>,
+    masked: Vec<Arc<str>>,
+    summarized: Vec<Arc<str>>,
+    dropped: Vec<Arc<str>>,
+    summary_turn_ids: Vec<String>,
+}
+
+/// Walks the turns once, building the view and the id lists of the report.
+fn walk(
+    transcript: &Transcript,
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+    requests: &BTreeMap<&str, &SummarizationRequest>,
+) -> Result<Walk, CompactionError> {
     let n = transcript.len();
     let mut view: Vec<DerivedTurn> = Vec::with_capacity(n);
     let (mut kept, mut masked, mut summarized, mut dropped) =
@@ -158,25 +221,13 @@ pub fn apply(
             Action::Drop => dropped.push(id),
         }
     }
-    let report = CompactionReport {
-        budget_unmet: plan.budget_unmet,
-        dropped_turn_ids: dropped,
-        estimator_ratio: plan.estimator_ratio,
-        kept_turn_ids: kept,
-        masked_turn_ids: masked,
-        plan_hash: plan.plan_hash(),
-        policy_name: plan.policy_name.clone(),
-        policy_version: plan.policy_version.clone(),
-        summarized_turn_ids: summarized,
+    Ok(Walk {
+        view,
+        kept,
+        masked,
+        summarized,
+        dropped,
         summary_turn_ids,
-        tokens_after_estimate: plan.tokens_after_estimate,
-        tokens_before: plan.tokens_before,
-        turns_after: view.len() as u64,
-        turns_before: n as u64,
-    };
-    Ok(CompactedTranscript {
-        transcript: transcript.derive(view)?,
-        report,
     })
 }
 

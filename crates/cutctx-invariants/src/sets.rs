@@ -12,8 +12,13 @@ use cutctx_model::{CompactionBudget, CompactionError, Role, Transcript};
 /// its members in transcript order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Exchanges {
-    members: Vec<Vec<usize>>,
+    /// Per position: the index of its exchange.
     of_turn: Vec<usize>,
+    /// Members of every exchange, exchange after exchange; exchange `e` is
+    /// `flat[start[e]..start[e + 1]]`. Two flat arrays rather than a `Vec` per exchange: a
+    /// transcript of agent turns has about as many exchanges as turns.
+    flat: Vec<usize>,
+    start: Vec<usize>,
 }
 
 impl Exchanges {
@@ -21,32 +26,31 @@ impl Exchanges {
     #[must_use]
     pub fn of(transcript: &Transcript) -> Self {
         let mut by_call: IdMap<'_, usize> = crate::idmap::with_capacity(transcript.len() / 2);
-        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut count = 0_usize;
         let mut of_turn = Vec::with_capacity(transcript.len());
         // Results usually follow their call: remember the last call seen, skip the lookup.
         let mut last: Option<(&str, usize)> = None;
-        for (index, turn) in transcript.turns().iter().enumerate() {
+        for turn in transcript.turns() {
             let exchange = match turn.tool_call_id() {
                 Some(call) => match last {
                     Some((prev, e)) if prev == call => e,
                     _ => {
                         let e = *by_call.entry(call).or_insert_with(|| {
-                            members.push(Vec::new());
-                            members.len() - 1
+                            count += 1;
+                            count - 1
                         });
                         last = Some((call, e));
                         e
                     }
                 },
                 None => {
-                    members.push(Vec::new());
-                    members.len() - 1
+                    count += 1;
+                    count - 1
                 }
             };
-            members[exchange].push(index);
             of_turn.push(exchange);
         }
-        Self { members, of_turn }
+        Self::from_assignment(of_turn, count)
     }
 
     /// The partition of a projection, derived from the partition of its source without
@@ -55,44 +59,62 @@ impl Exchanges {
     /// `tool_call_id`). Masking keeps `tool_call_id`, so exchanges only lose members.
     #[must_use]
     pub fn project(&self, origin: &[Option<usize>]) -> Self {
-        let mut renumber: Vec<Option<usize>> = vec![None; self.members.len()];
-        let mut members: Vec<Vec<usize>> = Vec::new();
+        let mut renumber: Vec<Option<usize>> = vec![None; self.len()];
+        let mut count = 0_usize;
         let mut of_turn = Vec::with_capacity(origin.len());
-        for (j, o) in origin.iter().enumerate() {
+        for o in origin {
             let exchange = match o {
-                Some(p) => {
-                    let source = self.of_turn[*p];
-                    *renumber[source].get_or_insert_with(|| {
-                        members.push(Vec::new());
-                        members.len() - 1
-                    })
-                }
+                Some(p) => *renumber[self.of_turn[*p]].get_or_insert_with(|| {
+                    count += 1;
+                    count - 1
+                }),
                 None => {
-                    members.push(Vec::new());
-                    members.len() - 1
+                    count += 1;
+                    count - 1
                 }
             };
-            members[exchange].push(j);
             of_turn.push(exchange);
         }
-        Self { members, of_turn }
+        Self::from_assignment(of_turn, count)
+    }
+
+    /// Lays out the members of `count` exchanges numbered by first appearance.
+    fn from_assignment(of_turn: Vec<usize>, count: usize) -> Self {
+        let mut start = vec![0_usize; count + 1];
+        for &e in &of_turn {
+            start[e + 1] += 1;
+        }
+        for e in 0..count {
+            start[e + 1] += start[e];
+        }
+        let mut fill = start.clone();
+        let mut flat = vec![0_usize; of_turn.len()];
+        for (p, &e) in of_turn.iter().enumerate() {
+            flat[fill[e]] = p;
+            fill[e] += 1;
+        }
+        Self {
+            of_turn,
+            flat,
+            start,
+        }
     }
 
     /// The exchanges, each as the positions of its members.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = &[usize]> + '_ {
-        self.members.iter().map(Vec::as_slice)
+        self.start.windows(2).map(|w| &self.flat[w[0]..w[1]])
     }
 
     /// The number of exchanges.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.members.len()
+        self.start.len() - 1
     }
 
     /// Whether there are none (the transcript is empty).
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.members.is_empty()
+        self.len() == 0
     }
 
     /// The index of the exchange holding the turn at `position`.
@@ -104,7 +126,12 @@ impl Exchanges {
     /// The members of exchange `index`.
     #[must_use]
     pub fn members(&self, index: usize) -> &[usize] {
-        &self.members[index]
+        &self.flat[self.start[index]..self.start[index + 1]]
+    }
+
+    /// The number of positions partitioned.
+    pub(crate) fn positions(&self) -> usize {
+        self.of_turn.len()
     }
 }
 
@@ -196,7 +223,7 @@ impl Analysis {
     #[must_use]
     pub fn fits(&self, transcript: &Transcript) -> bool {
         self.untouchable.len() == transcript.len()
-            && self.exchanges.of_turn.len() == transcript.len()
+            && self.exchanges.positions() == transcript.len()
     }
 
     /// Refuses a budget below the untouchable floor (equality is fine).

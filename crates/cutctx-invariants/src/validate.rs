@@ -139,10 +139,9 @@ fn exchanges(actions: &[TurnAction], analysis: &Analysis) -> Result<(), Compacti
         }
         let first = &actions[members[0]];
         if removed == members.len()
-            && members.iter().all(|&p| {
-                actions[p].action() == first.action()
-                    && actions[p].summary_group() == first.summary_group()
-            })
+            && members
+                .iter()
+                .all(|&p| actions[p].action() == first.action() && actions[p].same_group(first))
         {
             continue;
         }
@@ -215,10 +214,23 @@ fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), Compa
     }
     // Group -> positions of its actions, in transcript order.
     let mut planned: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    // A group's actions are usually adjacent and share one string: batch them.
+    let mut run: Option<(&std::sync::Arc<str>, Vec<usize>)> = None;
     for (p, a) in plan.actions.iter().enumerate() {
-        if let Some(g) = a.summary_group() {
-            planned.entry(g).or_default().push(p);
+        let Some(g) = a.summary_group_arc() else {
+            continue;
+        };
+        match &mut run {
+            Some((current, positions)) if std::sync::Arc::ptr_eq(current, g) => positions.push(p),
+            _ => {
+                if let Some((done, positions)) = run.replace((g, vec![p])) {
+                    planned.entry(done).or_default().extend(positions);
+                }
+            }
         }
+    }
+    if let Some((done, positions)) = run {
+        planned.entry(done).or_default().extend(positions);
     }
     let planned_set: BTreeSet<&str> = planned.keys().copied().collect();
     if planned_set != distinct {

@@ -61,8 +61,14 @@ impl Sink for HashSink {
 /// A JSON string literal with Python's escapes (see [`crate::canonical`]).
 pub(crate) fn put_str<S: Sink>(out: &mut S, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.put(b"\"");
     let bytes = s.as_bytes();
+    if !bytes.iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.put(b"\"");
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    }
+    out.put(b"\"");
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
         let named: &[u8] = match b {

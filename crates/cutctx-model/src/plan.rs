@@ -198,6 +198,23 @@ impl TurnAction {
         self.summary_group.as_deref()
     }
 
+    /// The group as a shared string, for `summarize`.
+    #[must_use]
+    pub const fn summary_group_arc(&self) -> Option<&Arc<str>> {
+        self.summary_group.as_ref()
+    }
+
+    /// Whether two actions name the same summary group (or both none): by pointer first, as
+    /// one policy's actions share one group string.
+    #[must_use]
+    pub fn same_group(&self, other: &Self) -> bool {
+        match (&self.summary_group, &other.summary_group) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+            (None, None) => true,
+            _ => false,
+        }
+    }
+
     /// The stub, for `mask`.
     #[must_use]
     pub const fn replacement(&self) -> Option<&TurnReplacement> {
@@ -468,22 +485,35 @@ impl PlanDraft {
             if i > 0 {
                 out.put(b",");
             }
-            out.put(b"{\"action\":\"");
-            out.put(a.action.as_str().as_bytes());
-            out.put(b"\",\"replacement\":");
-            match &a.replacement {
-                Some(r) => {
-                    out.put(b"{\"content\":");
-                    put_str(out, &r.content);
-                    out.put(b",\"token_estimate\":");
-                    put_u64(out, r.token_estimate);
-                    out.put(b"}");
+            match (&a.replacement, &a.summary_group) {
+                (None, None) => {
+                    // The common case in one piece.
+                    out.put(match a.action {
+                        Action::Keep => b"{\"action\":\"keep\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
+                        Action::Drop => b"{\"action\":\"drop\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
+                        Action::Mask => b"{\"action\":\"mask\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
+                        Action::Summarize => b"{\"action\":\"summarize\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
+                    });
                 }
-                None => out.put(b"null"),
+                (replacement, group) => {
+                    out.put(b"{\"action\":\"");
+                    out.put(a.action.as_str().as_bytes());
+                    out.put(b"\",\"replacement\":");
+                    match replacement {
+                        Some(r) => {
+                            out.put(b"{\"content\":");
+                            put_str(out, &r.content);
+                            out.put(b",\"token_estimate\":");
+                            put_u64(out, r.token_estimate);
+                            out.put(b"}");
+                        }
+                        None => out.put(b"null"),
+                    }
+                    out.put(b",\"summary_group\":");
+                    put_opt_str(out, group.as_deref());
+                    out.put(b",\"turn_id\":");
+                }
             }
-            out.put(b",\"summary_group\":");
-            put_opt_str(out, a.summary_group.as_deref());
-            out.put(b",\"turn_id\":");
             put_str(out, &a.turn_id);
             out.put(b"}");
         }

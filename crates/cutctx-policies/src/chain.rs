@@ -10,6 +10,7 @@ use cutctx_model::{
 };
 
 use crate::masking::{StubJob, realize_all};
+use crate::summarizing::group_id_for;
 use crate::{
     CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, POLICY_VERSION, SummarizingPolicy,
 };
@@ -133,6 +134,11 @@ struct State<'t> {
     transcript: &'t Transcript,
     resolved: Vec<Resolved>,
     groups: BTreeMap<Arc<str>, Group>,
+}
+
+/// Whether two group ids are equal, by pointer first: the ids of one group share one string.
+fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// The content a projection shows for a stub whose digest is pending. Only members that do not
@@ -321,6 +327,76 @@ impl State<'_> {
         self.groups.extend(updates);
     }
 
+    /// Sets `new` on the real turns projection turn `j` stands for; a removal of a summary
+    /// stand-in also forgets its group.
+    fn set(&mut self, projection: &Transcript, origin: &[Option<usize>], j: usize, new: &Resolved) {
+        let id = projection.turns()[j].turn_id();
+        if id.starts_with(SUMMARY_TURN_ID_PREFIX) {
+            for p in self.members(id, None) {
+                self.resolved[p] = new.clone();
+            }
+        } else if let Some(p) = origin.get(j).copied().flatten() {
+            self.resolved[p] = new.clone();
+        }
+        if matches!(new, Resolved::Drop | Resolved::Summarize(_)) {
+            self.forget_group_of(id);
+        }
+    }
+
+    /// A drop-oldest member's decisions over the projection, taken without a plan.
+    fn absorb_drops(
+        &mut self,
+        policy: &DropOldestPolicy,
+        projection: &Transcript,
+        origin: &[Option<usize>],
+        budget: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<(), CompactionError> {
+        analysis.require_satisfiable(budget)?;
+        for j in policy.dropped(projection, budget, analysis) {
+            self.set(projection, origin, j, &Resolved::Drop);
+        }
+        Ok(())
+    }
+
+    /// A summarizing member's decision over the projection, taken without a plan.
+    fn absorb_summary(
+        &mut self,
+        policy: &SummarizingPolicy,
+        projection: &Transcript,
+        origin: &[Option<usize>],
+        budget: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Result<(), CompactionError> {
+        analysis.require_satisfiable(budget)?;
+        let Some((span, target)) = policy.choose(projection, budget, analysis) else {
+            return Ok(());
+        };
+        let ids: Vec<Arc<str>> = projection.turns()[span.clone()]
+            .iter()
+            .map(|t| t.turn_id_arc().clone())
+            .collect();
+        let gid: Arc<str> = group_id_for(&ids).into();
+        let new = Resolved::Summarize(gid.clone());
+        for j in span {
+            self.set(projection, origin, j, &new);
+        }
+        let members: Vec<usize> = self
+            .resolved
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| matches!(r, Resolved::Summarize(g) if same(g, &gid)))
+            .map(|(p, _)| p)
+            .collect();
+        let group = Group {
+            members,
+            target_tokens: target,
+            prompt_id: policy.prompt_id_arc().clone(),
+        };
+        self.groups.insert(gid, group);
+        Ok(())
+    }
+
     /// Masks decided by a masking member over the projection, digests deferred.
     fn absorb_masks(
         &mut self,
@@ -373,7 +449,7 @@ impl State<'_> {
             let Some(group) = first_group else { continue };
             if members
                 .iter()
-                .all(|&p| matches!(&self.resolved[p], Resolved::Summarize(g) if *g == group))
+                .all(|&p| matches!(&self.resolved[p], Resolved::Summarize(g) if same(g, &group)))
             {
                 continue;
             }
@@ -462,21 +538,20 @@ impl CompactionPolicy for PolicyChain {
                 Some((v, o, a)) => (v, o.as_slice(), a),
                 None => (t, identity.as_slice(), analysis),
             };
-            match deferring {
-                Some(masking) => {
-                    if state.absorb_masks(masking, view, origin, b, view_analysis)?
-                        && ratio.is_none()
-                    {
-                        ratio = masking.ratio();
-                    }
+            if let Some(masking) = deferring {
+                if state.absorb_masks(masking, view, origin, b, view_analysis)? && ratio.is_none() {
+                    ratio = masking.ratio();
                 }
-                None => {
-                    let plan = policy.decide_with_analysis(view, b, view_analysis)?;
-                    if ratio.is_none() {
-                        ratio = plan.estimator_ratio;
-                    }
-                    state.absorb(&plan, origin);
+            } else if let Some(drop) = policy.as_drop_oldest() {
+                state.absorb_drops(drop, view, origin, b, view_analysis)?;
+            } else if let Some(summarizing) = policy.as_summarizing() {
+                state.absorb_summary(summarizing, view, origin, b, view_analysis)?;
+            } else {
+                let plan = policy.decide_with_analysis(view, b, view_analysis)?;
+                if ratio.is_none() {
+                    ratio = plan.estimator_ratio;
                 }
+                state.absorb(&plan, origin);
             }
             stale = true;
         }

@@ -30,6 +30,35 @@ impl DropOldestPolicy {
     pub const NAME: &'static str = "drop_oldest";
 }
 
+impl DropOldestPolicy {
+    /// The positions to drop, in order: whole removable exchanges, oldest first, until the
+    /// estimate fits.
+    pub(crate) fn dropped(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Vec<usize> {
+        let turns = t.turns();
+        let mut dropped = Vec::new();
+        let mut running = t.token_estimate();
+        for members in analysis.exchanges.iter() {
+            if running <= b.max_tokens {
+                break;
+            }
+            if !analysis.removable[members[0]] {
+                continue;
+            }
+            for &p in members {
+                dropped.push(p);
+                running -= turns[p].token_estimate();
+            }
+        }
+        dropped.sort_unstable();
+        dropped
+    }
+}
+
 impl CompactionPolicy for DropOldestPolicy {
     fn name(&self) -> &str {
         Self::NAME
@@ -56,18 +85,8 @@ impl CompactionPolicy for DropOldestPolicy {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
         let mut dropped = vec![false; turns.len()];
-        let mut running = t.token_estimate();
-        for members in analysis.exchanges.iter() {
-            if running <= b.max_tokens {
-                break;
-            }
-            if !analysis.removable[members[0]] {
-                continue;
-            }
-            for &p in members {
-                dropped[p] = true;
-                running -= turns[p].token_estimate();
-            }
+        for p in self.dropped(t, b, analysis) {
+            dropped[p] = true;
         }
         let actions = turns
             .iter()
@@ -95,5 +114,9 @@ impl CompactionPolicy for DropOldestPolicy {
 
     fn reads_content(&self) -> bool {
         false
+    }
+
+    fn as_drop_oldest(&self) -> Option<&DropOldestPolicy> {
+        Some(self)
     }
 }

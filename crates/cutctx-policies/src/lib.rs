@@ -108,6 +108,20 @@ pub trait CompactionPolicy: Send + Sync {
         None
     }
 
+    /// The drop-oldest policy behind this member, if it is one: lets a chain take its
+    /// decisions without building an intermediate plan. Other policies keep the default.
+    #[doc(hidden)]
+    fn as_drop_oldest(&self) -> Option<&DropOldestPolicy> {
+        None
+    }
+
+    /// The summarizing policy behind this member, if it is one; as
+    /// [`CompactionPolicy::as_drop_oldest`].
+    #[doc(hidden)]
+    fn as_summarizing(&self) -> Option<&SummarizingPolicy> {
+        None
+    }
+
     /// Whether the policy reads turn content. A chain computes deferred digests before it
     /// runs a member that does. The default is the safe answer, `true`.
     fn reads_content(&self) -> bool {
@@ -143,6 +157,14 @@ impl<P: CompactionPolicy + ?Sized> CompactionPolicy for Box<P> {
 
     fn as_masking(&self) -> Option<&ObservationMaskingPolicy> {
         (**self).as_masking()
+    }
+
+    fn as_drop_oldest(&self) -> Option<&DropOldestPolicy> {
+        (**self).as_drop_oldest()
+    }
+
+    fn as_summarizing(&self) -> Option<&SummarizingPolicy> {
+        (**self).as_summarizing()
     }
 
     fn reads_content(&self) -> bool {

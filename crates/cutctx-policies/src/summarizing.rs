@@ -122,6 +122,11 @@ impl SummarizingPolicy {
         Ok(self)
     }
 
+    /// The prompt id, shared.
+    pub(crate) fn prompt_id_arc(&self) -> &Arc<str> {
+        &self.prompt_id
+    }
+
     /// The prompt record the summaries should be written with.
     #[must_use]
     pub fn prompt_id(&self) -> &str {
@@ -184,8 +189,11 @@ pub(crate) fn summary_target(span_tokens: u64, ratio: f64) -> u64 {
 /// Whether every exchange with a member in `span` lies wholly inside it.
 fn closed(span: &Range<usize>, analysis: &Analysis) -> bool {
     span.clone().all(|p| {
-        let members = analysis.exchanges.members(analysis.exchanges.exchange_of(p));
-        members.first().is_some_and(|&f| f >= span.start) && members.last().is_some_and(|&l| l < span.end)
+        let members = analysis
+            .exchanges
+            .members(analysis.exchanges.exchange_of(p));
+        members.first().is_some_and(|&f| f >= span.start)
+            && members.last().is_some_and(|&l| l < span.end)
     })
 }
 
@@ -199,7 +207,10 @@ fn refine(span: &Range<usize>, analysis: &Analysis) -> Vec<Range<usize>> {
     let ex = &analysis.exchanges;
     let bounds = |e: usize| {
         let m = ex.members(e);
-        (m.first().copied().unwrap_or(0), m.last().copied().unwrap_or(0))
+        (
+            m.first().copied().unwrap_or(0),
+            m.last().copied().unwrap_or(0),
+        )
     };
     let inside = |e: usize| {
         let (f, l) = bounds(e);
@@ -283,7 +294,8 @@ impl MaxTree {
             return Some(lo);
         }
         let mid = (lo + hi) / 2;
-        self.find_in(2 * i, lo, mid, limit, at).or_else(|| self.find_in(2 * i + 1, mid, hi, limit, at))
+        self.find_in(2 * i, lo, mid, limit, at)
+            .or_else(|| self.find_in(2 * i + 1, mid, hi, limit, at))
     }
 
     fn kill(&mut self, index: usize) {
@@ -302,7 +314,10 @@ impl SummarizingPolicy {
         if span.len() < self.min_span_turns {
             return None;
         }
-        let tokens: u64 = t.turns()[span.clone()].iter().map(|turn| turn.token_estimate()).sum();
+        let tokens: u64 = t.turns()[span.clone()]
+            .iter()
+            .map(|turn| turn.token_estimate())
+            .sum();
         let target = summary_target(tokens, self.target_ratio);
         (target < tokens).then_some(target)
     }
@@ -314,12 +329,19 @@ impl SummarizingPolicy {
     /// a call and its result) would make the reference fail with a split exchange; here it is
     /// refined into the closed spans it contains, and those are tried in turn. Whenever the
     /// reference produces a plan, this chooses the same span.
-    pub(crate) fn choose(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Option<(Range<usize>, u64)> {
+    pub(crate) fn choose(
+        &self,
+        t: &Transcript,
+        b: &CompactionBudget,
+        analysis: &Analysis,
+    ) -> Option<(Range<usize>, u64)> {
         if t.token_estimate() <= b.max_tokens {
             return None;
         }
         for span in spans(analysis) {
-            let Some(target) = self.target_for(t, &span) else { continue };
+            let Some(target) = self.target_for(t, &span) else {
+                continue;
+            };
             if closed(&span, analysis) {
                 return Some((span, target));
             }
@@ -397,6 +419,10 @@ impl CompactionPolicy for SummarizingPolicy {
 
     fn reads_content(&self) -> bool {
         false
+    }
+
+    fn as_summarizing(&self) -> Option<&SummarizingPolicy> {
+        Some(self)
     }
 }
 
