@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use cutctx::model::wire::{ObjectOnly, WireInt};
 use cutctx::model::{TurnRecord, details};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
@@ -27,8 +28,8 @@ pub struct Request {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestWire {
-    transcript: Vec<TurnRecord>,
-    budget: BudgetWire,
+    transcript: Vec<ObjectOnly<TurnRecord>>,
+    budget: ObjectOnly<BudgetWire>,
     policy: Value,
     #[serde(default)]
     summaries: BTreeMap<String, String>,
@@ -37,13 +38,13 @@ struct RequestWire {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BudgetWire {
-    max_tokens: i128,
+    max_tokens: WireInt,
     #[serde(default = "default_protected")]
-    protected_recent_turns: i128,
+    protected_recent_turns: WireInt,
 }
 
-fn default_protected() -> i128 {
-    i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS)
+fn default_protected() -> WireInt {
+    WireInt(i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS))
 }
 
 /// Parses and validates a request document.
@@ -52,15 +53,18 @@ fn default_protected() -> i128 {
 ///
 /// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
 pub fn parse(text: &str) -> Result<Request, CliError> {
-    let wire: RequestWire = serde_json::from_str(text).map_err(|e| from_json("the request", &e))?;
+    let ObjectOnly(wire): ObjectOnly<RequestWire> =
+        serde_json::from_str(text).map_err(|e| from_json("the request", &e))?;
     let turns = wire
         .transcript
         .into_iter()
-        .map(TranscriptTurn::try_from)
+        .map(|ObjectOnly(record)| TranscriptTurn::try_from(record))
         .collect::<Result<Vec<_>, _>>()?;
     let transcript = Transcript::new(turns)?;
-    let budget =
-        CompactionBudget::from_signed(wire.budget.max_tokens, wire.budget.protected_recent_turns)?;
+    let budget = CompactionBudget::from_signed(
+        wire.budget.0.max_tokens.0,
+        wire.budget.0.protected_recent_turns.0,
+    )?;
     let policy = policy(&wire.policy, true)?;
     Ok(Request {
         transcript,

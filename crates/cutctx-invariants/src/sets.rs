@@ -222,8 +222,7 @@ impl Analysis {
     /// guard against passing the analysis of another transcript.
     #[must_use]
     pub fn fits(&self, transcript: &Transcript) -> bool {
-        self.untouchable.len() == transcript.len()
-            && self.exchanges.positions() == transcript.len()
+        self.untouchable.len() == transcript.len() && self.exchanges.positions() == transcript.len()
     }
 
     /// Refuses a budget below the untouchable floor (equality is fine).

@@ -28,6 +28,7 @@ mod fastjson;
 mod plan;
 mod pyrepr;
 mod turn;
+pub mod wire;
 
 pub use error::{CompactionError, Details, ErrorCode};
 pub use plan::{

@@ -62,7 +62,7 @@ pub struct TurnReplacement {
 /// assert!(TurnAction::new("a", Action::Summarize, None, None).is_err());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "TurnActionRecord")]
+#[serde(try_from = "crate::wire::ObjectOnly<TurnActionRecord>")]
 pub struct TurnAction {
     // Fields in code point order: the canonical writer relies on it.
     action: Action,
@@ -235,18 +235,19 @@ pub struct TurnActionRecord {
     pub summary_group: Option<String>,
     /// The stub, for `mask`.
     #[serde(default)]
-    pub replacement: Option<TurnReplacement>,
+    pub replacement: Option<crate::wire::ObjectOnly<TurnReplacement>>,
 }
 
-impl TryFrom<TurnActionRecord> for TurnAction {
+impl TryFrom<crate::wire::ObjectOnly<TurnActionRecord>> for TurnAction {
     type Error = CompactionError;
 
-    fn try_from(r: TurnActionRecord) -> Result<Self, Self::Error> {
+    fn try_from(r: crate::wire::ObjectOnly<TurnActionRecord>) -> Result<Self, Self::Error> {
+        let r = r.0;
         Self::new(
             r.turn_id,
             r.action,
             r.summary_group.map(Arc::from),
-            r.replacement,
+            r.replacement.map(|o| o.0),
         )
     }
 }
@@ -261,7 +262,7 @@ impl TryFrom<TurnActionRecord> for TurnAction {
 /// # Ok::<(), cutctx_model::CompactionError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "SummarizationRequestRecord")]
+#[serde(try_from = "crate::wire::ObjectOnly<SummarizationRequestRecord>")]
 pub struct SummarizationRequest {
     // Fields in code point order: the canonical writer relies on it.
     group_id: Arc<str>,
@@ -418,10 +419,13 @@ pub struct SummarizationRequestRecord {
     pub prompt_id: String,
 }
 
-impl TryFrom<SummarizationRequestRecord> for SummarizationRequest {
+impl TryFrom<crate::wire::ObjectOnly<SummarizationRequestRecord>> for SummarizationRequest {
     type Error = CompactionError;
 
-    fn try_from(r: SummarizationRequestRecord) -> Result<Self, Self::Error> {
+    fn try_from(
+        r: crate::wire::ObjectOnly<SummarizationRequestRecord>,
+    ) -> Result<Self, Self::Error> {
+        let r = r.0;
         Self::new(
             r.group_id,
             r.turn_ids.into_iter().map(Arc::from).collect(),

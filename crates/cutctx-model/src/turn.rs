@@ -59,7 +59,7 @@ impl Role {
 /// # Ok::<(), cutctx_model::CompactionError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "TurnRecord")]
+#[serde(try_from = "crate::wire::ObjectOnly<TurnRecord>")]
 pub struct TranscriptTurn {
     // Fields in code point order: the canonical writer relies on it.
     content: Arc<str>,
@@ -209,7 +209,7 @@ pub struct TurnRecord {
     #[serde(default)]
     pub content: String,
     /// Must be an integer `>= 0`.
-    pub token_estimate: i128,
+    pub token_estimate: crate::wire::WireInt,
     /// Defaults to `null`.
     #[serde(default)]
     pub tool_call_id: Option<String>,
@@ -221,6 +221,14 @@ pub struct TurnRecord {
     pub metadata: BTreeMap<String, String>,
 }
 
+impl TryFrom<crate::wire::ObjectOnly<TurnRecord>> for TranscriptTurn {
+    type Error = CompactionError;
+
+    fn try_from(r: crate::wire::ObjectOnly<TurnRecord>) -> Result<Self, Self::Error> {
+        Self::try_from(r.0)
+    }
+}
+
 impl TryFrom<TurnRecord> for TranscriptTurn {
     type Error = CompactionError;
 
@@ -228,25 +236,25 @@ impl TryFrom<TurnRecord> for TranscriptTurn {
         if r.turn_id.is_empty() {
             return Self::new("", r.role, "", 0);
         }
-        let estimate = u64::try_from(r.token_estimate).map_err(|_| {
-            let message = if r.token_estimate < 0 {
+        let estimate = u64::try_from(r.token_estimate.0).map_err(|_| {
+            let message = if r.token_estimate.0 < 0 {
                 format!(
                     "token_estimate must not be negative; turn {} declares {}. A negative \
                      estimate would let a total fall below its untouchable floor.",
                     py_repr_str(&r.turn_id),
-                    r.token_estimate
+                    r.token_estimate.0
                 )
             } else {
                 format!(
                     "token_estimate of turn {} is {}, beyond the largest supported estimate {}.",
                     py_repr_str(&r.turn_id),
-                    r.token_estimate,
+                    r.token_estimate.0,
                     u64::MAX
                 )
             };
             CompactionError::validation(
                 message,
-                details! { "turn_id" => r.turn_id.as_str(), "token_estimate" => r.token_estimate.to_string().parse::<serde_json::Number>().ok() },
+                details! { "turn_id" => r.turn_id.as_str(), "token_estimate" => r.token_estimate.0.to_string().parse::<serde_json::Number>().ok() },
             )
         })?;
         let metadata = if r.metadata.is_empty() {
@@ -629,15 +637,16 @@ impl<'de> Deserialize<'de> for CompactionBudget {
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Wire {
-            max_tokens: i128,
+            max_tokens: crate::wire::WireInt,
             #[serde(default = "default_protected")]
-            protected_recent_turns: i128,
+            protected_recent_turns: crate::wire::WireInt,
         }
-        fn default_protected() -> i128 {
-            i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS)
+        fn default_protected() -> crate::wire::WireInt {
+            crate::wire::WireInt(i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS))
         }
-        let w = Wire::deserialize(d)?;
-        Self::from_signed(w.max_tokens, w.protected_recent_turns).map_err(serde::de::Error::custom)
+        let w = crate::wire::ObjectOnly::<Wire>::deserialize(d)?.0;
+        Self::from_signed(w.max_tokens.0, w.protected_recent_turns.0)
+            .map_err(serde::de::Error::custom)
     }
 }
 

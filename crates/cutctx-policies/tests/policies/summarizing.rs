@@ -6,7 +6,8 @@ use serde_json::json;
 
 use crate::fixtures::{self, by_name};
 use crate::{
-    PROMPT, acts, budget, figures, group_id, invalid, requests, transcript, turn, unsatisfiable,
+    Figures, PROMPT, acts, budget, figures, group_id, invalid, requests, transcript, turn,
+    unsatisfiable,
 };
 
 fn summarizing() -> SummarizingPolicy {
@@ -111,7 +112,7 @@ fn tool_heavy_spans_take_whole_exchanges() {
 
 #[test]
 fn no_qualifying_span_or_a_fitting_transcript_keeps_everything() {
-    let cases: [(&str, u64, u64, (u64, u64, bool, Option<f64>)); 9] = [
+    let cases: [(&str, u64, u64, Figures); 9] = [
         ("simple_chat", 200, 2, (125, 125, false, None)),
         // u1, a1, u2: three turns, below min_span_turns = 4.
         ("simple_chat", 60, 1, (125, 125, true, None)),
