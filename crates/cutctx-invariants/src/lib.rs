@@ -40,7 +40,6 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
-mod idmap;
 mod plan;
 mod sets;
 mod validate;

@@ -1,7 +1,5 @@
 //! The derived sets of a transcript: exchanges, untouchable and removable turns.
 
-use crate::idmap::IdMap;
-
 use cutctx_model::{CompactionBudget, CompactionError, Role, Transcript};
 
 /// The tool-call partition of a transcript, by turn position.
@@ -25,32 +23,11 @@ impl Exchanges {
     /// The partition of `transcript`.
     #[must_use]
     pub fn of(transcript: &Transcript) -> Self {
-        let mut by_call: IdMap<'_, usize> = crate::idmap::with_capacity(transcript.len() / 2);
-        let mut count = 0_usize;
-        let mut of_turn = Vec::with_capacity(transcript.len());
-        // Results usually follow their call: remember the last call seen, skip the lookup.
-        let mut last: Option<(&str, usize)> = None;
-        for turn in transcript.turns() {
-            let exchange = match turn.tool_call_id() {
-                Some(call) => match last {
-                    Some((prev, e)) if prev == call => e,
-                    _ => {
-                        let e = *by_call.entry(call).or_insert_with(|| {
-                            count += 1;
-                            count - 1
-                        });
-                        last = Some((call, e));
-                        e
-                    }
-                },
-                None => {
-                    count += 1;
-                    count - 1
-                }
-            };
-            of_turn.push(exchange);
-        }
-        Self::from_assignment(of_turn, count)
+        // The transcript partitioned itself when it was built; lay the members out.
+        Self::from_assignment(
+            transcript.exchange_assignment().to_vec(),
+            transcript.exchange_count(),
+        )
     }
 
     /// The partition of a projection, derived from the partition of its source without

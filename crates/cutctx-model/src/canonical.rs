@@ -195,41 +195,52 @@ pub fn sha256_of<T: Serialize + ?Sized>(value: &T) -> Result<String, CompactionE
 /// ```
 #[must_use]
 pub fn sha256_of_str(text: &str) -> String {
+    // Escaped text goes through a small buffer so the hasher sees large blocks, not one
+    // call per run between escapes (tool output has a newline every line).
+    const FLUSH: usize = 16 * 1024;
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let mut hasher = Sha256::new();
-    hasher.update(b"\"");
-    let bytes = text.as_bytes();
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape: &[u8] = match b {
-            b'"' => b"\\\"",
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\r' => b"\\r",
-            b'\t' => b"\\t",
-            0x08 => b"\\b",
-            0x0c => b"\\f",
-            0x00..=0x1f => {
-                hasher.update(&bytes[start..i]);
-                let hexdigits = b"0123456789abcdef";
-                hasher.update([
-                    b'\\',
-                    b'u',
-                    b'0',
-                    b'0',
-                    hexdigits[usize::from(b >> 4)],
-                    hexdigits[usize::from(b & 0xf)],
-                ]);
-                start = i + 1;
-                continue;
-            }
-            _ => continue,
-        };
-        hasher.update(&bytes[start..i]);
-        hasher.update(escape);
-        start = i + 1;
+    let mut buf: Vec<u8> = Vec::with_capacity(FLUSH + 64);
+    buf.push(b'"');
+    let mut rest = text.as_bytes();
+    while let Some(i) = rest
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    {
+        buf.extend_from_slice(&rest[..i]);
+        let b = rest[i];
+        match b {
+            b'"' => buf.extend_from_slice(b"\\\""),
+            b'\\' => buf.extend_from_slice(b"\\\\"),
+            b'\n' => buf.extend_from_slice(b"\\n"),
+            b'\r' => buf.extend_from_slice(b"\\r"),
+            b'\t' => buf.extend_from_slice(b"\\t"),
+            0x08 => buf.extend_from_slice(b"\\b"),
+            0x0c => buf.extend_from_slice(b"\\f"),
+            _ => buf.extend_from_slice(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]),
+        }
+        rest = &rest[i + 1..];
+        if buf.len() >= FLUSH {
+            hasher.update(&buf);
+            buf.clear();
+        }
     }
-    hasher.update(&bytes[start..]);
-    hasher.update(b"\"");
+    if buf.len() + rest.len() > FLUSH {
+        hasher.update(&buf);
+        buf.clear();
+        hasher.update(rest);
+    } else {
+        buf.extend_from_slice(rest);
+    }
+    buf.push(b'"');
+    hasher.update(&buf);
     hex(&hasher.finalize())
 }
 

@@ -25,6 +25,7 @@
 pub mod canonical;
 mod error;
 mod fastjson;
+mod idmap;
 mod plan;
 mod pyrepr;
 mod turn;

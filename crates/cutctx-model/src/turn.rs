@@ -286,6 +286,10 @@ impl TryFrom<TurnRecord> for TranscriptTurn {
 pub struct Transcript {
     turns: Vec<TranscriptTurn>,
     total: u64,
+    /// Per position: the index of the turn's exchange, numbered by first appearance.
+    exchange_of: Vec<usize>,
+    /// How many exchanges there are.
+    exchanges: usize,
 }
 
 impl Transcript {
@@ -337,9 +341,13 @@ impl Transcript {
                     details! { "turn_count" => turns.len() },
                 )
             })?;
+        let turns = pack_ids(turns);
+        let (exchange_of, exchanges) = partition(&turns);
         Ok(Self {
-            turns: pack_ids(turns),
+            turns,
             total,
+            exchange_of,
+            exchanges,
         })
     }
 
@@ -402,33 +410,42 @@ impl Transcript {
     /// assert!(clash.is_err());
     /// # Ok::<(), cutctx_model::CompactionError>(())
     /// ```
-    pub fn derive(&self, parts: Vec<DerivedTurn>) -> Result<Self, CompactionError> {
+    pub fn derive(
+        &self,
+        parts: impl IntoIterator<Item = DerivedTurn>,
+    ) -> Result<Self, CompactionError> {
+        let parts = parts.into_iter();
+        // A filtering iterator knows only its upper bound; reserving it avoids regrowing a
+        // vector of a hundred thousand turns.
+        let (low, high) = parts.size_hint();
+        let mut turns: Vec<TranscriptTurn> = Vec::with_capacity(high.unwrap_or(low));
+        let mut fresh: Vec<usize> = Vec::new();
+        let mut sources: Vec<Option<usize>> = Vec::with_capacity(turns.capacity());
         let mut next = 0_usize;
-        let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
-        let mut repeated: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
         let mut total = 0_u64;
-        for part in &parts {
+        for part in parts {
             let turn = match part {
                 DerivedTurn::Kept(position, turn) => {
-                    let same_id = self.turns.get(*position).is_some_and(|orig| {
+                    let same_id = self.turns.get(position).is_some_and(|orig| {
                         Arc::ptr_eq(&orig.turn_id, &turn.turn_id) || orig.turn_id == turn.turn_id
                     });
-                    if *position < next || !same_id {
+                    if position < next || !same_id {
                         return Err(CompactionError::validation(
                             format!(
-                                "A derived transcript keeps turn {} out of order or under                                  another id.",
+                                "A derived transcript keeps turn {} out of order or under \
+                                 another id.",
                                 py_repr_str(turn.turn_id())
                             ),
                             details! { "turn_id" => turn.turn_id(), "position" => position },
                         ));
                     }
                     next = position + 1;
+                    sources.push(Some(position));
                     turn
                 }
                 DerivedTurn::New(turn) => {
-                    if !new_ids.insert(turn.turn_id()) {
-                        repeated.insert(turn.turn_id().to_owned());
-                    }
+                    fresh.push(turns.len());
+                    sources.push(None);
                     turn
                 }
             };
@@ -438,37 +455,105 @@ impl Transcript {
                         "The derived transcript's estimates sum beyond {}.",
                         u64::MAX
                     ),
-                    details! { "turn_count" => parts.len() },
+                    details! { "turn_count" => turns.len() + 1 },
                 )
             })?;
+            turns.push(turn);
         }
-        if !new_ids.is_empty() {
-            for part in &parts {
-                if let DerivedTurn::Kept(_, turn) = part
-                    && new_ids.contains(turn.turn_id())
-                {
-                    repeated.insert(turn.turn_id().to_owned());
+        let (exchange_of, exchanges) = self.derived_partition(&turns, &sources, &fresh);
+        if !fresh.is_empty() {
+            let mut repeated: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+            let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+            for &i in &fresh {
+                if !new_ids.insert(turns[i].turn_id()) {
+                    repeated.insert(turns[i].turn_id());
                 }
             }
+            let mut fresh_iter = fresh.iter().peekable();
+            for (i, turn) in turns.iter().enumerate() {
+                if fresh_iter.peek() == Some(&&i) {
+                    fresh_iter.next();
+                } else if new_ids.contains(turn.turn_id()) {
+                    repeated.insert(turn.turn_id());
+                }
+            }
+            if let Some(first) = repeated.first() {
+                let sample: Vec<&str> = repeated.iter().copied().take(ID_SAMPLE_LIMIT).collect();
+                return Err(CompactionError::validation(
+                    format!(
+                        "Transcript turn ids must be unique; {} are repeated (first: {}).",
+                        repeated.len(),
+                        py_repr_str(first)
+                    ),
+                    details! { "duplicate_turn_ids" => sample },
+                ));
+            }
         }
-        if !repeated.is_empty() {
-            let sample: Vec<&String> = repeated.iter().take(ID_SAMPLE_LIMIT).collect();
-            return Err(CompactionError::validation(
-                format!(
-                    "Transcript turn ids must be unique; {} are repeated (first: {}).",
-                    repeated.len(),
-                    py_repr_str(sample[0])
-                ),
-                details! { "duplicate_turn_ids" => sample },
-            ));
+        Ok(Self {
+            turns,
+            total,
+            exchange_of,
+            exchanges,
+        })
+    }
+
+    /// The exchange partition of a derived transcript, from its source's where it can.
+    ///
+    /// Kept turns with their source's `tool_call_id` stay in their source exchange (which only
+    /// loses members); new turns without one are exchanges of their own. Anything else (a new
+    /// turn with a `tool_call_id`, a kept turn whose `tool_call_id` changed) is partitioned
+    /// afresh.
+    fn derived_partition(
+        &self,
+        turns: &[TranscriptTurn],
+        sources: &[Option<usize>],
+        fresh: &[usize],
+    ) -> (Vec<usize>, usize) {
+        let unchanged = fresh.iter().all(|&i| turns[i].tool_call_id.is_none())
+            && turns
+                .iter()
+                .zip(sources)
+                .all(|(turn, source)| match source {
+                    Some(p) => match (&turn.tool_call_id, &self.turns[*p].tool_call_id) {
+                        (None, None) => true,
+                        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+                        _ => false,
+                    },
+                    None => true,
+                });
+        if !unchanged {
+            return partition(turns);
         }
-        let turns = parts
-            .into_iter()
-            .map(|p| match p {
-                DerivedTurn::Kept(_, t) | DerivedTurn::New(t) => t,
+        let mut renumber: Vec<Option<usize>> = vec![None; self.exchanges];
+        let mut count = 0_usize;
+        let of = sources
+            .iter()
+            .map(|source| match source {
+                Some(p) => *renumber[self.exchange_of[*p]].get_or_insert_with(|| {
+                    count += 1;
+                    count - 1
+                }),
+                None => {
+                    count += 1;
+                    count - 1
+                }
             })
             .collect();
-        Ok(Self { turns, total })
+        (of, count)
+    }
+
+    /// Per position, the index of the turn's exchange: turns sharing a `tool_call_id` share an
+    /// exchange, a turn without one has its own, and exchanges are numbered in order of their
+    /// first turn. Computed once, when the transcript is built.
+    #[must_use]
+    pub fn exchange_assignment(&self) -> &[usize] {
+        &self.exchange_of
+    }
+
+    /// The number of exchanges.
+    #[must_use]
+    pub const fn exchange_count(&self) -> usize {
+        self.exchanges
     }
 
     /// The transcript's canonical JSON: an array of turns, each with all seven keys.
@@ -513,6 +598,39 @@ impl Transcript {
     }
 }
 
+/// The exchange of each turn, numbered by first appearance, and the number of exchanges.
+///
+/// The `tool_call_id` key space is separate from turn ids, so a `tool_call_id` equal to some
+/// turn's id merges nothing.
+fn partition(turns: &[TranscriptTurn]) -> (Vec<usize>, usize) {
+    let mut by_call: crate::idmap::IdMap<'_, usize> = crate::idmap::with_capacity(turns.len() / 2);
+    let mut count = 0_usize;
+    let mut of = Vec::with_capacity(turns.len());
+    // Results usually follow their call: remember the last call seen and skip the lookup.
+    let mut last: Option<(&Arc<str>, usize)> = None;
+    for turn in turns {
+        let exchange = match &turn.tool_call_id {
+            Some(call) => match last {
+                Some((prev, e)) if Arc::ptr_eq(prev, call) || prev == call => e,
+                _ => {
+                    let e = *by_call.entry(call).or_insert_with(|| {
+                        count += 1;
+                        count - 1
+                    });
+                    last = Some((call, e));
+                    e
+                }
+            },
+            None => {
+                count += 1;
+                count - 1
+            }
+        };
+        of.push(exchange);
+    }
+    (of, count)
+}
+
 /// Copies every turn's id and `tool_call_id` into fresh allocations made one after another.
 ///
 /// Ids are read on every pass a policy makes, while content is read by masking alone. Parsed
@@ -520,10 +638,17 @@ impl Transcript {
 /// pass; packed, the ids of a whole transcript share a few megabytes. This pays for itself
 /// many times over on transcripts larger than the cache.
 fn pack_ids(mut turns: Vec<TranscriptTurn>) -> Vec<TranscriptTurn> {
+    let mut last: Option<Arc<str>> = None;
     for turn in &mut turns {
         turn.turn_id = Arc::from(&*turn.turn_id);
         if let Some(call) = &turn.tool_call_id {
-            turn.tool_call_id = Some(Arc::from(&**call));
+            // A result right after its call shares the call's string.
+            let packed = match &last {
+                Some(prev) if **prev == **call => Arc::clone(prev),
+                _ => Arc::from(&**call),
+            };
+            last = Some(Arc::clone(&packed));
+            turn.tool_call_id = Some(packed);
         }
     }
     turns

@@ -106,7 +106,9 @@ enum Resolved {
     },
     /// A stub whose digest is not computed yet: a later member may still discard it.
     PendingMask {
-        job: StubJob,
+        /// Index into the chain's list of stub jobs; kept out of line so that this enum,
+        /// one per turn, stays small.
+        job: usize,
         estimate: u64,
     },
     Summarize(Arc<str>),
@@ -134,6 +136,8 @@ struct State<'t> {
     transcript: &'t Transcript,
     resolved: Vec<Resolved>,
     groups: BTreeMap<Arc<str>, Group>,
+    /// The stubs whose digests are deferred, referred to by `Resolved::PendingMask`.
+    jobs: Vec<StubJob>,
 }
 
 /// Whether two group ids are equal, by pointer first: the ids of one group share one string.
@@ -152,53 +156,54 @@ impl State<'_> {
     /// The projection, and for each of its turns the real position it stands for (`None` for a
     /// summary stand-in).
     fn project(&self) -> Result<(Transcript, Vec<Option<usize>>), CompactionError> {
-        let mut turns = Vec::with_capacity(self.resolved.len());
+        // First the shape: which real turn or stand-in each projection turn is.
         let mut origin = Vec::with_capacity(self.resolved.len());
+        let mut stand_ins: Vec<TranscriptTurn> = Vec::new();
         let mut emitted: BTreeSet<&str> = BTreeSet::new();
-        for (p, (turn, r)) in self
-            .transcript
-            .turns()
-            .iter()
-            .zip(&self.resolved)
-            .enumerate()
-        {
+        for (p, r) in self.resolved.iter().enumerate() {
             match r {
-                Resolved::Keep => {
-                    turns.push(DerivedTurn::Kept(p, turn.clone()));
-                    origin.push(Some(p));
-                }
-                Resolved::Mask { content, estimate } => {
-                    turns.push(DerivedTurn::Kept(
-                        p,
-                        turn.clone().with_content(content.clone(), *estimate),
-                    ));
-                    origin.push(Some(p));
-                }
-                Resolved::PendingMask { estimate, .. } => {
-                    turns.push(DerivedTurn::Kept(
-                        p,
-                        turn.clone().with_content(pending_content(), *estimate),
-                    ));
-                    origin.push(Some(p));
+                Resolved::Keep | Resolved::Mask { .. } | Resolved::PendingMask { .. } => {
+                    origin.push(Some(p))
                 }
                 Resolved::Summarize(gid) => {
-                    if !emitted.insert(gid) {
-                        continue;
-                    }
-                    if let Some(group) = self.groups.get(gid) {
-                        turns.push(DerivedTurn::New(TranscriptTurn::new(
+                    if emitted.insert(gid)
+                        && let Some(group) = self.groups.get(gid)
+                    {
+                        stand_ins.push(TranscriptTurn::new(
                             format!("{SUMMARY_TURN_ID_PREFIX}{gid}"),
                             Role::Assistant,
                             "",
                             group.target_tokens,
-                        )?));
+                        )?);
                         origin.push(None);
                     }
                 }
                 Resolved::Drop => {}
             }
         }
-        Ok((self.transcript.derive(turns)?, origin))
+        // Then the turns, straight into the projection.
+        let turns = self.transcript.turns();
+        let mut stand_ins = stand_ins.into_iter();
+        let parts = origin.iter().filter_map(|o| match o {
+            Some(p) => {
+                let turn = &turns[*p];
+                Some(DerivedTurn::Kept(
+                    *p,
+                    match &self.resolved[*p] {
+                        Resolved::Mask { content, estimate } => {
+                            turn.clone().with_content(content.clone(), *estimate)
+                        }
+                        Resolved::PendingMask { estimate, .. } => {
+                            turn.clone().with_content(pending_content(), *estimate)
+                        }
+                        _ => turn.clone(),
+                    },
+                ))
+            }
+            None => stand_ins.next().map(DerivedTurn::New),
+        });
+        let projection = self.transcript.derive(parts)?;
+        Ok((projection, origin))
     }
 
     /// The projection's total estimate, without building it.
@@ -235,10 +240,10 @@ impl State<'_> {
 
     /// The stub at `p` with its digest, if it is pending.
     fn realize(&mut self, p: usize) {
-        if let Resolved::PendingMask { job, estimate } = &self.resolved[p] {
+        if let Resolved::PendingMask { job, estimate } = self.resolved[p] {
             self.resolved[p] = Resolved::Mask {
-                content: job.realize(),
-                estimate: *estimate,
+                content: self.jobs[job].realize(),
+                estimate,
             };
         }
     }
@@ -256,7 +261,7 @@ impl State<'_> {
             .iter()
             .enumerate()
             .filter_map(|(p, r)| match r {
-                Resolved::PendingMask { job, .. } => Some((p, job.clone())),
+                Resolved::PendingMask { job, .. } => Some((p, self.jobs[*job].clone())),
                 _ => None,
             })
             .unzip();
@@ -419,8 +424,9 @@ impl State<'_> {
                 _ => self.transcript.turns()[p].content_arc().clone(),
             };
             let original = projection.turns()[m.position].token_estimate();
+            self.jobs.push(policy.job(original, source));
             self.resolved[p] = Resolved::PendingMask {
-                job: policy.job(original, source),
+                job: self.jobs.len() - 1,
                 estimate: m.estimate,
             };
         }
@@ -502,6 +508,7 @@ impl CompactionPolicy for PolicyChain {
             transcript: t,
             resolved: vec![Resolved::Keep; t.len()],
             groups: BTreeMap::new(),
+            jobs: Vec::new(),
         };
         let mut ratio: Option<f64> = None;
         let identity: Vec<Option<usize>> = (0..t.len()).map(Some).collect();
@@ -571,6 +578,7 @@ impl CompactionPolicy for PolicyChain {
             requests.push((first, request));
         }
         requests.sort_by_key(|(first, _)| *first);
+        let jobs = state.jobs;
         let actions = t
             .turns()
             .iter()
@@ -590,7 +598,7 @@ impl CompactionPolicy for PolicyChain {
                     Resolved::PendingMask { job, estimate } => TurnAction::mask(
                         id,
                         TurnReplacement {
-                            content: job.realize(),
+                            content: jobs.get(job).map_or_else(pending_content, StubJob::realize),
                             token_estimate: estimate,
                         },
                     ),
