@@ -1,0 +1,2 @@
+//! Provider transcript formats (work in progress).
+#![forbid(unsafe_code)]
