@@ -138,6 +138,21 @@ impl TranscriptTurn {
         self
     }
 
+    /// A copy of this turn with other content and estimate, built without touching this
+    /// turn's content (whose reference count sits next to the text, far from the turn).
+    #[must_use]
+    pub fn with_replaced_content(&self, content: Arc<str>, token_estimate: u64) -> Self {
+        Self {
+            content,
+            metadata: Arc::clone(&self.metadata),
+            pinned: self.pinned,
+            role: self.role,
+            token_estimate,
+            tool_call_id: self.tool_call_id.clone(),
+            turn_id: Arc::clone(&self.turn_id),
+        }
+    }
+
     /// The turn's id, unique within its transcript.
     #[must_use]
     pub fn turn_id(&self) -> &str {

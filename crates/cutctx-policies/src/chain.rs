@@ -140,13 +140,34 @@ struct State<'t> {
     jobs: Vec<StubJob>,
 }
 
+/// The groups whose stand-in a walk over the turns has already emitted.
+#[derive(Default)]
+struct Emitted<'a> {
+    /// The group of the previous summarized turn: a group's turns are usually adjacent, so
+    /// most checks end here without a lookup.
+    last: Option<&'a Arc<str>>,
+    all: BTreeSet<&'a str>,
+}
+
+impl<'a> Emitted<'a> {
+    /// Whether this is the first turn seen of group `gid`.
+    fn first_time(&mut self, gid: &'a Arc<str>) -> bool {
+        if self.last.is_some_and(|last| same(last, gid)) {
+            return false;
+        }
+        self.last = Some(gid);
+        self.all.insert(gid)
+    }
+}
+
 /// Whether two group ids are equal, by pointer first: the ids of one group share one string.
 fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || a == b
 }
 
-/// The content a projection shows for a stub whose digest is pending. Only members that do not
-/// read content see it; the chain realizes every stub before running one that does.
+/// The content a projection shows for a stub whose digest is pending, and for every turn when
+/// no member still to run reads content. Only members that do not read content see it; the
+/// chain realizes every stub, and projects real content, before running one that does.
 fn pending_content() -> Arc<str> {
     static EMPTY: std::sync::OnceLock<Arc<str>> = std::sync::OnceLock::new();
     EMPTY.get_or_init(|| Arc::from("")).clone()
@@ -155,7 +176,10 @@ fn pending_content() -> Arc<str> {
 impl State<'_> {
     /// The projection, and for each of its turns the real position it stands for (`None` for a
     /// summary stand-in).
-    fn project(&self) -> Result<(Transcript, Vec<Option<usize>>), CompactionError> {
+    ///
+    /// With `content` false, kept turns show empty content: for members that never read it,
+    /// this spares touching every turn's text.
+    fn project(&self, content: bool) -> Result<(Transcript, Vec<Option<usize>>), CompactionError> {
         // First the shape: which real turn or stand-in each projection turn is.
         let mut origin = Vec::with_capacity(self.resolved.len());
         let mut stand_ins: Vec<TranscriptTurn> = Vec::new();
@@ -191,12 +215,13 @@ impl State<'_> {
                     *p,
                     match &self.resolved[*p] {
                         Resolved::Mask { content, estimate } => {
-                            turn.clone().with_content(content.clone(), *estimate)
+                            turn.with_replaced_content(content.clone(), *estimate)
                         }
                         Resolved::PendingMask { estimate, .. } => {
-                            turn.clone().with_content(pending_content(), *estimate)
+                            turn.with_replaced_content(pending_content(), *estimate)
                         }
-                        _ => turn.clone(),
+                        _ if content => turn.clone(),
+                        _ => turn.with_replaced_content(pending_content(), turn.token_estimate()),
                     },
                 ))
             }
@@ -208,7 +233,7 @@ impl State<'_> {
 
     /// The projection's total estimate, without building it.
     fn projected_total(&self) -> u64 {
-        let mut emitted: BTreeSet<&str> = BTreeSet::new();
+        let mut emitted = Emitted::default();
         let mut total = 0_u64;
         for (turn, r) in self.transcript.turns().iter().zip(&self.resolved) {
             total += match r {
@@ -216,7 +241,7 @@ impl State<'_> {
                 Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
                     *estimate
                 }
-                Resolved::Summarize(gid) if emitted.insert(gid) => {
+                Resolved::Summarize(gid) if emitted.first_time(gid) => {
                     self.groups.get(gid).map_or(0, |g| g.target_tokens)
                 }
                 Resolved::Summarize(_) | Resolved::Drop => 0,
@@ -518,7 +543,13 @@ impl CompactionPolicy for PolicyChain {
         // Whether `projection` is behind what the members decided; it is rebuilt only when a
         // member is about to run, so the last member's decisions are never projected.
         let mut stale = false;
-        for policy in &self.policies {
+        // Whether a member from this one on reads content, and so needs it in its projection.
+        let mut content_needed = vec![false; self.policies.len() + 1];
+        for (i, p) in self.policies.iter().enumerate().rev() {
+            let reads = p.reads_content() && p.as_masking().is_none_or(|m| !m.defers_digests());
+            content_needed[i] = content_needed[i + 1] || reads;
+        }
+        for (index, policy) in self.policies.iter().enumerate() {
             let total = if stale {
                 state.projected_total()
             } else {
@@ -537,7 +568,7 @@ impl CompactionPolicy for PolicyChain {
                 stale = true;
             }
             if stale {
-                let (view, origin) = state.project()?;
+                let (view, origin) = state.project(content_needed[index])?;
                 let view_analysis = analysis.project(&view, b, &origin);
                 projection = Some((view, origin, view_analysis));
             }

@@ -1,0 +1,136 @@
+//! Receipts for cutctx's own compactions.
+//!
+//! The pre-items are the input turns and the post-items the view's turns, each as its turn
+//! object, the seven-key shape of [`cutctx::Transcript::canonical_json`]:
+//!
+//! ```text
+//! {"content", "metadata", "pinned", "role", "token_estimate", "tool_call_id", "turn_id"}
+//! ```
+//!
+//! A kept turn is the same object on both sides and matches. A masked turn's stub differs from
+//! the original, so the original counts as dropped and the stub as introduced; a summary turn
+//! is introduced; a dropped or summarized turn is dropped. The row carries the plan's hash as
+//! the extra key [`PLAN_HASH_KEY`]: outside the `receipt_digest` core (arcaeon's verifier is
+//! unaffected), inside the chain (it cannot be edited unseen).
+
+use cutctx::{CompactedTranscript, Transcript, TranscriptTurn};
+
+use crate::clock::Clock;
+use crate::digest::{ContentDigest, Item, ItemDigest, digest_canonical};
+use crate::error::ReceiptError;
+use crate::json::{Object, Text, Value};
+use crate::receipt::{CompactionReceipt, Labels};
+
+/// The extra row key holding the plan's hash.
+pub const PLAN_HASH_KEY: &str = "plan_hash";
+
+/// The compactor name cutctx uses when none is given: `cutctx/<version>`.
+#[must_use]
+pub fn default_compactor() -> String {
+    format!("cutctx/{}", cutctx::VERSION)
+}
+
+/// The method label of a compaction: `cutctx:<policy name>@<policy version>`.
+#[must_use]
+pub fn compaction_method(compacted: &CompactedTranscript) -> String {
+    format!(
+        "cutctx:{}@{}",
+        compacted.report.policy_name, compacted.report.policy_version
+    )
+}
+
+/// A turn as its seven-key JSON object.
+#[must_use]
+pub fn turn_value(turn: &TranscriptTurn) -> Value {
+    let metadata: Object = turn
+        .metadata()
+        .iter()
+        .map(|(k, v)| (Text::from(k.as_str()), Value::str(v)))
+        .collect();
+    let mut o = Object::new();
+    o.insert("content", Value::str(turn.content()));
+    o.insert("metadata", Value::Object(metadata));
+    o.insert("pinned", Value::Bool(turn.pinned()));
+    o.insert("role", Value::str(turn.role().as_str()));
+    o.insert("token_estimate", Value::uint(turn.token_estimate()));
+    o.insert(
+        "tool_call_id",
+        turn.tool_call_id().map_or(Value::Null, Value::str),
+    );
+    o.insert("turn_id", Value::str(turn.turn_id()));
+    Value::Object(o)
+}
+
+/// A turn as a content item.
+#[must_use]
+pub fn turn_item(turn: &TranscriptTurn) -> Item {
+    Item::Json(turn_value(turn))
+}
+
+/// Every turn of a transcript as a content item, in order.
+#[must_use]
+pub fn transcript_items(transcript: &Transcript) -> Vec<Item> {
+    transcript.turns().iter().map(turn_item).collect()
+}
+
+/// The digest of one turn: json-c14n of its object, written directly (a turn holds only
+/// valid strings, booleans, a `u64` and a string map, so json-c14n cannot refuse it).
+fn digest_turn(turn: &TranscriptTurn) -> ItemDigest {
+    let esc = |out: &mut Vec<u8>, s: &str| crate::json::escape_into(out, s.as_bytes());
+    let mut out = Vec::with_capacity(128 + turn.content().len());
+    out.extend_from_slice(b"{\"content\":");
+    esc(&mut out, turn.content());
+    out.extend_from_slice(b",\"metadata\":{");
+    // A BTreeMap<String, String> iterates in code point order, as json-c14n sorts.
+    for (i, (k, v)) in turn.metadata().iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        esc(&mut out, k);
+        out.push(b':');
+        esc(&mut out, v);
+    }
+    out.extend_from_slice(b"},\"pinned\":");
+    out.extend_from_slice(if turn.pinned() { b"true" } else { b"false" });
+    out.extend_from_slice(b",\"role\":");
+    esc(&mut out, turn.role().as_str());
+    out.extend_from_slice(b",\"token_estimate\":");
+    out.extend_from_slice(turn.token_estimate().to_string().as_bytes());
+    out.extend_from_slice(b",\"tool_call_id\":");
+    match turn.tool_call_id() {
+        Some(id) => esc(&mut out, id),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"turn_id\":");
+    esc(&mut out, turn.turn_id());
+    out.push(b'}');
+    digest_canonical(&out)
+}
+
+/// The content digest of a transcript's turns.
+#[must_use]
+pub fn digest_transcript(transcript: &Transcript) -> ContentDigest {
+    ContentDigest::from_items(transcript.turns().iter().map(digest_turn).collect())
+}
+
+/// The receipt row (without `chain`) of one cutctx compaction: pre = `input`'s turns, post =
+/// the view's turns, method = [`compaction_method`], plus the plan's hash under
+/// [`PLAN_HASH_KEY`]. `opened_at` and `ts` are two readings of `clock`.
+///
+/// # Errors
+///
+/// Only a `compactor` json-c14n refuses, which a Rust string never is; kept for the contract.
+pub fn receipt_for_compaction(
+    input: &Transcript,
+    compacted: &CompactedTranscript,
+    compactor: &str,
+    clock: &dyn Clock,
+) -> Result<Object, ReceiptError> {
+    let mut receipt = CompactionReceipt::open_digested(digest_transcript(input), clock);
+    receipt.record_kept_digested(digest_transcript(&compacted.transcript))?;
+    let labels = Labels::new(compactor, compaction_method(compacted)).with_extra(
+        PLAN_HASH_KEY,
+        Value::str(&compacted.report.plan_hash),
+    );
+    receipt.seal(&labels, clock)
+}
