@@ -35,7 +35,7 @@ pub fn chain(prev: &str, row: &Object) -> Result<String, ReceiptError> {
 }
 
 /// [`chain`] with `prev` as generalized UTF-8 (a claimed chain may hold a lone surrogate).
-fn chain_raw(prev: &[u8], row: &Object) -> Result<String, ReceiptError> {
+pub(crate) fn chain_raw(prev: &[u8], row: &Object) -> Result<String, ReceiptError> {
     let without: Object = row
         .iter()
         .filter(|(k, _)| k.as_bytes() != b"chain")

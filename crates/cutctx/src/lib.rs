@@ -75,5 +75,10 @@ pub use cutctx_policies::{
 #[doc(inline)]
 pub use cutctx_executor::{CompactionExecutor, apply};
 
+/// The README's examples, compiled and run as doctests so that they cannot drift.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 /// The version of this crate.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
