@@ -45,6 +45,8 @@ impl CliError {
             "COMPACTION_BUDGET_UNSATISFIABLE" => 3,
             "COMPACTION_SUMMARY_MISSING" => 4,
             "COMPACTION_PLAN_MISMATCH" => 5,
+            // The ledger was read and found wanting: a verdict, not unreadable input.
+            "LEDGER_UNVERIFIED" => 1,
             _ => 2,
         }
     }

@@ -1,12 +1,14 @@
-//! The library behind the `cutctx` binary: the request document and the three commands.
+//! The library behind the `cutctx` binary: the request document and the commands.
 //!
 //! Each command takes the text of its documents and returns the exact bytes the binary prints
 //! on standard output, or a [`CliError`] with the stable code, exit status and details the
-//! binary reports. Nothing here touches files or streams, so the commands run in-process in
-//! tests exactly as they run behind the binary.
+//! binary reports. `plan`, `compact` and `apply` touch no files or streams, so they run
+//! in-process in tests exactly as they run behind the binary; [`ledger`] reads and appends
+//! the ledger file it is given, and nothing else.
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod ledger;
 pub mod request;
 
 pub use error::{CliError, INPUT_ERROR, USAGE_ERROR};

@@ -45,6 +45,12 @@ enum Command {
     Compact {
         /// The request document, or `-` for standard input.
         request: PathBuf,
+        /// Also append the compaction's receipt to this ledger (arcaeon's format).
+        #[arg(long)]
+        ledger: Option<PathBuf>,
+        /// The compactor the receipt names (default `cutctx/<version>`).
+        #[arg(long, requires = "ledger")]
+        compactor: Option<String>,
     },
     /// Apply a stored plan to the request's transcript, after validating it.
     Apply {
@@ -53,6 +59,65 @@ enum Command {
         /// A file holding a plan's JSON.
         #[arg(long)]
         plan: PathBuf,
+    },
+    /// Compaction receipts for any compactor's work.
+    Receipt {
+        #[command(subcommand)]
+        command: ReceiptCommand,
+    },
+    /// The hash-chained receipts ledger: verify it, or print its head pin.
+    Ledger {
+        #[command(subcommand)]
+        command: LedgerCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ReceiptCommand {
+    /// Receipt PRE -> POST (JSON arrays of items) into a ledger; prints the row as written.
+    Seal {
+        /// The items before compaction.
+        #[arg(long)]
+        pre: PathBuf,
+        /// The items after compaction.
+        #[arg(long)]
+        post: PathBuf,
+        /// The ledger to append to (created if missing).
+        #[arg(long)]
+        ledger: PathBuf,
+        /// Who compacted: an identity claim.
+        #[arg(long)]
+        compactor: String,
+        /// How: a method label such as `llm-summary`.
+        #[arg(long)]
+        method: String,
+        /// The items the compactor claims it dropped; sealing is refused if they disagree.
+        #[arg(long)]
+        dropped: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum LedgerCommand {
+    /// Verify the chain, every receipt, and optionally content and a pin: exit 0 when
+    /// everything checked holds, 1 when something does not, 2 on unreadable input.
+    Verify {
+        /// The ledger.
+        file: PathBuf,
+        /// A file holding a pin as `cutctx ledger head` prints it.
+        #[arg(long)]
+        pin: Option<PathBuf>,
+        /// A JSON map from a receipt row's line to its `{"pre": [...], "post": [...]}`.
+        #[arg(long)]
+        content: Option<PathBuf>,
+        /// Treat unchained rows as breaks and ignore break declarations.
+        #[arg(long)]
+        strict: bool,
+    },
+    /// Print the ledger's head pin: `arcaeon-ledger head chain=... rows=... as_of=...`.
+    Head {
+        /// The ledger.
+        file: PathBuf,
     },
 }
 
@@ -84,13 +149,13 @@ fn main() -> ExitCode {
         }
     };
     match run(&cli.command) {
-        Ok(out) => {
+        Ok((status, out)) => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe is the reader's choice, not our failure.
             let _ = stdout
                 .write_all(out.as_bytes())
                 .and_then(|()| stdout.flush());
-            ExitCode::SUCCESS
+            ExitCode::from(status)
         }
         Err(err) => {
             match cli.error_format {
@@ -102,14 +167,82 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: &Command) -> Result<String, CliError> {
+/// Runs one command: its exit status (0, or 1 for a ledger that does not verify) and output.
+fn run(command: &Command) -> Result<(u8, String), CliError> {
+    use cutctx_cli::ledger;
+    let clock = cutctx_receipts::SystemClock;
+    let ok = |out: String| (0, out);
     match command {
-        Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?),
-        Command::Compact { request } => cutctx_cli::compact(&read_text(request, "the request")?),
+        Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
+        Command::Compact {
+            request,
+            ledger: None,
+            ..
+        } => cutctx_cli::compact(&read_text(request, "the request")?).map(ok),
+        Command::Compact {
+            request,
+            ledger: Some(file),
+            compactor,
+        } => ledger::compact_with_ledger(
+            &read_text(request, "the request")?,
+            file,
+            compactor.as_deref(),
+            &clock,
+        )
+        .map(ok),
         Command::Apply { request, plan } => cutctx_cli::apply(
             &read_text(request, "the request")?,
             &read_text(plan, "the plan")?,
+        )
+        .map(ok),
+        Command::Receipt {
+            command:
+                ReceiptCommand::Seal {
+                    pre,
+                    post,
+                    ledger: file,
+                    compactor,
+                    method,
+                    dropped,
+                },
+        } => ledger::receipt_seal(
+            &read_text(pre, "the pre content")?,
+            &read_text(post, "the post content")?,
+            dropped
+                .as_deref()
+                .map(|d| read_text(d, "the dropped claim"))
+                .transpose()?
+                .as_deref(),
+            file,
+            compactor,
+            method,
+            &clock,
+        )
+        .map(ok),
+        Command::Ledger {
+            command:
+                LedgerCommand::Verify {
+                    file,
+                    pin,
+                    content,
+                    strict,
+                },
+        } => ledger::ledger_verify(
+            file,
+            pin.as_deref()
+                .map(|p| read_text(p, "the pin"))
+                .transpose()?
+                .as_deref(),
+            content
+                .as_deref()
+                .map(|c| read_text(c, "the content map"))
+                .transpose()?
+                .as_deref(),
+            *strict,
         ),
+        Command::Ledger {
+            command: LedgerCommand::Head { file },
+        } => ledger::ledger_head(file, &clock).map(ok),
     }
 }
 

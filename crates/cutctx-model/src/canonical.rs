@@ -65,8 +65,13 @@ pub fn py_float_repr(value: f64) -> Option<String> {
     if value == 0.0 {
         return Some("0.0".to_owned());
     }
-    // Rust's `{:e}` gives the shortest round-trip digits, as `d.ddddde<exp>`.
-    let sci = format!("{value:e}");
+    // Rust's `{:e}` gives the shortest digits that round-trip, as `d.ddddde<exp>`. When two
+    // such strings are equally close to the exact value, Rust takes the upper one and Python
+    // the even one; formatting again at that length rounds exactly, half to even.
+    let shortest = format!("{value:e}");
+    let digits_len = shortest.split_once('e').map_or(1, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
+    let exact = format!("{value:.*e}", digits_len.saturating_sub(1));
+    let sci = if exact.parse::<f64>().ok() == Some(value) { exact } else { shortest };
     let (mantissa, exp) = sci.split_once('e')?;
     let exp: i32 = exp.parse().ok()?;
     let (negative, mantissa) = match mantissa.strip_prefix('-') {
@@ -318,6 +323,8 @@ mod tests {
             (5e-324, "5e-324"),
             (f64::MAX, "1.7976931348623157e+308"),
             (0.1 + 0.2, "0.30000000000000004"),
+            // A tie between two shortest forms: Python takes the even digit.
+            (-75923748224468.125, "-75923748224468.12"),
             (-0.0, "0.0"),
             (0.0, "0.0"),
             (100.0, "100.0"),

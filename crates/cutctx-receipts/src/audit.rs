@@ -84,10 +84,9 @@ pub struct Audit {
 #[must_use]
 pub fn is_receipt_row(row: &Object) -> bool {
     row.get("kind").and_then(Value::as_str) == Some(KIND)
-        || row
-            .get("schema")
-            .and_then(Value::as_str)
-            .is_some_and(|s| s == SCHEMA_V1 || s == SCHEMA_V2 || s.starts_with("arcaeon-compact:receipt:"))
+        || row.get("schema").and_then(Value::as_str).is_some_and(|s| {
+            s == SCHEMA_V1 || s == SCHEMA_V2 || s.starts_with("arcaeon-compact:receipt:")
+        })
 }
 
 /// Audits decoded ledger text.
@@ -185,14 +184,14 @@ pub fn audit_text(text: &str, options: AuditOptions<'_>) -> Audit {
     }
     failures.sort_by_key(|f| f.line);
     let pin = options.pin.map(|p| check_pin(text, file.rows, p));
-    if let Some(pv) = &pin {
-        if let Some(code) = pv.status.code() {
-            failures.push(Failure {
-                line: None,
-                code,
-                message: format!("pin {}: {}", pv.status.as_str(), pv.detail),
-            });
-        }
+    if let Some(pv) = &pin
+        && let Some(code) = pv.status.code()
+    {
+        failures.push(Failure {
+            line: None,
+            code,
+            message: format!("pin {}: {}", pv.status.as_str(), pv.detail),
+        });
     }
     Audit {
         file,
@@ -210,7 +209,10 @@ impl Audit {
         if !self.failures.is_empty() {
             "BROKEN"
         } else if self.file.ok == Some(true)
-            && self.receipts.iter().all(|r| r.verdict.verified_scope == "full")
+            && self
+                .receipts
+                .iter()
+                .all(|r| r.verdict.verified_scope == "full")
         {
             "VERIFIED"
         } else {

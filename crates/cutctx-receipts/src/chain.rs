@@ -36,12 +36,7 @@ pub fn chain(prev: &str, row: &Object) -> Result<String, ReceiptError> {
 
 /// [`chain`] with `prev` as generalized UTF-8 (a claimed chain may hold a lone surrogate).
 pub(crate) fn chain_raw(prev: &[u8], row: &Object) -> Result<String, ReceiptError> {
-    let without: Object = row
-        .iter()
-        .filter(|(k, _)| k.as_bytes() != b"chain")
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
-    let body = json::to_chain_body(&Value::Object(without))?;
+    let body = json::to_chain_body_without(row, "chain")?;
     let mut h = Sha256::new();
     h.update(prev);
     h.update(&body);
@@ -291,7 +286,7 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
     let unterminated = !text.ends_with('\n');
     let mut prev: Vec<u8> = GENESIS.as_bytes().to_vec();
     for (i, raw) in lines(text) {
-        let mut row = match json::parse(raw) {
+        let row = match json::parse(raw) {
             Ok(parsed) => {
                 if let Some(key) = parsed.duplicate {
                     res.brk(
@@ -314,7 +309,9 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
                     },
                     format!("line {i}: unparseable"),
                     Some(if torn {
-                        format!("the last line is unterminated and does not parse ({e}): a torn write")
+                        format!(
+                            "the last line is unterminated and does not parse ({e}): a torn write"
+                        )
                     } else {
                         e.to_string()
                     }),
@@ -322,24 +319,30 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
                 continue;
             }
         };
-        let Value::Object(obj) = &mut row else {
-            res.brk(i, BreakKind::NotObject, format!("line {i}: not a JSON object"), None);
+        let Value::Object(obj) = row else {
+            res.brk(
+                i,
+                BreakKind::NotObject,
+                format!("line {i}: not a JSON object"),
+                None,
+            );
             continue;
         };
         res.rows += 1;
-        let snapshot = obj.clone();
-        let claimed = obj.remove("chain").unwrap_or(Value::Null);
-        parsed_rows.push(ParsedRow {
-            line: i,
-            row: snapshot,
-        });
+        let claimed = obj.get("chain").cloned().unwrap_or(Value::Null);
+        // The chain rule skips the `chain` key itself, so the row is hashed as parsed.
+        parsed_rows.push(ParsedRow { line: i, row: obj });
+        let Some(ParsedRow { row: obj, .. }) = parsed_rows.last() else {
+            continue;
+        };
         let claimed = match claimed {
             Value::Null => {
                 if res.chained > 0 {
                     let d = if strict { None } else { excused(i, raw) };
                     if let Some(d) = d {
                         res.declared_breaks += 1;
-                        res.declared.push(format!("line {i}: declared break ({})", d.why));
+                        res.declared
+                            .push(format!("line {i}: declared break ({})", d.why));
                         prev = match &d.resume_prev {
                             Some(Value::Str(t)) if !t.is_empty() => t.as_bytes().to_vec(),
                             _ => GENESIS.as_bytes().to_vec(),
@@ -399,7 +402,8 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
             let d = if strict { None } else { excused(i, raw) };
             if let Some(d) = d {
                 res.declared_breaks += 1;
-                res.declared.push(format!("line {i}: declared break ({})", d.why));
+                res.declared
+                    .push(format!("line {i}: declared break ({})", d.why));
             } else {
                 let message = if !strict && declared.contains_key(&i) {
                     format!(

@@ -40,7 +40,7 @@ pub fn decode_base64(text: &str) -> Result<Vec<u8>, ReceiptError> {
         }))
     }
     let bytes = text.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(invalid("a $b64 value's length is not a multiple of 4"));
     }
     let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
@@ -78,13 +78,11 @@ pub fn decode_base64(text: &str) -> Result<Vec<u8>, ReceiptError> {
 ///
 /// A `$b64` object that is not valid base64, or a string with a lone surrogate.
 pub fn item_from_json(value: Value) -> Result<Item, ReceiptError> {
-    if let Value::Object(o) = &value {
-        if o.len() == 1 {
-            if let Some(Value::Str(t)) = o.get(B64_KEY) {
-                let text = t.to_utf8()?;
-                return decode_base64(text).map(Item::Bytes);
-            }
-        }
+    if let Value::Object(o) = &value
+        && o.len() == 1
+        && let Some(Value::Str(t)) = o.get(B64_KEY)
+    {
+        return decode_base64(t.to_utf8()?).map(Item::Bytes);
     }
     Item::from_json(value)
 }

@@ -268,7 +268,14 @@ mod tests {
         for ok in ["a:b:c:0", "sha256:raw-bytes:v1:00ff"] {
             assert!(is_well_formed(&Value::str(ok)), "{ok}");
         }
-        for bad in ["a:b:c:0A", "a:b:c", "a:b:c:d:e", ":b:c:0", "a:b:c:", "a:b:c:0x1f"] {
+        for bad in [
+            "a:b:c:0A",
+            "a:b:c",
+            "a:b:c:d:e",
+            ":b:c:0",
+            "a:b:c:",
+            "a:b:c:0x1f",
+        ] {
             assert!(!is_well_formed(&Value::str(bad)), "{bad}");
         }
         assert!(!is_well_formed(&Value::Null));

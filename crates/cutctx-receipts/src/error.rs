@@ -209,7 +209,10 @@ impl ReceiptError {
             }
             Self::LockTimeout { path, waited_ms } => {
                 put("path", json!(path));
-                put("waited_ms", json!(u64::try_from(*waited_ms).unwrap_or(u64::MAX)));
+                put(
+                    "waited_ms",
+                    json!(u64::try_from(*waited_ms).unwrap_or(u64::MAX)),
+                );
             }
             Self::WriteLost { path, wrote, holds } => {
                 put("path", json!(path));

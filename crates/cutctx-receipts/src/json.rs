@@ -120,7 +120,8 @@ impl Text {
         match char::from_u32(c) {
             Some(ch) => {
                 let mut buf = [0_u8; 4];
-                self.0.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                self.0
+                    .extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
             }
             None => {
                 // A surrogate: the three-byte form surrogatepass writes.
@@ -541,12 +542,9 @@ impl Parser<'_> {
     fn error(&self, message: &str) -> ReceiptError {
         let before = self.text.get(..self.pos).unwrap_or(self.text);
         let line = before.matches('\n').count() + 1;
-        let column = before
-            .rfind('\n')
-            .map_or(before.chars().count(), |i| {
-                before.get(i + 1..).unwrap_or("").chars().count()
-            })
-            + 1;
+        let column = before.rfind('\n').map_or(before.chars().count(), |i| {
+            before.get(i + 1..).unwrap_or("").chars().count()
+        }) + 1;
         ReceiptError::JsonSyntax {
             message: message.to_owned(),
             line,
@@ -827,9 +825,7 @@ impl Parser<'_> {
             }
         }
         let mut is_float = false;
-        if self.peek() == Some(b'.')
-            && matches!(self.bytes.get(self.pos + 1), Some(b'0'..=b'9'))
-        {
+        if self.peek() == Some(b'.') && matches!(self.bytes.get(self.pos + 1), Some(b'0'..=b'9')) {
             is_float = true;
             self.pos += 2;
             while let Some(b'0'..=b'9') = self.peek() {
@@ -937,6 +933,32 @@ pub fn to_chain_body(value: &Value) -> Result<Vec<u8>, ReceiptError> {
     Ok(out)
 }
 
+/// [`to_chain_body`] of an object without one top-level key (the chain rule's
+/// `{k: v for k, v in row.items() if k != "chain"}`), written without copying the object.
+///
+/// # Errors
+///
+/// [`ReceiptError::JsonTooDeep`] only.
+pub fn to_chain_body_without(object: &Object, skip: &str) -> Result<Vec<u8>, ReceiptError> {
+    let mut out = Vec::with_capacity(256);
+    out.push(b'{');
+    let mut first = true;
+    for (k, v) in object.sorted() {
+        if k.as_bytes() == skip.as_bytes() {
+            continue;
+        }
+        if !first {
+            out.extend_from_slice(CHAIN_BODY.item_sep);
+        }
+        first = false;
+        write_text(&mut out, k, CHAIN_BODY)?;
+        out.extend_from_slice(CHAIN_BODY.key_sep);
+        write(&mut out, v, CHAIN_BODY, 2)?;
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
 /// A ledger line without its newline: `json.dumps(v, ensure_ascii=False)`, insertion order,
 /// `", "`/`": "` separators. NaN, infinities and lone surrogates are refused (Python would
 /// write the first two as invalid JSON, and refuses the last).
@@ -948,6 +970,17 @@ pub fn to_line(value: &Value) -> Result<String, ReceiptError> {
     let mut out = Vec::with_capacity(256);
     write(&mut out, value, LINE, 1)?;
     // Strict output is valid UTF-8 by construction: surrogates were refused.
+    String::from_utf8(out).map_err(|_| ReceiptError::LoneSurrogate { code: 0xD800 })
+}
+
+/// [`to_line`] of an object.
+///
+/// # Errors
+///
+/// As [`to_line`].
+pub fn object_to_line(object: &Object) -> Result<String, ReceiptError> {
+    let mut out = Vec::with_capacity(256);
+    write_object(&mut out, object, LINE, 1)?;
     String::from_utf8(out).map_err(|_| ReceiptError::LoneSurrogate { code: 0xD800 })
 }
 
@@ -979,33 +1012,41 @@ fn write(out: &mut Vec<u8>, value: &Value, style: Style, depth: usize) -> Result
             }
             out.push(b']');
         }
-        Value::Object(o) => {
-            if depth > MAX_DEPTH {
-                return Err(ReceiptError::JsonTooDeep { limit: MAX_DEPTH });
-            }
-            out.push(b'{');
-            let mut first = true;
-            let mut put = |out: &mut Vec<u8>, k: &Text, v: &Value| {
-                if !first {
-                    out.extend_from_slice(style.item_sep);
-                }
-                first = false;
-                write_text(out, k, style)?;
-                out.extend_from_slice(style.key_sep);
-                write(out, v, style, depth + 1)
-            };
-            if style.sorted {
-                for (k, v) in o.sorted() {
-                    put(out, k, v)?;
-                }
-            } else {
-                for (k, v) in o.iter() {
-                    put(out, k, v)?;
-                }
-            }
-            out.push(b'}');
+        Value::Object(o) => write_object(out, o, style, depth)?,
+    }
+    Ok(())
+}
+
+fn write_object(
+    out: &mut Vec<u8>,
+    o: &Object,
+    style: Style,
+    depth: usize,
+) -> Result<(), ReceiptError> {
+    if depth > MAX_DEPTH {
+        return Err(ReceiptError::JsonTooDeep { limit: MAX_DEPTH });
+    }
+    out.push(b'{');
+    let mut first = true;
+    let mut put = |out: &mut Vec<u8>, k: &Text, v: &Value| {
+        if !first {
+            out.extend_from_slice(style.item_sep);
+        }
+        first = false;
+        write_text(out, k, style)?;
+        out.extend_from_slice(style.key_sep);
+        write(out, v, style, depth + 1)
+    };
+    if style.sorted {
+        for (k, v) in o.sorted() {
+            put(out, k, v)?;
+        }
+    } else {
+        for (k, v) in o.iter() {
+            put(out, k, v)?;
         }
     }
+    out.push(b'}');
     Ok(())
 }
 
@@ -1065,6 +1106,11 @@ pub fn py_float_json(f: f64) -> String {
 
 /// Python's `repr(float)` for a finite value, `-0.0` included (cutctx's own canonical form
 /// normalises it to `0.0`; arcaeon's does not). Non-finite values give `nan`, `inf`, `-inf`.
+///
+/// The digits are the shortest that round-trip, as Rust's `{:e}` gives them, except when the
+/// value lies exactly halfway between two such digit strings: Python (David Gay's `dtoa`,
+/// mode 0) then takes the one with an even last digit, where Rust rounds up. For example
+/// `-75923748224468.125` is `-75923748224468.12` in Python, and Rust's `{:e}` says `…13`.
 #[must_use]
 pub fn py_float_repr(f: f64) -> String {
     if f.is_nan() {
@@ -1076,7 +1122,113 @@ pub fn py_float_repr(f: f64) -> String {
     if f == 0.0 {
         return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
     }
-    cutctx::model::canonical::py_float_repr(f).unwrap_or_else(|| format!("{f:?}"))
+    let (digits, exp) = shortest_digits(f.abs());
+    layout(f < 0.0, &digits, exp)
+}
+
+/// Splits Rust's `{:e}` output `d.ddde±x` into its digits and decimal exponent.
+fn split_sci(sci: &str) -> (String, i32) {
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
+    (
+        mantissa.chars().filter(char::is_ascii_digit).collect(),
+        exp.parse().unwrap_or(0),
+    )
+}
+
+/// The shortest round-tripping digits of a positive finite `f`, ties to even as Python breaks
+/// them, and the decimal exponent of the first digit.
+fn shortest_digits(f: f64) -> (String, i32) {
+    let (digits, exp) = split_sci(&format!("{f:e}"));
+    let n = digits.len();
+    // Is f exactly halfway between two n-digit decimals? Cheap probe first, then exactly
+    // (an f64's decimal expansion has at most 767 significant digits).
+    let is_tie = |precision: usize| -> Option<(String, i32)> {
+        let (exact, exact_exp) = split_sci(&format!("{f:.precision$e}"));
+        let tail = exact.get(n..)?;
+        (tail.starts_with('5') && tail.bytes().skip(1).all(|b| b == b'0'))
+            .then(|| (exact.get(..n).unwrap_or_default().to_owned(), exact_exp))
+    };
+    let Some((truncated, t_exp)) = is_tie(n + 24).and_then(|_| is_tie(800)) else {
+        return (digits, exp);
+    };
+    // The two candidates: the truncation and the truncation plus one unit in the last place.
+    let mut up: Vec<u8> = truncated.bytes().collect();
+    let mut up_exp = t_exp;
+    let mut i = up.len();
+    loop {
+        if i == 0 {
+            up.insert(0, b'1');
+            up.pop();
+            up_exp += 1;
+            break;
+        }
+        i -= 1;
+        if let Some(d) = up.get_mut(i) {
+            if *d == b'9' {
+                *d = b'0';
+            } else {
+                *d += 1;
+                break;
+            }
+        }
+    }
+    let up = String::from_utf8(up).unwrap_or_default();
+    let even_first = if truncated.bytes().last().is_some_and(|d| d % 2 == 0) {
+        [(truncated, t_exp), (up, up_exp)]
+    } else {
+        [(up, up_exp), (truncated, t_exp)]
+    };
+    for (cand, cand_exp) in even_first {
+        let text = format!("0.{cand}e{}", cand_exp + 1);
+        if text.parse::<f64>().ok() == Some(f) {
+            return (cand, cand_exp);
+        }
+    }
+    (digits, exp)
+}
+
+/// Python's layout of `0.DIGITS × 10^(exp+1)`: positional when `-4 <= exp < 16` (with `.0`
+/// for an integral value), otherwise `d.ddd` and a signed, at least two-digit exponent.
+fn layout(negative: bool, digits: &str, exp: i32) -> String {
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let n = i32::try_from(digits.len()).unwrap_or(i32::MAX);
+    let mut out = String::with_capacity(digits.len() + 8);
+    if negative {
+        out.push('-');
+    }
+    let zeros = |k: i32| "0".repeat(usize::try_from(k).unwrap_or(0));
+    if (-4..16).contains(&exp) {
+        let point = exp + 1;
+        if point <= 0 {
+            out.push_str("0.");
+            out.push_str(&zeros(-point));
+            out.push_str(digits);
+        } else if point >= n {
+            out.push_str(digits);
+            out.push_str(&zeros(point - n));
+            out.push_str(".0");
+        } else {
+            let split = usize::try_from(point).unwrap_or(0);
+            out.push_str(digits.get(..split).unwrap_or_default());
+            out.push('.');
+            out.push_str(digits.get(split..).unwrap_or_default());
+        }
+    } else {
+        out.push_str(digits.get(..1).unwrap_or("0"));
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(digits.get(1..).unwrap_or_default());
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let abs = exp.unsigned_abs();
+        if abs < 10 {
+            out.push('0');
+        }
+        out.push_str(&abs.to_string());
+    }
+    out
 }
 
 /// Compares two non-negative canonical decimal integers.
@@ -1091,6 +1243,25 @@ mod tests {
     fn c14n(text: &str) -> String {
         let v = parse(text).expect("parses").value;
         String::from_utf8(to_c14n(&v).expect("canonical")).expect("utf-8")
+    }
+
+    #[test]
+    fn exact_ties_round_half_even_as_python_does() {
+        for (f, want) in [
+            // Exact ties (each sum is exact): written here as sums, since a literal with these
+            // digits is what the shortest form disagrees about.
+            (-75_923_748_224_468.0 - 0.125, "-75923748224468.12"),
+            (603_329_982_351_490.0 + 0.25, "603329982351490.2"),
+            (27_078_007_198_020.0 + 0.8125, "27078007198020.812"),
+            (0.5, "0.5"),
+            (2.5, "2.5"),
+            (9_007_199_254_740_993.0, "9007199254740992.0"),
+            (1e23, "1e+23"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (123_456_789_012_345_680.0, "1.2345678901234568e+17"),
+        ] {
+            assert_eq!(py_float_repr(f), want, "{f:e}");
+        }
     }
 
     #[test]
@@ -1128,7 +1299,10 @@ mod tests {
     #[test]
     fn duplicates_resolve_last_wins_at_first_position_and_are_reported_inner_first() {
         let p = parse(r#"{"a":1,"b":2,"a":3,"c":{"x":1,"x":2}}"#).expect("parses");
-        assert_eq!(p.duplicate.as_ref().map(Text::to_string_lossy).as_deref(), Some("x"));
+        assert_eq!(
+            p.duplicate.as_ref().map(Text::to_string_lossy).as_deref(),
+            Some("x")
+        );
         let line = to_line(&p.value).expect("line");
         assert_eq!(line, r#"{"a": 3, "b": 2, "c": {"x": 2}}"#);
         assert!(matches!(
@@ -1144,10 +1318,7 @@ mod tests {
             .value;
         let body = String::from_utf8(to_chain_body(&v).expect("body")).expect("utf-8");
         assert_eq!(body, "[NaN, Infinity, -Infinity, Infinity, -Infinity]");
-        assert!(matches!(
-            to_c14n(&v),
-            Err(ReceiptError::NonFinite { .. })
-        ));
+        assert!(matches!(to_c14n(&v), Err(ReceiptError::NonFinite { .. })));
     }
 
     #[test]
@@ -1170,9 +1341,34 @@ mod tests {
     #[test]
     fn syntax_errors_are_errors_not_panics() {
         for bad in [
-            "", " ", "[", "]", "{", "{\"a\"", "{\"a\":", "{\"a\":1,", "[1,]", "01", "1.", ".5",
-            "-", "--1", "1e", "\"abc", "\"\\x\"", "\"\\u12\"", "\"\\ud800\\u12\"", "nul",
-            "[1 2]", "{1:2}", "\"\u{1}\"", "-Inf", "tru", "\u{feff}1", "1 1", "{\"a\" 1}",
+            "",
+            " ",
+            "[",
+            "]",
+            "{",
+            "{\"a\"",
+            "{\"a\":",
+            "{\"a\":1,",
+            "[1,]",
+            "01",
+            "1.",
+            ".5",
+            "-",
+            "--1",
+            "1e",
+            "\"abc",
+            "\"\\x\"",
+            "\"\\u12\"",
+            "\"\\ud800\\u12\"",
+            "nul",
+            "[1 2]",
+            "{1:2}",
+            "\"\u{1}\"",
+            "-Inf",
+            "tru",
+            "\u{feff}1",
+            "1 1",
+            "{\"a\" 1}",
         ] {
             assert!(parse(bad).is_err(), "{bad:?} must not parse");
         }
@@ -1186,14 +1382,23 @@ mod tests {
         let v = parse(&ok).expect("at the limit").value;
         assert!(to_c14n(&v).is_ok());
         let deep = "[".repeat(MAX_DEPTH + 1) + &"]".repeat(MAX_DEPTH + 1);
-        assert!(matches!(parse(&deep), Err(ReceiptError::JsonTooDeep { .. })));
+        assert!(matches!(
+            parse(&deep),
+            Err(ReceiptError::JsonTooDeep { .. })
+        ));
         let hostile = "[".repeat(1_000_000);
-        assert!(matches!(parse(&hostile), Err(ReceiptError::JsonTooDeep { .. })));
+        assert!(matches!(
+            parse(&hostile),
+            Err(ReceiptError::JsonTooDeep { .. })
+        ));
         let mut built = Value::Null;
         for _ in 0..=MAX_DEPTH {
             built = Value::Array(vec![built]);
         }
-        assert!(matches!(to_c14n(&built), Err(ReceiptError::JsonTooDeep { .. })));
+        assert!(matches!(
+            to_c14n(&built),
+            Err(ReceiptError::JsonTooDeep { .. })
+        ));
         // Dropping a deep value must not overflow either; keep it modest for the test thread.
     }
 

@@ -7,7 +7,8 @@
 //! `<path>.lock` (the same file and the same `flock` arcaeon takes, so Rust and Python writers
 //! exclude each other) the previous chain is read from the file's tail, the row is chained,
 //! and `\n` (when the file does not end in one, healing a torn line) plus the row plus `\n` is
-//! written in one `write`, then `fsync`ed and checked to have landed.
+//! written with one `write_all` on an `O_APPEND` handle, then `fsync`ed and checked to have
+//! landed.
 //!
 //! * **Crashes.** A crash mid-write can leave only the *last* line torn. The torn line fails to
 //!   parse, so it is reported (as `LEDGER_TORN_LINE` while it is last, as an unparseable line
@@ -17,10 +18,11 @@
 //!   appending at once serialize: lines never interleave and the chain never forks. Unlike
 //!   arcaeon (which proceeds *unlocked* after 15 s), a lock not obtained within the timeout is
 //!   an error and nothing is written.
-//! * **The previous chain** is the claimed chain of the last row that has one (as arcaeon's
-//!   verifier carries it), `""` when that value is not a string, and `genesis` when no row has
-//!   one. On an intact ledger this is exactly arcaeon's `_last_chain`; on a damaged tail it
-//!   differs only in making the new row verify where arcaeon's would add a second break.
+//! * **The previous chain** is exactly arcaeon's `_last_chain`: the `chain` of the last line
+//!   that parses as an object (scanning back past torn or corrupt lines), or `genesis` when
+//!   that value is absent or Python-falsy (`null`, `""`, ...). An unchained row written out
+//!   of band therefore restarts the chain from `genesis`, which is what arcaeon's
+//!   `declare_break` (without `resume_prev`) expects of the next row.
 //!
 //! **Reading** follows arcaeon (see [`crate::chain`]); [`verify_file`], [`Ledger::head`] and
 //! [`chain_at`] reproduce `verify_file`, `Ledger.head` and `chain_at`.
@@ -141,8 +143,6 @@ impl Ledger {
             obj.insert("ts", Value::str(&clock.now_utc()));
         }
         obj.remove("chain");
-        // Refuse an unwritable row before touching anything.
-        json::to_line(&Value::Object(obj.clone()))?;
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| ReceiptError::io("create", parent, &e))?;
         }
@@ -150,7 +150,8 @@ impl Ledger {
         let prev = self.prev_for_append()?;
         let chain = chain::chain_raw(&prev, &obj)?;
         obj.insert("chain", Value::str(&chain));
-        let line = json::to_line(&Value::Object(obj.clone()))?;
+        // An unwritable row (NaN, a lone surrogate) is refused here, before any byte is written.
+        let line = json::object_to_line(&obj)?;
         let existed = self.path.exists();
         let mut file = OpenOptions::new()
             .read(true)
@@ -232,19 +233,74 @@ impl Ledger {
         Ok(appended)
     }
 
-    /// The `prev` for the next row (see the module docs).
+    /// Names a break instead of hiding it (arcaeon's `declare_break`): appends
+    /// `{"op": "chain_break_declared", "orphan_line", "orphan_sha256", "why"[, "resume_prev"]}`,
+    /// pinning the orphan line's exact (stripped) bytes. Verification then reports the break
+    /// as declared and the verdict as bounded, never as verified; strict mode ignores it. It
+    /// defends against forgetting, not against anyone who can write the file.
+    ///
+    /// # Errors
+    ///
+    /// [`ReceiptError::Malformed`] for a blank `why`, a line outside the file or a blank line;
+    /// otherwise as [`Ledger::append`].
+    pub fn declare_break(
+        &self,
+        orphan_line: usize,
+        why: &str,
+        resume_prev: Option<&str>,
+        clock: &dyn Clock,
+    ) -> Result<Appended, ReceiptError> {
+        let malformed = |message: String| ReceiptError::Malformed { message };
+        let why = chain::py_strip(why);
+        if why.is_empty() {
+            return Err(malformed(
+                "declare_break needs a non-empty why: an unexplained declaration is a mute \
+                 exemption"
+                    .to_owned(),
+            ));
+        }
+        let text = self.read_text()?;
+        let raw = orphan_line
+            .checked_sub(1)
+            .and_then(|i| text.split('\n').nth(i))
+            .ok_or_else(|| {
+                malformed(format!(
+                    "line {orphan_line} is not in {}",
+                    self.path.display()
+                ))
+            })?;
+        let raw = chain::py_strip(raw);
+        if raw.is_empty() {
+            return Err(malformed(format!(
+                "line {orphan_line} of {} is blank; nothing to pin",
+                self.path.display()
+            )));
+        }
+        let mut row = Object::new();
+        row.insert("op", Value::str(chain::DECLARE_OP));
+        row.insert("orphan_line", Value::Int(orphan_line.into()));
+        row.insert(
+            "orphan_sha256",
+            Value::str(&crate::digest::sha256_hex(raw.as_bytes())),
+        );
+        row.insert("why", Value::str(why));
+        if let Some(prev) = resume_prev {
+            row.insert("resume_prev", Value::str(prev));
+        }
+        self.append(&row, clock)
+    }
+
+    /// The `prev` for the next row: [`Ledger::last_chain`] as the chain rule hashes it
+    /// (generalized UTF-8, so a claimed chain holding a lone surrogate hashes as in Python).
     fn prev_for_append(&self) -> Result<Vec<u8>, ReceiptError> {
         let mut found = None;
-        self.scan_back(|obj| match obj.get("chain") {
-            None | Some(Value::Null) => false,
-            Some(Value::Str(t)) => {
-                found = Some(t.as_bytes().to_vec());
-                true
-            }
-            Some(_) => {
-                found = Some(Vec::new());
-                true
-            }
+        self.scan_back(|obj| {
+            found = Some(match obj.get("chain") {
+                Some(Value::Str(t)) if !t.is_empty() => t.as_bytes().to_vec(),
+                Some(v) if v.is_truthy() => str_value(v).into_bytes(),
+                _ => GENESIS.as_bytes().to_vec(),
+            });
+            true
         })?;
         Ok(found.unwrap_or_else(|| GENESIS.as_bytes().to_vec()))
     }
@@ -286,12 +342,11 @@ impl Ledger {
             let trimmed = raw.trim_ascii();
             if !trimmed.is_empty() {
                 let text = String::from_utf8_lossy(trimmed);
-                if let Ok(parsed) = json::parse(&text) {
-                    if let Value::Object(obj) = parsed.value {
-                        if stop(&obj) {
-                            return Ok(());
-                        }
-                    }
+                if let Ok(parsed) = json::parse(&text)
+                    && let Value::Object(obj) = parsed.value
+                    && stop(&obj)
+                {
+                    return Ok(());
                 }
             }
             if start == 0 {

@@ -274,6 +274,9 @@ mod tests {
             ok: Some(false),
             first_break: Some("line 1: unparseable".into()),
         };
-        assert!(matches!(head.as_pin(), Err(ReceiptError::Unverified { .. })));
+        assert!(matches!(
+            head.as_pin(),
+            Err(ReceiptError::Unverified { .. })
+        ));
     }
 }

@@ -60,7 +60,7 @@ fn printable(c: u32) -> bool {
         return false;
     }
     let i = NON_PRINTABLE.partition_point(|&(_, hi)| hi < c);
-    !NON_PRINTABLE.get(i).is_some_and(|&(lo, _)| lo <= c)
+    NON_PRINTABLE.get(i).is_none_or(|&(lo, _)| lo > c)
 }
 
 /// `repr(s)` for a Python string.

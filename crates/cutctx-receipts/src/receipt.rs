@@ -245,7 +245,11 @@ impl CompactionReceipt {
     }
 
     /// The row [`seal`](Self::seal) would return, without sealing.
-    pub(crate) fn prepare(&self, labels: &Labels, clock: &dyn Clock) -> Result<Object, ReceiptError> {
+    pub(crate) fn prepare(
+        &self,
+        labels: &Labels,
+        clock: &dyn Clock,
+    ) -> Result<Object, ReceiptError> {
         self.require_unsealed()?;
         for (key, _) in &labels.extra {
             if RESERVED_KEYS.contains(&key.as_str()) {
@@ -254,15 +258,15 @@ impl CompactionReceipt {
         }
         let post = self.post.as_ref().ok_or(ReceiptError::KeptNotRecorded)?;
         let m = manifest::compute(&self.pre, post);
-        if let Some(claimed) = &self.claimed {
-            if !manifest::same_multiset(claimed, &m.dropped) {
-                return Err(ReceiptError::ClaimMismatch {
-                    claimed: claimed.len(),
-                    inferred: m.dropped.len(),
-                    unexpected: manifest::multiset_minus(claimed, &m.dropped),
-                    missing: manifest::multiset_minus(&m.dropped, claimed),
-                });
-            }
+        if let Some(claimed) = &self.claimed
+            && !manifest::same_multiset(claimed, &m.dropped)
+        {
+            return Err(ReceiptError::ClaimMismatch {
+                claimed: claimed.len(),
+                inferred: m.dropped.len(),
+                unexpected: manifest::multiset_minus(claimed, &m.dropped),
+                missing: manifest::multiset_minus(&m.dropped, claimed),
+            });
         }
         let body = body(&self.pre, post, &m, labels);
         let receipt_digest = digest_json(&Value::Object(body.clone()))?;

@@ -113,6 +113,39 @@ pub fn digest_transcript(transcript: &Transcript) -> ContentDigest {
     ContentDigest::from_items(transcript.turns().iter().map(digest_turn).collect())
 }
 
+/// The content digests of a compaction's input and view. A view turn equal to the input turn
+/// with its id (every kept turn) reuses that turn's digest instead of hashing it again.
+#[must_use]
+pub fn digest_compaction(input: &Transcript, view: &Transcript) -> (ContentDigest, ContentDigest) {
+    let pre: Vec<ItemDigest> = input.turns().iter().map(digest_turn).collect();
+    let by_id: std::collections::BTreeMap<&str, usize> = input
+        .turns()
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.turn_id(), i))
+        .collect();
+    let post: Vec<ItemDigest> = view
+        .turns()
+        .iter()
+        .map(|turn| {
+            by_id
+                .get(turn.turn_id())
+                .and_then(|&i| {
+                    input
+                        .turns()
+                        .get(i)
+                        .filter(|original| *original == turn)
+                        .and_then(|_| pre.get(i).cloned())
+                })
+                .unwrap_or_else(|| digest_turn(turn))
+        })
+        .collect();
+    (
+        ContentDigest::from_items(pre),
+        ContentDigest::from_items(post),
+    )
+}
+
 /// The receipt row (without `chain`) of one cutctx compaction: pre = `input`'s turns, post =
 /// the view's turns, method = [`compaction_method`], plus the plan's hash under
 /// [`PLAN_HASH_KEY`]. `opened_at` and `ts` are two readings of `clock`.
@@ -126,11 +159,10 @@ pub fn receipt_for_compaction(
     compactor: &str,
     clock: &dyn Clock,
 ) -> Result<Object, ReceiptError> {
-    let mut receipt = CompactionReceipt::open_digested(digest_transcript(input), clock);
-    receipt.record_kept_digested(digest_transcript(&compacted.transcript))?;
-    let labels = Labels::new(compactor, compaction_method(compacted)).with_extra(
-        PLAN_HASH_KEY,
-        Value::str(&compacted.report.plan_hash),
-    );
+    let (pre, post) = digest_compaction(input, &compacted.transcript);
+    let mut receipt = CompactionReceipt::open_digested(pre, clock);
+    receipt.record_kept_digested(post)?;
+    let labels = Labels::new(compactor, compaction_method(compacted))
+        .with_extra(PLAN_HASH_KEY, Value::str(&compacted.report.plan_hash));
     receipt.seal(&labels, clock)
 }

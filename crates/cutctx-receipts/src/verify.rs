@@ -250,9 +250,8 @@ pub fn verify_receipt(
         }
     };
     let Some(n) = nums.iter().map(|v| count(v)).collect::<Option<Vec<&str>>>() else {
-        out.notes.push(
-            "malformed receipt row: counts/bytes must be non-negative integers".to_owned(),
-        );
+        out.notes
+            .push("malformed receipt row: counts/bytes must be non-negative integers".to_owned());
         return out;
     };
     let n = Numbers {
@@ -287,8 +286,7 @@ pub fn verify_receipt(
         }
         _ => {
             out.notes.push(
-                "malformed receipt row: dropped.items must be a list of digest strings"
-                    .to_owned(),
+                "malformed receipt row: dropped.items must be a list of digest strings".to_owned(),
             );
             return out;
         }
@@ -339,9 +337,7 @@ pub fn verify_receipt(
         let kept = dec_sub(n.pre_count, n.dropped_count);
         if dec_add(&kept, n.introduced_count) != n.post_count {
             sc = false;
-            notes.push(
-                "counts do not reconcile: post - introduced != pre - dropped".to_owned(),
-            );
+            notes.push("counts do not reconcile: post - introduced != pre - dropped".to_owned());
         }
     }
     if cmp_decimal(n.dropped_bytes, n.pre_bytes) == Ordering::Greater {
@@ -419,8 +415,18 @@ pub fn verify_receipt(
             repr_text(&Text::from(c.whole.as_str())),
             repr_value(&pre_digest),
         );
-        compare(&mut notes, "pre.count", c.count().to_string(), n.pre_count.to_owned());
-        compare(&mut notes, "pre.bytes", c.total.to_string(), n.pre_bytes.to_owned());
+        compare(
+            &mut notes,
+            "pre.count",
+            c.count().to_string(),
+            n.pre_count.to_owned(),
+        );
+        compare(
+            &mut notes,
+            "pre.bytes",
+            c.total.to_string(),
+            n.pre_bytes.to_owned(),
+        );
         let mut avail: BTreeMap<&[u8], usize> = BTreeMap::new();
         for d in &c.items {
             *avail.entry(d.as_bytes()).or_insert(0) += 1;
@@ -452,8 +458,18 @@ pub fn verify_receipt(
             repr_text(&Text::from(c.whole.as_str())),
             repr_value(&post_digest),
         );
-        compare(&mut notes, "post.count", c.count().to_string(), n.post_count.to_owned());
-        compare(&mut notes, "post.bytes", c.total.to_string(), n.post_bytes.to_owned());
+        compare(
+            &mut notes,
+            "post.count",
+            c.count().to_string(),
+            n.post_count.to_owned(),
+        );
+        compare(
+            &mut notes,
+            "post.bytes",
+            c.total.to_string(),
+            n.post_bytes.to_owned(),
+        );
     }
     if let (Some(pre_c), Some(post_c)) = (pre_content, post_content) {
         let actual = manifest::compute(pre_c, post_c);
@@ -480,14 +496,14 @@ pub fn verify_receipt(
                 "introduced.count: recomputed {} != claimed {}",
                 actual.introduced_count, n.introduced_count
             ));
-        } else if let Some(introduced_bytes) = n.introduced_bytes {
-            if actual.introduced_bytes.to_string() != introduced_bytes {
-                mismatch = true;
-                notes.push(format!(
-                    "introduced.bytes: recomputed {} != claimed {}",
-                    actual.introduced_bytes, introduced_bytes
-                ));
-            }
+        } else if let Some(introduced_bytes) = n.introduced_bytes
+            && actual.introduced_bytes.to_string() != introduced_bytes
+        {
+            mismatch = true;
+            notes.push(format!(
+                "introduced.bytes: recomputed {} != claimed {}",
+                actual.introduced_bytes, introduced_bytes
+            ));
         }
     }
 
@@ -552,6 +568,9 @@ mod tests {
         );
         assert_eq!(dec_sub("1000", "1"), "999");
         assert_eq!(dec_sub("1000", "1000"), "0");
-        assert_eq!(dec_sub("100000000000000000000000", "1"), "99999999999999999999999");
+        assert_eq!(
+            dec_sub("100000000000000000000000", "1"),
+            "99999999999999999999999"
+        );
     }
 }

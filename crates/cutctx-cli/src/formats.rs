@@ -1,0 +1,396 @@
+//! `cutctx compact --format openai-chat|openai-responses|anthropic`: compaction of a provider
+//! request in the provider's own format.
+//!
+//! The input is an OpenAI Chat Completions request (or its `messages` array), an OpenAI
+//! Responses request (or its `input` list) or an Anthropic Messages request (or its `messages`
+//! array); the output is the compacted request in the same format and shape, written only
+//! after the whole command succeeded. A request that fits comes back byte for byte.
+//!
+//! Summaries come from `--summaries FILE` (a JSON object `{group_id: text}`) or from
+//! `--summarize-with CMD`, which runs `CMD` (through `sh -c`) once per summarization request,
+//! with the request as JSON on its standard input, and takes its standard output as the
+//! summary; a failing command fails the compaction. Without either, a plan that needs
+//! summaries fails with `COMPACTION_SUMMARY_MISSING` and the requests in the message.
+//!
+//! [`compact`] takes the texts of the documents and returns the output texts; the one thing it
+//! does besides computing is starting the summarizer command, when asked to.
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use cutctx::model::details;
+use cutctx::{
+    CompactionBudget, CompactionPlan, CompactionPolicy, DropOldestPolicy, ErrorCode,
+    ObservationMaskingPolicy, PolicyChain, SummarizationRequest, SummarizingPolicy, default_chain,
+};
+use cutctx_formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
+use serde_json::Value;
+
+use crate::CliError;
+
+/// The code of a summarizer command that could not run, failed, or printed no summary.
+pub const SUMMARIZER_ERROR: &str = "SUMMARIZER_ERROR";
+
+/// The prompt id the summarizing policies use when `--prompt-id` is not given.
+pub const DEFAULT_PROMPT_ID: &str = "compaction.summarize.v1";
+
+/// A provider format, as the command line names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormatName {
+    /// An OpenAI Chat Completions request, or its `messages` array.
+    #[value(name = "openai-chat")]
+    OpenAiChat,
+    /// An OpenAI Responses request, or its `input` item list.
+    #[value(name = "openai-responses")]
+    OpenAiResponses,
+    /// An Anthropic Messages request, or its `messages` array.
+    #[value(name = "anthropic")]
+    Anthropic,
+}
+
+impl From<FormatName> for Format {
+    fn from(f: FormatName) -> Self {
+        match f {
+            FormatName::OpenAiChat => Self::OpenAiChat,
+            FormatName::OpenAiResponses => Self::OpenAiResponses,
+            FormatName::Anthropic => Self::Anthropic,
+        }
+    }
+}
+
+/// The options of `cutctx compact --format ...`, to flatten into the `compact` command.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct FormatArgs {
+    /// Read the input as a provider request in this format, and write the compacted request in it.
+    #[arg(long, value_enum)]
+    pub format: Option<FormatName>,
+    /// The budget, in estimated tokens (required with --format).
+    #[arg(long, requires = "format")]
+    pub max_tokens: Option<u64>,
+    /// How many of the most recent turns are never touched (default 4).
+    #[arg(long, requires = "format")]
+    pub protected_recent: Option<u64>,
+    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a
+    /// policy object as the request document spells it, e.g. '{"name":"observation_masking","keep_recent_results":1}'.
+    #[arg(long, requires = "format")]
+    pub policy: Option<String>,
+    /// The prompt id of summarization requests (default compaction.summarize.v1).
+    #[arg(long, requires = "format")]
+    pub prompt_id: Option<String>,
+    /// How turns are estimated: chars:N (default chars:4), o200k_base or cl100k_base.
+    #[arg(long, requires = "format")]
+    pub estimator: Option<String>,
+    /// A JSON object {group_id: summary} fulfilling the plan's summarization requests.
+    #[arg(long, requires = "format", conflicts_with = "summarize_with")]
+    pub summaries: Option<PathBuf>,
+    /// A command that writes one summary: it gets the request as JSON on standard input.
+    #[arg(long, requires = "format")]
+    pub summarize_with: Option<String>,
+    /// Also write {"plan", "report"} (canonical JSON) to this file.
+    #[arg(long, requires = "format")]
+    pub report: Option<PathBuf>,
+}
+
+/// What `cutctx compact --format` writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FormatOutput {
+    /// The compacted request, for standard output.
+    pub output: String,
+    /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`.
+    pub report: String,
+}
+
+/// `cutctx compact --format F`: compacts the provider request `input_text` under the budget
+/// and policy of `args`, with the summaries of `summaries_text` (the `--summaries` file) or of
+/// the `--summarize-with` command.
+///
+/// # Errors
+///
+/// `USAGE_ERROR` without `--format` or `--max-tokens`; `INPUT_ERROR` for text that is not
+/// JSON; `FORMAT_ERROR` or `FORMAT_INVALID_REQUEST` for a request that is not valid for its
+/// provider; `VALIDATION_ERROR` for bad options; `COMPACTION_BUDGET_UNSATISFIABLE`;
+/// `COMPACTION_SUMMARY_MISSING` (listing the requests); `SUMMARIZER_ERROR`.
+pub fn compact(
+    args: &FormatArgs,
+    input_text: &str,
+    summaries_text: Option<&str>,
+) -> Result<FormatOutput, CliError> {
+    let format: Format = args
+        .format
+        .ok_or_else(|| usage("compact --format needs a format", "format"))?
+        .into();
+    let max_tokens = args
+        .max_tokens
+        .ok_or_else(|| usage("compact --format needs --max-tokens N", "max_tokens"))?;
+    let document: Value = parse_json(input_text, "the transcript")?;
+    let spec: EstimatorSpec = match &args.estimator {
+        Some(s) => s.parse().map_err(from_format)?,
+        None => EstimatorSpec::default(),
+    };
+    let estimator = spec.estimator().map_err(from_format)?;
+    let pt = ProviderTranscript::parse_with(format, &document, estimator.as_ref())
+        .map_err(from_format)?;
+    let policy = policy(args, spec)?;
+    let budget = CompactionBudget::new(max_tokens).with_protected_recent_turns(
+        args.protected_recent
+            .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
+    );
+    let plan = policy.decide(pt.transcript(), &budget)?;
+    let summaries = match (summaries_text, &args.summarize_with) {
+        (Some(text), _) => parse_summaries(text)?,
+        (None, Some(command)) => run_summarizer(command, &pt, &plan)?,
+        (None, None) => BTreeMap::new(),
+    };
+    require_summaries(&plan, &summaries)?;
+    let out = pt.apply(&plan, &summaries).map_err(from_format)?;
+    let unchanged = out.report.kept_turn_ids.len() == pt.transcript().len();
+    let output = if unchanged {
+        // Nothing was compacted: the request as it was, byte for byte.
+        let mut text = input_text.to_owned();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text
+    } else {
+        let pretty = input_text.trim().contains('\n');
+        let text = if pretty {
+            serde_json::to_string_pretty(&out.document)
+        } else {
+            serde_json::to_string(&out.document)
+        };
+        text.map_err(|e| {
+            CliError::validation(
+                format!("the compacted request cannot be written as JSON: {e}"),
+                details! { "format" => format.as_str() },
+            )
+        })? + "\n"
+    };
+    Ok(FormatOutput {
+        output,
+        report: format!(
+            "{{\"plan\":{},\"report\":{}}}\n",
+            plan.canonical_json(),
+            out.report.canonical_json()
+        ),
+    })
+}
+
+/// A [`CliError`] carrying a [`FormatError`]'s code, message and details.
+#[must_use]
+pub fn from_format(e: FormatError) -> CliError {
+    CliError {
+        code: e.code(),
+        message: e.message(),
+        details: e.details(),
+    }
+}
+
+fn usage(message: &str, option: &str) -> CliError {
+    CliError {
+        code: crate::USAGE_ERROR,
+        message: message.to_owned(),
+        details: details! { "option" => option },
+    }
+}
+
+/// JSON text, or an `INPUT_ERROR` naming the position (never the text around it).
+fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, CliError> {
+    serde_json::from_str(text).map_err(|e| {
+        let details = details! { "document" => what, "line" => e.line(), "column" => e.column() };
+        let message = e.to_string();
+        let message = message
+            .rfind(" at line ")
+            .map_or(message.as_str(), |i| &message[..i])
+            .to_owned();
+        if e.is_data() {
+            CliError::validation(format!("{what} is malformed: {message}"), details)
+        } else {
+            CliError::input(format!("{what} is not valid JSON: {message}"), details)
+        }
+    })
+}
+
+/// The `--summaries` document: an object of strings.
+fn parse_summaries(text: &str) -> Result<BTreeMap<String, String>, CliError> {
+    parse_json(text, "the summaries")
+}
+
+/// The policy the options name.
+fn policy(args: &FormatArgs, spec: EstimatorSpec) -> Result<Box<dyn CompactionPolicy>, CliError> {
+    let prompt = args.prompt_id.as_deref().unwrap_or(DEFAULT_PROMPT_ID);
+    let name = args.policy.as_deref().unwrap_or("default_chain");
+    if name.trim_start().starts_with('{') {
+        // A policy object, checked exactly as a request document's.
+        let policy: Value = parse_json(name, "the --policy object")?;
+        let request = serde_json::json!({
+            "transcript": [],
+            "budget": {"max_tokens": 0},
+            "policy": policy,
+        });
+        let text = request.to_string();
+        return Ok(crate::request::parse(&text)?.policy);
+    }
+    let masking = || -> Result<ObservationMaskingPolicy, CliError> {
+        let policy = ObservationMaskingPolicy::new(2)?;
+        // Stubs are estimated as the turns are; the default keeps the reference's plans.
+        Ok(if spec.is_default() {
+            policy
+        } else {
+            policy.with_estimator(spec.estimator().map_err(from_format)?)
+        })
+    };
+    Ok(match name {
+        "drop_oldest" => Box::new(DropOldestPolicy),
+        "observation_masking" => Box::new(masking()?),
+        "summarizing" => Box::new(SummarizingPolicy::new(prompt)?),
+        "default_chain" if spec.is_default() => Box::new(default_chain(prompt)?),
+        "default_chain" => Box::new(PolicyChain::new(vec![
+            Box::new(masking()?),
+            Box::new(SummarizingPolicy::new(prompt)?),
+            Box::new(DropOldestPolicy),
+        ])?),
+        other => {
+            return Err(CliError::validation(
+                format!(
+                    "unknown policy {other:?}; expected drop_oldest, observation_masking, \
+                     summarizing, default_chain or a policy object."
+                ),
+                details! { "policy" => other },
+            ));
+        }
+    })
+}
+
+/// The JSON form of a request, ids and figures only.
+fn request_json(r: &SummarizationRequest) -> Value {
+    serde_json::json!({
+        "group_id": r.group_id(),
+        "prompt_id": r.prompt_id(),
+        "target_tokens": r.target_tokens(),
+        "turn_ids": r.turn_ids().iter().map(|id| &**id).collect::<Vec<_>>(),
+    })
+}
+
+/// `COMPACTION_SUMMARY_MISSING`, listing every request without a summary, unless none lacks one.
+fn require_summaries(
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+) -> Result<(), CliError> {
+    let missing: Vec<&SummarizationRequest> = plan
+        .summarization_requests
+        .iter()
+        .filter(|r| !summaries.contains_key(r.group_id()))
+        .collect();
+    let Some(first) = missing.first() else {
+        return Ok(());
+    };
+    let listed: Vec<Value> = missing.iter().map(|r| request_json(r)).collect();
+    let listed = Value::Array(listed);
+    let mut details = details! {
+        "group_id" => first.group_id(),
+        "prompt_id" => first.prompt_id(),
+        "target_tokens" => first.target_tokens(),
+        "turn_ids" => first.turn_ids().iter().map(|id| &**id).collect::<Vec<_>>(),
+    };
+    details.insert("requests".into(), listed.clone());
+    Err(CliError {
+        code: ErrorCode::SummaryMissing.as_str(),
+        message: format!(
+            "{} summarization request(s) have no summary; fulfil them with --summaries FILE \
+             (a JSON object {{group_id: summary}}) or --summarize-with CMD. Requests: {}",
+            missing.len(),
+            cutctx::model::canonical::canonical_json_value(&listed)
+        ),
+        details,
+    })
+}
+
+/// Runs `command` once per request of `plan`, in order, and collects the summaries.
+fn run_summarizer(
+    command: &str,
+    pt: &ProviderTranscript,
+    plan: &CompactionPlan,
+) -> Result<BTreeMap<String, String>, CliError> {
+    let mut summaries = BTreeMap::new();
+    for request in &plan.summarization_requests {
+        let input = pt.summarization_input(request).to_string();
+        let summary = summarize_once(command, request.group_id(), &input)?;
+        summaries.insert(request.group_id().to_owned(), summary);
+    }
+    Ok(summaries)
+}
+
+/// One run of the summarizer: `input` on its standard input, its standard output back.
+fn summarize_once(command: &str, group_id: &str, input: &str) -> Result<String, CliError> {
+    let fail = |message: String, extra: Option<(&str, Value)>| {
+        let mut d = details! { "group_id" => group_id };
+        if let Some((k, v)) = extra {
+            d.insert(k.to_owned(), v);
+        }
+        CliError {
+            code: SUMMARIZER_ERROR,
+            message,
+            details: d,
+        }
+    };
+    let (shell, flag) = if cfg!(windows) {
+        ("cmd", "/C")
+    } else {
+        ("sh", "-c")
+    };
+    let mut child = Command::new(shell)
+        .arg(flag)
+        .arg(command)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| {
+            fail(
+                format!("the summarizer command cannot be started: {e}"),
+                None,
+            )
+        })?;
+    let stdin = child.stdin.take();
+    // Feed standard input from another thread, so that a command that writes before it has
+    // read everything cannot block on a full pipe.
+    let output = std::thread::scope(|scope| {
+        scope.spawn(move || {
+            if let Some(mut stdin) = stdin {
+                // A command that does not read its input is its own business.
+                let _ = stdin.write_all(input.as_bytes());
+            }
+        });
+        child.wait_with_output()
+    })
+    .map_err(|e| fail(format!("the summarizer command failed to run: {e}"), None))?;
+    if !output.status.success() {
+        let status = output.status.code();
+        return Err(fail(
+            format!(
+                "the summarizer command failed for group {group_id} ({}); nothing was written.",
+                status.map_or_else(
+                    || "killed by a signal".to_owned(),
+                    |c| format!("exit status {c}")
+                )
+            ),
+            Some(("status", status.map_or(Value::Null, Value::from))),
+        ));
+    }
+    let text = String::from_utf8(output.stdout).map_err(|_| {
+        fail(
+            format!("the summarizer command printed text that is not UTF-8 for group {group_id}."),
+            None,
+        )
+    })?;
+    let summary = text.trim_end_matches(['\n', '\r']).to_owned();
+    if summary.trim().is_empty() {
+        return Err(fail(
+            format!("the summarizer command printed no summary for group {group_id}."),
+            None,
+        ));
+    }
+    Ok(summary)
+}

@@ -1,0 +1,257 @@
+//! `formats::compact` in-process: outputs, summaries (given, missing, from a command), the
+//! report, and failures.
+
+use cutctx_formats::{Format, validate};
+use serde_json::json;
+
+use crate::formats::{self, FormatName};
+use crate::{SECRET, args, example, json, no_content, scratch, summarizer};
+
+const FORMATS: [(FormatName, Format, &str); 3] = [
+    (FormatName::OpenAiChat, Format::OpenAiChat, "openai-chat"),
+    (
+        FormatName::OpenAiResponses,
+        Format::OpenAiResponses,
+        "openai-responses",
+    ),
+    (FormatName::Anthropic, Format::Anthropic, "anthropic"),
+];
+
+#[test]
+fn a_budget_that_fits_gives_the_file_back_byte_for_byte() {
+    for (name, _, file) in FORMATS {
+        let text = example(file);
+        let out = formats::compact(&args(name, 1_000_000), &text, None).expect("compacts");
+        assert_eq!(out.output, text, "{file}");
+        let report = json(&out.report);
+        assert_eq!(report["report"]["masked_turn_ids"], json!([]));
+        assert_eq!(report["plan"]["budget_unmet"], false);
+    }
+}
+
+#[test]
+fn masking_and_dropping_give_valid_smaller_requests_in_the_same_format() {
+    for (name, format, file) in FORMATS {
+        let text = example(file);
+        for policy in ["observation_masking", "drop_oldest"] {
+            let mut a = args(name, 900);
+            a.policy = Some(policy.into());
+            a.protected_recent = Some(2);
+            let out = formats::compact(&a, &text, None).expect("compacts");
+            let doc = json(&out.output);
+            validate(format, &doc).unwrap_or_else(|v| panic!("{file} / {policy}: {v}"));
+            assert!(out.output.len() < text.len(), "{file} / {policy}");
+            // The request's other fields are untouched.
+            assert_eq!(doc["model"], json(&text)["model"]);
+            assert_eq!(doc["tools"], json(&text)["tools"]);
+            let report = json(&out.report);
+            if policy == "drop_oldest" {
+                assert!(report["plan"]["tokens_after_estimate"].as_u64() <= Some(900));
+            } else {
+                assert!(
+                    report["report"]["masked_turn_ids"]
+                        .as_array()
+                        .is_some_and(|m| !m.is_empty())
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_plan_needing_summaries_without_them_lists_the_requests() {
+    for (name, _, file) in FORMATS {
+        let mut a = args(name, 700);
+        a.protected_recent = Some(2);
+        let e = formats::compact(&a, &example(file), None).expect_err("summaries are missing");
+        assert_eq!(e.code, "COMPACTION_SUMMARY_MISSING");
+        assert_eq!(e.exit_status(), 4);
+        let requests = e.details["requests"].as_array().expect("requests");
+        assert!(!requests.is_empty());
+        let group = requests[0]["group_id"].as_str().expect("a group id");
+        assert!(e.message.contains(group), "{}", e.message);
+        assert!(e.message.contains("--summarize-with"), "{}", e.message);
+        assert_eq!(requests[0]["prompt_id"], formats::DEFAULT_PROMPT_ID);
+        assert!(
+            requests[0]["turn_ids"][0]
+                .as_str()
+                .is_some_and(|t| t.starts_with('m'))
+        );
+    }
+}
+
+#[test]
+fn summaries_from_a_file_land_where_the_folded_turns_were() {
+    let text = example("anthropic");
+    let mut a = args(FormatName::Anthropic, 700);
+    a.protected_recent = Some(2);
+    let e = formats::compact(&a, &text, None).expect_err("summaries are missing");
+    let group = e.details["group_id"].as_str().expect("a group").to_owned();
+    let summaries = json!({ &group: "The build broke on a cache key mismatch." }).to_string();
+    let out = formats::compact(&a, &text, Some(&summaries)).expect("compacts");
+    let doc = json(&out.output);
+    validate(Format::Anthropic, &doc).expect("valid");
+    assert_eq!(doc["messages"][0]["role"], "user");
+    assert!(
+        out.output
+            .contains("The build broke on a cache key mismatch.")
+    );
+    let report = json(&out.report);
+    assert_eq!(
+        report["report"]["summary_turn_ids"],
+        json!([format!("summary:{group}")])
+    );
+    // A summaries file that is not an object of strings is refused.
+    let e = formats::compact(&a, &text, Some("{\"g\": 1}")).expect_err("not a string");
+    assert_eq!(e.code, "VALIDATION_ERROR");
+    let e = formats::compact(&a, &text, Some("{")).expect_err("not JSON");
+    assert_eq!(e.code, "INPUT_ERROR");
+}
+
+#[cfg(unix)]
+#[test]
+fn summarize_with_runs_the_command_once_per_request_end_to_end() {
+    for (name, format, file) in FORMATS {
+        let dir = scratch(&format!("summarize-with-{file}"));
+        let script = summarizer(&dir);
+        let mut a = args(name, 700);
+        a.protected_recent = Some(2);
+        a.summarize_with = Some(format!("sh {}", script.display()));
+        let out = formats::compact(&a, &example(file), None).expect("compacts");
+        let doc = json(&out.output);
+        validate(format, &doc).unwrap_or_else(|v| panic!("{file}: {v}"));
+        let report = json(&out.report);
+        let groups = report["plan"]["summarization_requests"]
+            .as_array()
+            .expect("requests");
+        assert!(!groups.is_empty());
+        for (n, g) in groups.iter().enumerate() {
+            let group = g["group_id"].as_str().expect("a group");
+            assert!(
+                out.output
+                    .contains(&format!("Summary of {group}: the build broke")),
+                "{file}: the summary is in the output"
+            );
+            // What the command read: the request, with the turns to fold and their messages.
+            let seen = std::fs::read_to_string(dir.join(format!("request-{n}.json")))
+                .expect("the script saved its input");
+            let seen = json(&seen);
+            assert_eq!(seen["group_id"], g["group_id"]);
+            assert_eq!(seen["prompt_id"], g["prompt_id"]);
+            assert_eq!(seen["target_tokens"], g["target_tokens"]);
+            assert_eq!(seen["format"], file);
+            let turns = seen["turns"].as_array().expect("turns");
+            assert_eq!(turns.len(), g["turn_ids"].as_array().map_or(0, Vec::len));
+            assert!(
+                turns
+                    .iter()
+                    .all(|t| t["content"].is_string() && t["role"].is_string())
+            );
+            assert!(!seen["messages"].as_array().expect("messages").is_empty());
+        }
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_failing_summarizer_fails_the_compaction() {
+    let mut a = args(FormatName::OpenAiChat, 700);
+    a.protected_recent = Some(2);
+    for (command, status) in [("exit 3", Some(3)), ("cat >/dev/null; printf ''", None)] {
+        a.summarize_with = Some(command.into());
+        let e = formats::compact(&a, &example("openai-chat"), None).expect_err("fails");
+        assert_eq!(e.code, formats::SUMMARIZER_ERROR);
+        assert!(e.details["group_id"].is_string());
+        if let Some(s) = status {
+            assert_eq!(e.details["status"], s);
+        }
+    }
+    a.summarize_with = Some("/nonexistent/summarizer".into());
+    let e = formats::compact(&a, &example("openai-chat"), None).expect_err("fails");
+    assert_eq!(e.code, formats::SUMMARIZER_ERROR);
+}
+
+#[test]
+fn policies_by_name_or_object_and_estimators() {
+    let text = example("openai-responses");
+    for policy in [
+        "drop_oldest",
+        "observation_masking",
+        "{\"name\":\"observation_masking\",\"keep_recent_results\":0}",
+        "{\"name\":\"chain\",\"policies\":[{\"name\":\"observation_masking\"},{\"name\":\"drop_oldest\"}]}",
+    ] {
+        let mut a = args(FormatName::OpenAiResponses, 1500);
+        a.policy = Some(policy.into());
+        a.estimator = Some("chars:3".into());
+        let out = formats::compact(&a, &text, None).unwrap_or_else(|e| panic!("{policy}: {e:?}"));
+        validate(Format::OpenAiResponses, &json(&out.output)).expect("valid");
+    }
+    let mut a = args(FormatName::OpenAiResponses, 1500);
+    a.policy = Some("newest_first".into());
+    assert_eq!(
+        formats::compact(&a, &text, None).expect_err("unknown").code,
+        "VALIDATION_ERROR"
+    );
+    a.policy = Some("{\"name\":\"drop_oldest\",\"x\":1}".into());
+    assert_eq!(
+        formats::compact(&a, &text, None)
+            .expect_err("unknown key")
+            .code,
+        "VALIDATION_ERROR"
+    );
+    let mut a = args(FormatName::OpenAiResponses, 1500);
+    a.estimator = Some("chars:-1".into());
+    assert_eq!(
+        formats::compact(&a, &text, None)
+            .expect_err("bad ratio")
+            .code,
+        "VALIDATION_ERROR"
+    );
+    a.estimator = Some("o200k_base".into());
+    match formats::compact(&a, &text, None) {
+        Ok(out) => validate(Format::OpenAiResponses, &json(&out.output)).expect("valid"),
+        Err(e) => assert_eq!(e.code, "FORMAT_UNSUPPORTED", "without the bpe feature"),
+    }
+}
+
+#[test]
+fn bad_inputs_fail_with_codes_and_without_content() {
+    let a = args(FormatName::Anthropic, 100);
+    let e = formats::compact(&a, "{\"messages\": [", None).expect_err("not JSON");
+    assert_eq!((e.code, e.exit_status()), ("INPUT_ERROR", 2));
+    let orphan = json!({"messages": [
+        {"role": "user", "content": SECRET},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_9", "content": SECRET}]}
+    ]})
+    .to_string();
+    let e = formats::compact(&a, &orphan, None).expect_err("an orphaned result");
+    assert_eq!(e.code, "FORMAT_INVALID_REQUEST");
+    assert_eq!(e.details["rule"], "result_without_call");
+    assert_eq!(e.details["index"], 1);
+    no_content(&e);
+    let e = formats::compact(&a, "[1]", None).expect_err("not a message");
+    assert_eq!(e.code, "FORMAT_ERROR");
+    let e = formats::compact(&args(FormatName::Anthropic, 0), &example("anthropic"), None)
+        .expect_err("the system prompt alone is over 0");
+    assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
+    let mut a = args(FormatName::Anthropic, 100);
+    a.max_tokens = None;
+    assert_eq!(
+        formats::compact(&a, "[]", None)
+            .expect_err("no budget")
+            .code,
+        "USAGE_ERROR"
+    );
+}
+
+#[test]
+fn compact_inputs_give_compact_outputs_and_pretty_ones_pretty() {
+    let doc = json(&example("openai-chat"));
+    let compact_text = doc.to_string();
+    let mut a = args(FormatName::OpenAiChat, 900);
+    a.policy = Some("drop_oldest".into());
+    let out = formats::compact(&a, &compact_text, None).expect("compacts");
+    assert_eq!(out.output.matches('\n').count(), 1);
+    let out = formats::compact(&a, &example("openai-chat"), None).expect("compacts");
+    assert!(out.output.matches('\n').count() > 10);
+}

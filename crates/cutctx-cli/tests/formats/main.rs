@@ -1,0 +1,84 @@
+//! `cutctx compact --format ...`: provider requests compacted in their own format.
+//!
+//! The module `src/formats.rs` is compiled into this test binary as it is (`#[path]`), so its
+//! behaviour is tested in-process whether or not the binary has been wired to it yet; the
+//! `binary` tests run the real `cutctx` binary once its `compact` command has `--format`, and
+//! say they were skipped otherwise. `--summarize-with` runs a small shell script end to end.
+
+// The CLI module, compiled here as it is compiled into the library.
+#[path = "../../src/formats.rs"]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    reason = "the module's public API is exercised in part; the library exports it"
+)]
+mod formats;
+
+mod binary;
+mod inprocess;
+
+// What `formats.rs` reaches through `crate::`.
+use cutctx_cli::{CliError, USAGE_ERROR, request};
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// Content that must never appear in an error's message or details.
+pub(crate) const SECRET: &str = "SECRET-CONTENT-xyz";
+
+/// The repository's sample request for `format` (`examples/{format}.json`), as text.
+pub(crate) fn example(format: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../examples/{format}.json"));
+    std::fs::read_to_string(path).expect("the example exists")
+}
+
+/// A fresh scratch folder for one test.
+pub(crate) fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("formats")
+        .join(test);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).expect("an old scratch folder can be removed");
+    }
+    std::fs::create_dir_all(&dir).expect("a scratch folder can be created");
+    dir
+}
+
+/// A summarizer script: saves its standard input next to itself and prints a summary naming
+/// the group it read (found with sed, so the script needs nothing but a POSIX shell).
+pub(crate) fn summarizer(dir: &Path) -> PathBuf {
+    let path = dir.join("summarize.sh");
+    let script = format!(
+        "#!/bin/sh\n\
+         input=$(cat)\n\
+         n=$(ls {dir}/request-*.json 2>/dev/null | wc -l | tr -d ' ')\n\
+         printf '%s' \"$input\" > {dir}/request-$n.json\n\
+         group=$(printf '%s' \"$input\" | sed -n 's/.*\"group_id\":\"\\([^\"]*\\)\".*/\\1/p')\n\
+         printf 'Summary of %s: the build broke on a cache key mismatch.\\n' \"$group\"\n",
+        dir = dir.display()
+    );
+    std::fs::write(&path, script).expect("the script is written");
+    path
+}
+
+/// `formats::FormatArgs` for `format` under `max_tokens`.
+pub(crate) fn args(format: formats::FormatName, max_tokens: u64) -> formats::FormatArgs {
+    formats::FormatArgs {
+        format: Some(format),
+        max_tokens: Some(max_tokens),
+        ..formats::FormatArgs::default()
+    }
+}
+
+/// The parsed output of a compaction.
+pub(crate) fn json(text: &str) -> Value {
+    serde_json::from_str(text).expect("the output is JSON")
+}
+
+/// Asserts that an error names no content.
+pub(crate) fn no_content(e: &CliError) {
+    assert!(!e.message.contains(SECRET), "{}", e.message);
+    let details = serde_json::to_string(&e.details).expect("details serialize");
+    assert!(!details.contains(SECRET), "{details}");
+}
