@@ -4,10 +4,11 @@
 //! on standard output, or a [`CliError`] with the stable code, exit status and details the
 //! binary reports. `plan`, `compact` and `apply` touch no files or streams, so they run
 //! in-process in tests exactly as they run behind the binary; [`ledger`] reads and appends
-//! the ledger file it is given, and nothing else.
+//! the ledger file it is given, and [`formats`] starts the `--summarize-with` command.
 #![forbid(unsafe_code)]
 
 mod error;
+pub mod formats;
 pub mod ledger;
 pub mod request;
 

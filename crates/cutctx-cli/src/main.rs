@@ -46,11 +46,14 @@ enum Command {
         /// The request document, or `-` for standard input.
         request: PathBuf,
         /// Also append the compaction's receipt to this ledger (arcaeon's format).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "format")]
         ledger: Option<PathBuf>,
         /// The compactor the receipt names (default `cutctx/<version>`).
         #[arg(long, requires = "ledger")]
         compactor: Option<String>,
+        /// With --format: compact a provider request and print it, compacted, in its format.
+        #[command(flatten)]
+        format: cutctx_cli::formats::FormatArgs,
     },
     /// Apply a stored plan to the request's transcript, after validating it.
     Apply {
@@ -175,6 +178,9 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
     match command {
         Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
         Command::Compact {
+            request, format, ..
+        } if format.format.is_some() => compact_format(request, format).map(ok),
+        Command::Compact {
             request,
             ledger: None,
             ..
@@ -183,6 +189,7 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             request,
             ledger: Some(file),
             compactor,
+            ..
         } => ledger::compact_with_ledger(
             &read_text(request, "the request")?,
             file,
@@ -244,6 +251,30 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             command: LedgerCommand::Head { file },
         } => ledger::ledger_head(file, &clock).map(ok),
     }
+}
+
+/// `compact --format F`: a provider request, compacted in its own format; `--report FILE` is
+/// written once the compaction has succeeded.
+fn compact_format(
+    request: &Path,
+    format: &cutctx_cli::formats::FormatArgs,
+) -> Result<String, CliError> {
+    let input = read_text(request, "the transcript")?;
+    let summaries = format
+        .summaries
+        .as_deref()
+        .map(|p| read_text(p, "the summaries"))
+        .transpose()?;
+    let out = cutctx_cli::formats::compact(format, &input, summaries.as_deref())?;
+    if let Some(path) = &format.report {
+        std::fs::write(path, &out.report).map_err(|e| {
+            CliError::input(
+                format!("cannot write the report to {}: {e}", path.display()),
+                cutctx::model::details! { "path" => path.display().to_string(), "document" => "the report" },
+            )
+        })?;
+    }
+    Ok(out.output)
 }
 
 /// Reads a whole file (or standard input for `-`) as UTF-8.

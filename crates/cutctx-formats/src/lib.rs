@@ -1,2 +1,364 @@
-//! Provider transcript formats (work in progress).
+//! `cutctx-formats`: compaction of provider transcripts, in the providers' own formats.
+//!
+//! Three formats map to a cutctx [`Transcript`] and back:
+//!
+//! * [`Format::OpenAiChat`]: a Chat Completions `messages` array, or a request holding one
+//!   ([`openai_chat`]);
+//! * [`Format::OpenAiResponses`]: a Responses `input` item list, or a request holding `input`
+//!   and `instructions` ([`openai_responses`]);
+//! * [`Format::Anthropic`]: a Messages request with `system` and `messages`, or a bare
+//!   `messages` array ([`anthropic`]).
+//!
+//! [`ProviderTranscript::parse`] checks the document against the format's structural rules
+//! ([`validate`]) and builds one turn per message (per item; per `tool_result` block for
+//! Anthropic), ids `m{index}`. An assistant message (or model step) with tool calls and every
+//! result of every one of its calls share one exchange key, so cutctx keeps them together or
+//! removes them together, parallel calls included; reasoning items and thinking blocks travel
+//! with the call they precede.
+//!
+//! [`ProviderTranscript::render`] maps a compacted view back: kept messages are re-emitted as
+//! they were (unknown fields, names, cache marks and images included), masked results keep
+//! their ids and carry the stub, dropped ones are gone, and each summary becomes a message at
+//! the position of the first turn it folds. Every output is checked against the format's
+//! validator before it is returned, so a rendered request never holds an orphaned call or
+//! result; with a budget that fits, it equals the input.
+//!
+//! ```
+//! use std::collections::BTreeMap;
+//! use cutctx::{CompactionBudget, CompactionPolicy, DropOldestPolicy};
+//! use cutctx_formats::{Format, ProviderTranscript};
+//! use serde_json::json;
+//!
+//! let request = json!({
+//!     "model": "gpt-4.1",
+//!     "messages": [
+//!         {"role": "system", "content": "You are terse."},
+//!         {"role": "user", "content": "Weather in Paris and Rome?"},
+//!         {"role": "assistant", "content": null, "tool_calls": [
+//!             {"id": "c1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Paris\"}"}},
+//!             {"id": "c2", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Rome\"}"}}
+//!         ]},
+//!         {"role": "tool", "tool_call_id": "c2", "content": "Rome: 24 °C, sunny"},
+//!         {"role": "tool", "tool_call_id": "c1", "content": "Paris: 18 °C, light rain"},
+//!         {"role": "assistant", "content": "Paris 18 °C with rain; Rome 24 °C and sunny."},
+//!         {"role": "user", "content": "Thanks!"}
+//!     ]
+//! });
+//! let pt = ProviderTranscript::parse(Format::OpenAiChat, &request)?;
+//! assert_eq!(pt.transcript().len(), 7);
+//!
+//! // A budget that fits: the request comes back as it was.
+//! let plan = DropOldestPolicy.decide(pt.transcript(), &CompactionBudget::new(10_000))?;
+//! assert_eq!(pt.apply(&plan, &BTreeMap::new())?.document, request);
+//!
+//! // A tight one: the call and both results leave together.
+//! let budget = CompactionBudget::new(25).with_protected_recent_turns(2);
+//! let plan = DropOldestPolicy.decide(pt.transcript(), &budget)?;
+//! let out = pt.apply(&plan, &BTreeMap::new())?;
+//! let roles: Vec<&str> = out.document["messages"].as_array().unwrap().iter()
+//!     .map(|m| m["role"].as_str().unwrap()).collect();
+//! assert_eq!(roles, ["system", "assistant", "user"]);
+//! cutctx_formats::validate(Format::OpenAiChat, &out.document)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Token estimates use cutctx's character ratio by default ([`ProviderTranscript::parse`]) or
+//! any [`TokenEstimator`] ([`ProviderTranscript::parse_with`]); with the `bpe` feature,
+//! `BpeEstimator` counts real OpenAI tokens (`o200k_base`, `cl100k_base`). See
+//! [`EstimatorSpec`] for choosing one by name.
+//!
+//! **Architecture invariant:** pure. No I/O, clock, environment, process or randomness; maps
+//! are `BTreeMap`s. Errors ([`FormatError`]) carry stable codes and details naming message
+//! indices, fields, rules and ids, never content.
 #![forbid(unsafe_code)]
+#![warn(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "pure crate: no I/O, clock or random order"
+)]
+
+pub mod anthropic;
+#[cfg(feature = "bpe")]
+mod bpe;
+mod content;
+mod error;
+mod estimate;
+mod mapping;
+pub mod openai_chat;
+pub mod openai_responses;
+mod validate;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::str::FromStr;
+
+use cutctx::model::details;
+use cutctx::{
+    CharRatioEstimator, CompactionPlan, CompactionReport, SummarizationRequest, TokenEstimator,
+    Transcript,
+};
+use serde_json::{Map, Value};
+
+#[cfg(feature = "bpe")]
+pub use bpe::BpeEstimator;
+pub use content::MEDIA_TOKEN_ESTIMATE;
+pub use error::FormatError;
+pub use estimate::{BpeEncoding, EstimatorSpec};
+pub use mapping::{LEAD_IN_TEXT, TurnSource};
+pub use validate::{Rule, Violation, validate};
+
+/// A provider transcript format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Format {
+    /// OpenAI Chat Completions: `openai-chat`.
+    OpenAiChat,
+    /// OpenAI Responses: `openai-responses`.
+    OpenAiResponses,
+    /// Anthropic Messages: `anthropic`.
+    Anthropic,
+}
+
+impl Format {
+    /// Every format, in a fixed order.
+    pub const ALL: [Self; 3] = [Self::OpenAiChat, Self::OpenAiResponses, Self::Anthropic];
+
+    /// The format's name: `"openai-chat"`, `"openai-responses"` or `"anthropic"`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::OpenAiChat => "openai-chat",
+            Self::OpenAiResponses => "openai-responses",
+            Self::Anthropic => "anthropic",
+        }
+    }
+}
+
+impl fmt::Display for Format {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Format {
+    type Err = FormatError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| {
+                FormatError::unsupported(
+                    format!(
+                        "Unknown format {s:?}; expected openai-chat, openai-responses or anthropic."
+                    ),
+                    details! { "format" => s },
+                )
+            })
+    }
+}
+
+/// A provider document, mapped to a cutctx transcript, remembering where each turn came from.
+///
+/// Build one with [`ProviderTranscript::parse`], plan against [`ProviderTranscript::transcript`]
+/// with any policy, then [`ProviderTranscript::apply`] the plan (or
+/// [`ProviderTranscript::render`] a view you applied yourself) to get the compacted document.
+#[derive(Debug, Clone)]
+pub struct ProviderTranscript {
+    format: Format,
+    document: Value,
+    transcript: Transcript,
+    sources: Vec<TurnSource>,
+    positions: BTreeMap<String, usize>,
+}
+
+/// A compacted provider document, with cutctx's report and view.
+#[derive(Debug, Clone)]
+pub struct Compacted {
+    /// The compacted document, in the input's format and shape.
+    pub document: Value,
+    /// What was kept, masked, summarized and dropped, by turn id.
+    pub report: CompactionReport,
+    /// The compacted view, as cutctx turns.
+    pub view: Transcript,
+}
+
+impl ProviderTranscript {
+    /// Maps `document` with the default estimator (4 code points per token).
+    ///
+    /// # Errors
+    ///
+    /// `FORMAT_ERROR` for a document without the format's shape, `FORMAT_INVALID_REQUEST` for
+    /// one the provider would refuse (see [`validate`]), both naming the rule and the path.
+    pub fn parse(format: Format, document: &Value) -> Result<Self, FormatError> {
+        Self::parse_with(format, document, &CharRatioEstimator::default())
+    }
+
+    /// Maps `document`, estimating each turn with `estimator`.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::parse`].
+    pub fn parse_with(
+        format: Format,
+        document: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Self, FormatError> {
+        validate(format, document).map_err(FormatError::from_violation)?;
+        let built = match format {
+            Format::OpenAiChat => openai_chat::build(document, estimator)?,
+            Format::OpenAiResponses => openai_responses::build(document, estimator)?,
+            Format::Anthropic => anthropic::build(document, estimator)?,
+        };
+        let positions = built
+            .turns
+            .iter()
+            .enumerate()
+            .map(|(p, t)| (t.turn_id().to_owned(), p))
+            .collect();
+        Ok(Self {
+            format,
+            document: document.clone(),
+            transcript: Transcript::new(built.turns)?,
+            sources: built.sources,
+            positions,
+        })
+    }
+
+    /// The format.
+    #[must_use]
+    pub const fn format(&self) -> Format {
+        self.format
+    }
+
+    /// The transcript to plan against.
+    #[must_use]
+    pub const fn transcript(&self) -> &Transcript {
+        &self.transcript
+    }
+
+    /// The document as it was given.
+    #[must_use]
+    pub const fn document(&self) -> &Value {
+        &self.document
+    }
+
+    /// Where each turn came from, by position.
+    #[must_use]
+    pub fn sources(&self) -> &[TurnSource] {
+        &self.sources
+    }
+
+    /// Where the turn `turn_id` came from.
+    #[must_use]
+    pub fn source(&self, turn_id: &str) -> Option<&TurnSource> {
+        self.positions
+            .get(turn_id)
+            .and_then(|&p| self.sources.get(p))
+    }
+
+    /// The original JSON the turn `turn_id` came from: its whole message (or item), the
+    /// Anthropic `system`, the Responses `instructions` or its `input` string.
+    #[must_use]
+    pub fn original(&self, turn_id: &str) -> Option<&Value> {
+        match self.source(turn_id)? {
+            TurnSource::System => self
+                .document
+                .get("system")
+                .or_else(|| self.document.get("instructions")),
+            TurnSource::InputText => self.document.get("input"),
+            source => {
+                let i = source.message()?;
+                let list = match &self.document {
+                    Value::Array(list) => list,
+                    doc => doc
+                        .get("messages")
+                        .or_else(|| doc.get("input"))
+                        .and_then(Value::as_array)?,
+                };
+                list.get(i)
+            }
+        }
+    }
+
+    /// Maps a view derived from [`ProviderTranscript::transcript`] (by `cutctx::apply`) back to
+    /// a document of the input's format and shape, and checks it with [`validate`].
+    ///
+    /// # Errors
+    ///
+    /// `FORMAT_VIEW_MISMATCH` when the view holds turns this transcript does not have, or out
+    /// of order; `FORMAT_UNSUPPORTED` for a mask on a turn with no payload a stub can replace
+    /// (shipped policies mask tool results only); `FORMAT_INVALID_REQUEST` should the output
+    /// break a rule of the provider, which no view of a valid plan produces.
+    pub fn render(&self, view: &Transcript) -> Result<Value, FormatError> {
+        let items = mapping::walk(&self.positions, view)?;
+        let out = match self.format {
+            Format::OpenAiChat => openai_chat::render(&self.document, &self.sources, &items)?,
+            Format::OpenAiResponses => {
+                openai_responses::render(&self.document, &self.sources, &items)?
+            }
+            Format::Anthropic => anthropic::render(&self.document, &self.sources, &items)?,
+        };
+        validate(self.format, &out).map_err(FormatError::Invalid)?;
+        Ok(out)
+    }
+
+    /// Applies `plan` (made for [`ProviderTranscript::transcript`]) with `summaries`, and
+    /// renders the view.
+    ///
+    /// # Errors
+    ///
+    /// `COMPACTION_PLAN_MISMATCH` or `COMPACTION_SUMMARY_MISSING` from `cutctx::apply`; as
+    /// [`ProviderTranscript::render`].
+    pub fn apply(
+        &self,
+        plan: &CompactionPlan,
+        summaries: &BTreeMap<String, String>,
+    ) -> Result<Compacted, FormatError> {
+        let out = cutctx::apply(&self.transcript, plan, summaries)?;
+        let document = self.render(&out.transcript)?;
+        Ok(Compacted {
+            document,
+            report: out.report,
+            view: out.transcript,
+        })
+    }
+
+    /// What a summarizer needs to fulfil `request`, as one JSON object:
+    /// `{"format", "group_id", "prompt_id", "target_tokens", "turns", "messages"}`, where
+    /// `turns` lists each folded turn as `{"turn_id", "role", "content", "token_estimate"}` and
+    /// `messages` the original messages (or items) they came from, each once, in order.
+    #[must_use]
+    pub fn summarization_input(&self, request: &SummarizationRequest) -> Value {
+        let mut turns = Vec::with_capacity(request.turn_ids().len());
+        let mut messages = Vec::new();
+        let mut seen: BTreeSet<Option<usize>> = BTreeSet::new();
+        for id in request.turn_ids() {
+            let Some(&p) = self.positions.get(&**id) else {
+                continue;
+            };
+            let Some(turn) = self.transcript.turns().get(p) else {
+                continue;
+            };
+            let mut t = Map::new();
+            t.insert("turn_id".into(), Value::from(turn.turn_id()));
+            t.insert("role".into(), Value::from(turn.role().as_str()));
+            t.insert("content".into(), Value::from(turn.content()));
+            t.insert("token_estimate".into(), Value::from(turn.token_estimate()));
+            turns.push(Value::Object(t));
+            let message = self.sources.get(p).and_then(TurnSource::message);
+            if seen.insert(message)
+                && let Some(original) = self.original(id)
+            {
+                messages.push(original.clone());
+            }
+        }
+        let mut v = Map::new();
+        v.insert("format".into(), Value::from(self.format.as_str()));
+        v.insert("group_id".into(), Value::from(request.group_id()));
+        v.insert("prompt_id".into(), Value::from(request.prompt_id()));
+        v.insert("target_tokens".into(), Value::from(request.target_tokens()));
+        v.insert("turns".into(), Value::Array(turns));
+        v.insert("messages".into(), Value::Array(messages));
+        Value::Object(v)
+    }
+}

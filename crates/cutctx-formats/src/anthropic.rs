@@ -1,0 +1,543 @@
+//! Anthropic Messages: a request object with `messages` and optionally a top-level `system`,
+//! or a bare `messages` array.
+//!
+//! # Mapping
+//!
+//! * the top-level `system` (a string or text blocks) is the system turn `system`;
+//! * one turn per message, id `m{index}`, except user messages holding `tool_result` blocks:
+//!   each such block is its own tool turn `m{index}.{block}`, and the message's other blocks
+//!   (text after the results, images) one user turn `m{index}.{first block}`;
+//! * an assistant message with `tool_use` blocks (one or several; its `thinking` blocks are in
+//!   the same turn) opens an exchange keyed by its turn id; the turns of the next user message,
+//!   which holds the results, join it;
+//! * the content is the text the model reads: text blocks, thinking, tool names and inputs,
+//!   tool results; images and documents count
+//!   [`MEDIA_TOKEN_ESTIMATE`](crate::MEDIA_TOKEN_ESTIMATE) tokens each, redacted thinking and
+//!   signatures nothing.
+//!
+//! Rendering re-emits each kept message as it was (blocks, `cache_control` marks, unknown
+//! fields); a masked `tool_result` keeps `tool_use_id`, `is_error` and `cache_control` and
+//! carries the stub as its `content`; a summary is a user message with string content. Where
+//! compaction makes two messages of one role meet (a removal between them, or a summary next to
+//! a user message), they are merged into one message, their blocks in order, so roles alternate
+//! wherever cutctx changed something; when the first remaining message would be an assistant
+//! message, the user message [`LEAD_IN_TEXT`](crate::LEAD_IN_TEXT) opens the request.
+//!
+//! # Rules ([`validate`])
+//!
+//! `system` is a string or an array of text blocks; there is at least one message; messages
+//! are `user` or `assistant` messages with string or block-array content, the first a user
+//! message. Every `tool_use` of an assistant message has a `tool_result` with its id in the
+//! next message, a user message; every `tool_result` answers a `tool_use` of the message right
+//! before it, once; `tool_result` blocks open their message. Consecutive messages of one role
+//! are accepted, as the provider accepts them (it combines them).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cutctx::{Role, TokenEstimator, TranscriptTurn};
+use serde_json::{Map, Value};
+
+use crate::content::Text;
+use crate::mapping::{Built, Emit, TurnSource, ViewItem};
+use crate::openai_chat::with_field;
+use crate::validate::{Rule, Violation, shape};
+use crate::{Format, FormatError};
+
+const FORMAT: Format = Format::Anthropic;
+
+fn path(i: usize) -> String {
+    format!("messages[{i}]")
+}
+
+fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
+    let (list, path) = crate::mapping::messages_key(document, "messages");
+    match list {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(Violation::new(FORMAT, Rule::Malformed, None, path)),
+    }
+}
+
+/// The blocks of a message's content (none for string content).
+fn blocks(m: &Value) -> &[Value] {
+    m.get("content")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn block_type(b: &Value) -> &str {
+    b.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Checks an Anthropic document against the provider's structural rules.
+///
+/// # Errors
+///
+/// The first [`Violation`], in document order.
+pub fn validate(document: &Value) -> Result<(), Violation> {
+    if let Some(system) = document.as_object().and_then(|d| d.get("system")) {
+        let ok = match system {
+            Value::Null | Value::String(_) => true,
+            Value::Array(blocks) => blocks
+                .iter()
+                .all(|b| block_type(b) == "text" && b.get("text").is_some_and(Value::is_string)),
+            _ => false,
+        };
+        shape(ok, FORMAT, None, || "system".into())?;
+    }
+    let list = messages(document)?;
+    if list.is_empty() {
+        return Err(Violation::new(
+            FORMAT,
+            Rule::NoMessages,
+            None,
+            "messages".into(),
+        ));
+    }
+    // The tool_use ids of the previous message, when it was an assistant message with calls.
+    let mut open: Option<(usize, Vec<&str>)> = None;
+    for (i, m) in list.iter().enumerate() {
+        let Value::Object(map) = m else {
+            return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
+        };
+        let role = map.get("role").and_then(Value::as_str);
+        shape(role.is_some(), FORMAT, Some(i), || {
+            format!("{}.role", path(i))
+        })?;
+        let content = map.get("content");
+        shape(
+            matches!(content, Some(Value::String(_) | Value::Array(_))),
+            FORMAT,
+            Some(i),
+            || format!("{}.content", path(i)),
+        )?;
+        for (j, b) in blocks(m).iter().enumerate() {
+            shape(
+                b.get("type").is_some_and(Value::is_string),
+                FORMAT,
+                Some(i),
+                || format!("{}.content[{j}].type", path(i)),
+            )?;
+        }
+        let role = role.unwrap_or_default();
+        if role != "user" && role != "assistant" {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::UnknownRole,
+                Some(i),
+                format!("{}.role", path(i)),
+            ));
+        }
+        if i == 0 && role != "user" {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::FirstMessageNotUser,
+                Some(0),
+                format!("{}.role", path(0)),
+            ));
+        }
+        let calls = open.take();
+        let mut answered: BTreeSet<&str> = BTreeSet::new();
+        let mut seen_other = false;
+        let mut uses: Vec<&str> = Vec::new();
+        for (j, b) in blocks(m).iter().enumerate() {
+            let at = || format!("{}.content[{j}]", path(i));
+            match block_type(b) {
+                "tool_result" => {
+                    let id = b.get("tool_use_id").and_then(Value::as_str);
+                    let Some(id) = id else {
+                        return Err(Violation::new(
+                            FORMAT,
+                            Rule::Malformed,
+                            Some(i),
+                            format!("{}.tool_use_id", at()),
+                        ));
+                    };
+                    let known =
+                        role == "user" && calls.as_ref().is_some_and(|(_, ids)| ids.contains(&id));
+                    if !known {
+                        return Err(
+                            Violation::new(FORMAT, Rule::ResultWithoutCall, Some(i), at())
+                                .with_id(id),
+                        );
+                    }
+                    if !answered.insert(id) {
+                        return Err(Violation::new(FORMAT, Rule::DuplicateResult, Some(i), at())
+                            .with_id(id));
+                    }
+                    if seen_other {
+                        return Err(Violation::new(
+                            FORMAT,
+                            Rule::ToolResultNotFirst,
+                            Some(i),
+                            at(),
+                        )
+                        .with_id(id));
+                    }
+                }
+                "tool_use" => {
+                    let id = b.get("id").and_then(Value::as_str);
+                    let Some(id) = id else {
+                        return Err(Violation::new(
+                            FORMAT,
+                            Rule::Malformed,
+                            Some(i),
+                            format!("{}.id", at()),
+                        ));
+                    };
+                    if role != "assistant" {
+                        return Err(Violation::new(
+                            FORMAT,
+                            Rule::Malformed,
+                            Some(i),
+                            format!("{}.type", at()),
+                        ));
+                    }
+                    if uses.contains(&id) {
+                        return Err(Violation::new(FORMAT, Rule::DuplicateCallId, Some(i), at())
+                            .with_id(id));
+                    }
+                    uses.push(id);
+                    seen_other = true;
+                }
+                _ => seen_other = true,
+            }
+        }
+        if let Some((at, ids)) = calls
+            && let Some(id) = ids.iter().find(|id| !answered.contains(**id))
+        {
+            return Err(
+                Violation::new(FORMAT, Rule::CallWithoutResult, Some(at), path(at)).with_id(id),
+            );
+        }
+        if !uses.is_empty() {
+            open = Some((i, uses));
+        }
+    }
+    if let Some((at, ids)) = open
+        && let Some(id) = ids.first()
+    {
+        return Err(
+            Violation::new(FORMAT, Rule::CallWithoutResult, Some(at), path(at)).with_id(id),
+        );
+    }
+    Ok(())
+}
+
+/// Maps a valid Anthropic document to turns.
+pub(crate) fn build(
+    document: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<Built, FormatError> {
+    let mut built = Built::default();
+    if let Some(system) = document.get("system").filter(|s| !s.is_null()) {
+        let mut t = Text::default();
+        t.push_content(system);
+        let (content, estimate) = t.finish(estimator);
+        built.push(
+            TranscriptTurn::new("system", Role::System, content, estimate)?,
+            TurnSource::System,
+        );
+    }
+    let list = messages(document)?;
+    // tool_use id -> the key of the exchange its assistant message opened (the latest wins).
+    let mut keys: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+    for (i, m) in list.iter().enumerate() {
+        let id = format!("m{i}");
+        let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
+        let blocks = blocks(m);
+        if assistant {
+            let key: Option<Arc<str>> = blocks
+                .iter()
+                .any(|b| block_type(b) == "tool_use")
+                .then(|| Arc::from(id.as_str()));
+            if let Some(key) = &key {
+                for b in blocks.iter().filter(|b| block_type(b) == "tool_use") {
+                    if let Some(use_id) = b.get("id").and_then(Value::as_str) {
+                        keys.insert(use_id, Arc::clone(key));
+                    }
+                }
+            }
+            let mut t = Text::default();
+            t.push_content(m.get("content").unwrap_or(&Value::Null));
+            let (content, estimate) = t.finish(estimator);
+            let turn = TranscriptTurn::new(id, Role::Assistant, content, estimate)?
+                .with_tool_call_id_opt(key);
+            built.push(turn, TurnSource::Message(i));
+            continue;
+        }
+        if !blocks.iter().any(|b| block_type(b) == "tool_result") {
+            let mut t = Text::default();
+            t.push_content(m.get("content").unwrap_or(&Value::Null));
+            let (content, estimate) = t.finish(estimator);
+            built.push(
+                TranscriptTurn::new(id, Role::User, content, estimate)?,
+                TurnSource::Message(i),
+            );
+            continue;
+        }
+        // A user message holding results: one tool turn per result, one turn for the rest.
+        let mut message_key: Option<Arc<str>> = None;
+        let mut rest: Vec<usize> = Vec::new();
+        let mut rest_text = Text::default();
+        for (j, b) in blocks.iter().enumerate() {
+            if block_type(b) != "tool_result" {
+                rest.push(j);
+                rest_text.push_part(b);
+                continue;
+            }
+            let use_id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
+            let key = keys.get(use_id).cloned();
+            if message_key.is_none() {
+                message_key.clone_from(&key);
+            }
+            let mut t = Text::default();
+            t.push_content(b.get("content").unwrap_or(&Value::Null));
+            let (content, estimate) = t.finish(estimator);
+            let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
+                .with_tool_call_id_opt(key);
+            built.push(
+                turn,
+                TurnSource::Block {
+                    message: i,
+                    block: j,
+                },
+            );
+        }
+        if let Some(&first) = rest.first() {
+            let (content, estimate) = rest_text.finish(estimator);
+            let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
+                .with_tool_call_id_opt(message_key);
+            built.push(
+                turn,
+                TurnSource::Blocks {
+                    message: i,
+                    blocks: rest,
+                },
+            );
+        }
+    }
+    Ok(built)
+}
+
+/// One message of the output, before roles are reconciled.
+struct Out {
+    value: Value,
+    assistant: bool,
+    /// The input message it starts with, if it starts with one (not with a summary).
+    first: Option<usize>,
+    /// The input message it ends with, if it ends with one.
+    last: Option<usize>,
+}
+
+/// A user message being rebuilt from its blocks.
+struct Pending {
+    message: usize,
+    blocks: BTreeMap<usize, Value>,
+}
+
+/// Renders the view items of an Anthropic transcript back into a document of the input's shape.
+pub(crate) fn render(
+    document: &Value,
+    sources: &[TurnSource],
+    items: &[ViewItem],
+) -> Result<Value, FormatError> {
+    let list = messages(document)?;
+    let mut doc = document.clone();
+    let mut system_kept = false;
+    let mut outs: Vec<Out> = Vec::with_capacity(items.len());
+    let mut pending: Option<Pending> = None;
+    let message = |i: usize, position: usize| {
+        list.get(i)
+            .ok_or_else(|| crate::mapping::bad_position(position))
+    };
+    for item in items {
+        let (position, stub) = match item {
+            ViewItem::Summary { text } => {
+                flush(list, &mut pending, &mut outs);
+                let mut m = Map::new();
+                m.insert("role".into(), Value::from("user"));
+                m.insert("content".into(), Value::from(&**text));
+                outs.push(Out {
+                    value: Value::Object(m),
+                    assistant: false,
+                    first: None,
+                    last: None,
+                });
+                continue;
+            }
+            ViewItem::Source { position, stub } => (*position, stub.as_deref()),
+        };
+        match sources.get(position) {
+            Some(TurnSource::System) => {
+                system_kept = true;
+                if let (Some(stub), Value::Object(map)) = (stub, &mut doc) {
+                    map.insert("system".into(), Value::from(stub));
+                }
+            }
+            Some(TurnSource::Message(i)) => {
+                flush(list, &mut pending, &mut outs);
+                let original = message(*i, position)?;
+                let value = match stub {
+                    None => original.clone(),
+                    Some(stub) => masked_message(*i, original, stub)?,
+                };
+                outs.push(Out {
+                    assistant: original.get("role").and_then(Value::as_str) == Some("assistant"),
+                    value,
+                    first: Some(*i),
+                    last: Some(*i),
+                });
+            }
+            Some(TurnSource::Block { message: i, block }) => {
+                let original = message(*i, position)?;
+                let b = self::blocks(original)
+                    .get(*block)
+                    .ok_or_else(|| crate::mapping::bad_position(position))?;
+                let value = match stub {
+                    None => b.clone(),
+                    Some(stub) => with_field(b, "content", Value::from(stub)),
+                };
+                open_pending(list, &mut pending, &mut outs, *i)
+                    .blocks
+                    .insert(*block, value);
+            }
+            Some(TurnSource::Blocks { message: i, blocks }) => {
+                let original = message(*i, position)?;
+                let all = self::blocks(original);
+                let p = open_pending(list, &mut pending, &mut outs, *i);
+                match stub {
+                    Some(stub) => {
+                        let mut text = Map::new();
+                        text.insert("type".into(), Value::from("text"));
+                        text.insert("text".into(), Value::from(stub));
+                        if let Some(&first) = blocks.first() {
+                            p.blocks.insert(first, Value::Object(text));
+                        }
+                    }
+                    None => {
+                        for &j in blocks {
+                            if let Some(b) = all.get(j) {
+                                p.blocks.insert(j, b.clone());
+                            }
+                        }
+                    }
+                }
+            }
+            _ => return Err(crate::mapping::bad_position(position)),
+        }
+    }
+    flush(list, &mut pending, &mut outs);
+    if !system_kept && let Value::Object(map) = &mut doc {
+        map.remove("system");
+    }
+    let mut messages = reconcile(outs);
+    if messages
+        .first()
+        .is_none_or(|m| m.get("role").and_then(Value::as_str) != Some("user"))
+    {
+        messages.insert(0, crate::mapping::lead_in_message());
+    }
+    Ok(Emit::replace(&doc, "messages", messages))
+}
+
+/// The pending rebuilt message for message `i`, flushing another one first.
+fn open_pending<'p>(
+    list: &[Value],
+    pending: &'p mut Option<Pending>,
+    outs: &mut Vec<Out>,
+    i: usize,
+) -> &'p mut Pending {
+    if pending.as_ref().is_some_and(|p| p.message != i) {
+        flush(list, pending, outs);
+    }
+    pending.get_or_insert_with(|| Pending {
+        message: i,
+        blocks: BTreeMap::new(),
+    })
+}
+
+/// Emits the pending rebuilt message: the original with the present blocks, in order.
+fn flush(list: &[Value], pending: &mut Option<Pending>, outs: &mut Vec<Out>) {
+    let Some(p) = pending.take() else {
+        return;
+    };
+    let original = list.get(p.message).cloned().unwrap_or(Value::Null);
+    let value = with_field(
+        &original,
+        "content",
+        Value::Array(p.blocks.into_values().collect()),
+    );
+    outs.push(Out {
+        value,
+        assistant: false,
+        first: Some(p.message),
+        last: Some(p.message),
+    });
+}
+
+/// Message `i` with the stub in place of its content.
+fn masked_message(i: usize, original: &Value, stub: &str) -> Result<Value, FormatError> {
+    let assistant = original.get("role").and_then(Value::as_str) == Some("assistant");
+    let plain = blocks(original).iter().all(|b| block_type(b) == "text");
+    if assistant && !plain {
+        return Err(FormatError::unsupported(
+            format!(
+                "Message {i} is masked, but it is an assistant message with blocks other than \
+                 text (tool uses or thinking), which a stub cannot replace."
+            ),
+            cutctx::model::details! { "index" => i, "format" => FORMAT.as_str() },
+        ));
+    }
+    Ok(with_field(original, "content", Value::from(stub)))
+}
+
+/// Merges consecutive messages of one role that did not meet in the input.
+fn reconcile(outs: Vec<Out>) -> Vec<Value> {
+    let mut merged: Vec<Out> = Vec::with_capacity(outs.len());
+    for out in outs {
+        if let Some(prev) = merged.last_mut()
+            && prev.assistant == out.assistant
+        {
+            let met_in_input = matches!(
+                (prev.last, out.first),
+                (Some(last), Some(first)) if last + 1 == first
+            );
+            if !met_in_input {
+                merge(prev, out);
+                continue;
+            }
+        }
+        merged.push(out);
+    }
+    merged.into_iter().map(|o| o.value).collect()
+}
+
+/// Appends `next`'s blocks to `prev`; fields `prev` lacks are taken from `next`.
+fn merge(prev: &mut Out, next: Out) {
+    let mut content = content_blocks(&prev.value);
+    content.extend(content_blocks(&next.value));
+    if let (Value::Object(p), Value::Object(n)) = (&mut prev.value, next.value) {
+        for (k, v) in n {
+            if k != "content" && !p.contains_key(&k) {
+                p.insert(k, v);
+            }
+        }
+        p.insert("content".into(), Value::Array(content));
+    }
+    prev.last = next.last;
+}
+
+/// A message's content as blocks: string content becomes one text block.
+fn content_blocks(m: &Value) -> Vec<Value> {
+    match m.get("content") {
+        Some(Value::Array(b)) => b.clone(),
+        Some(Value::String(s)) if !s.is_empty() => {
+            let mut text = Map::new();
+            text.insert("type".into(), Value::from("text"));
+            text.insert("text".into(), Value::from(s.as_str()));
+            vec![Value::Object(text)]
+        }
+        _ => Vec::new(),
+    }
+}

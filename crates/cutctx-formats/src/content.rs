@@ -1,0 +1,155 @@
+//! What a turn built from a provider message says, and what it is estimated at.
+//!
+//! A turn's content is the text the model would read (text parts, tool-call names and
+//! arguments, tool outputs, thinking and reasoning summaries), pieces joined by a newline, with
+//! a marker such as `[image]` for each media part. Its estimate is the estimator's count for the
+//! text alone plus [`MEDIA_TOKEN_ESTIMATE`] for each media part.
+
+use cutctx::TokenEstimator;
+use serde_json::Value;
+
+/// The fixed estimate of one image, file, document or audio part, in tokens.
+///
+/// 765 is what OpenAI bills a 1024 × 1024 image at high detail (85 + 4 × 170), and close to
+/// what Anthropic bills a 1,000 × 750 image (about width × height / 750). Media sizes are not
+/// read: a fixed figure keeps estimates stable and independent of the encoding.
+pub const MEDIA_TOKEN_ESTIMATE: u64 = 765;
+
+/// The text of one turn under construction.
+#[derive(Debug, Default)]
+pub(crate) struct Text {
+    /// What the model reads, pieces joined by `\n`.
+    text: String,
+    /// The same with media markers: the turn's content.
+    content: String,
+    /// How many media parts.
+    media: u64,
+}
+
+impl Text {
+    pub(crate) fn push(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
+        }
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        self.text.push_str(piece);
+        if !self.content.is_empty() {
+            self.content.push('\n');
+        }
+        self.content.push_str(piece);
+    }
+
+    fn push_media(&mut self, marker: &str) {
+        self.media = self.media.saturating_add(1);
+        if !self.content.is_empty() {
+            self.content.push('\n');
+        }
+        self.content.push_str(marker);
+    }
+
+    /// A JSON value the model reads verbatim (arguments given as an object, unknown parts).
+    pub(crate) fn push_json(&mut self, v: &Value) {
+        match v {
+            Value::Null => {}
+            Value::String(s) => self.push(s),
+            other => self.push(&other.to_string()),
+        }
+    }
+
+    /// Message content: a string, an array of parts, or null.
+    pub(crate) fn push_content(&mut self, v: &Value) {
+        match v {
+            Value::Null => {}
+            Value::String(s) => self.push(s),
+            Value::Array(parts) => {
+                for part in parts {
+                    self.push_part(part);
+                }
+            }
+            other => self.push_json(other),
+        }
+    }
+
+    /// One content part or block, of any of the three formats.
+    pub(crate) fn push_part(&mut self, part: &Value) {
+        let Value::Object(map) = part else {
+            self.push_json(part);
+            return;
+        };
+        let kind = map.get("type").and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| map.get(key).and_then(Value::as_str);
+        match kind {
+            "text" | "input_text" | "output_text" | "summary_text" | "reasoning_text" => {
+                self.push(text("text").unwrap_or(""));
+            }
+            "refusal" => self.push(text("refusal").unwrap_or("")),
+            "thinking" => self.push(text("thinking").unwrap_or("")),
+            // Encrypted: the provider expands or strips it; its size says little.
+            "redacted_thinking" => {}
+            "image" | "image_url" | "input_image" => self.push_media("[image]"),
+            "input_audio" | "audio" => self.push_media("[audio]"),
+            "file" | "input_file" | "document" => {
+                let source = map.get("source");
+                let source_text = source
+                    .filter(|s| s.get("type").and_then(Value::as_str) == Some("text"))
+                    .and_then(|s| s.get("data"))
+                    .and_then(Value::as_str);
+                match source_text.or_else(|| text("text")) {
+                    Some(t) => self.push(t),
+                    None => self.push_media("[file]"),
+                }
+            }
+            "tool_use" | "server_tool_use" | "mcp_tool_use" => {
+                self.push(text("name").unwrap_or(""));
+                self.push_json(map.get("input").unwrap_or(&Value::Null));
+            }
+            "tool_result" | "mcp_tool_result" => {
+                self.push_content(map.get("content").unwrap_or(&Value::Null));
+            }
+            _ => match text("text") {
+                Some(t) => self.push(t),
+                // An unknown part: count what it says, as JSON (conservative).
+                None => self.push_json(part),
+            },
+        }
+    }
+
+    /// The turn's content and its estimate under `estimator`.
+    pub(crate) fn finish(self, estimator: &dyn TokenEstimator) -> (String, u64) {
+        let estimate = estimator
+            .estimate_tokens(&self.text)
+            .saturating_add(self.media.saturating_mul(MEDIA_TOKEN_ESTIMATE));
+        (self.content, estimate)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutctx::CharRatioEstimator;
+    use serde_json::json;
+
+    #[test]
+    fn media_parts_are_markers_in_content_and_a_fixed_figure_in_the_estimate() {
+        let mut t = Text::default();
+        t.push_content(&json!([
+            {"type": "text", "text": "abcd"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+            {"type": "text", "text": "efgh"}
+        ]));
+        let (content, estimate) = t.finish(&CharRatioEstimator::default());
+        assert_eq!(content, "abcd\n[image]\nefgh");
+        // "abcd\nefgh" is 9 code points: 3 tokens at 4 per token.
+        assert_eq!(estimate, 3 + MEDIA_TOKEN_ESTIMATE);
+    }
+
+    #[test]
+    fn unknown_parts_count_as_their_json() {
+        let mut t = Text::default();
+        t.push_part(&json!({"type": "mystery", "n": 1}));
+        let (content, _) = t.finish(&CharRatioEstimator::default());
+        assert_eq!(content, r#"{"n":1,"type":"mystery"}"#);
+    }
+}

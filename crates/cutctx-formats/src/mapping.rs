@@ -1,0 +1,169 @@
+//! What the three formats share: where each turn came from, and how a compacted view is read
+//! back into kept, masked and summary items before a format re-emits them.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cutctx::executor::META_KIND;
+use cutctx::model::details;
+use cutctx::{Transcript, TranscriptTurn};
+use serde_json::{Map, Value};
+
+use crate::FormatError;
+
+/// The text of the user message inserted when compaction would otherwise leave a request
+/// without a message, or (Anthropic) starting with an assistant message.
+pub const LEAD_IN_TEXT: &str = "[Earlier messages of this conversation were compacted by cutctx.]";
+
+/// Where one turn of a [`ProviderTranscript`](crate::ProviderTranscript) came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TurnSource {
+    /// The whole message (or Responses item) at this index of the list.
+    Message(usize),
+    /// Anthropic: one `tool_result` block of the user message at `message`.
+    Block {
+        /// The message's index.
+        message: usize,
+        /// The block's index in the message's content.
+        block: usize,
+    },
+    /// Anthropic: the blocks other than `tool_result` of a user message holding tool results.
+    Blocks {
+        /// The message's index.
+        message: usize,
+        /// The blocks' indices in the message's content.
+        blocks: Vec<usize>,
+    },
+    /// Anthropic's top-level `system`, or the Responses request's `instructions`.
+    System,
+    /// The Responses request's `input` given as one string (a user message).
+    InputText,
+}
+
+impl TurnSource {
+    /// The index of the message or item, when the turn comes from the list.
+    #[must_use]
+    pub const fn message(&self) -> Option<usize> {
+        match self {
+            Self::Message(i) | Self::Block { message: i, .. } | Self::Blocks { message: i, .. } => {
+                Some(*i)
+            }
+            Self::System | Self::InputText => None,
+        }
+    }
+}
+
+/// Turns under construction, with their sources.
+#[derive(Debug, Default)]
+pub(crate) struct Built {
+    pub(crate) turns: Vec<TranscriptTurn>,
+    pub(crate) sources: Vec<TurnSource>,
+}
+
+impl Built {
+    pub(crate) fn push(&mut self, turn: TranscriptTurn, source: TurnSource) {
+        self.turns.push(turn);
+        self.sources.push(source);
+    }
+}
+
+/// One turn of a view, read back against the transcript it was derived from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ViewItem {
+    /// The turn at `position` of the source transcript; `stub` when it was masked.
+    Source {
+        position: usize,
+        stub: Option<Arc<str>>,
+    },
+    /// A summary turn, with its text.
+    Summary { text: Arc<str> },
+}
+
+/// Reads `view` against the source transcript whose turn ids map to positions in `positions`.
+///
+/// A turn whose metadata says `cutctx.kind = "summary"` is a summary; a turn with
+/// `cutctx.kind = "masked"` is its source turn with the stub; any other turn must be a source
+/// turn, in source order.
+pub(crate) fn walk(
+    positions: &BTreeMap<String, usize>,
+    view: &Transcript,
+) -> Result<Vec<ViewItem>, FormatError> {
+    let mut items = Vec::with_capacity(view.len());
+    let mut next = 0_usize;
+    for turn in view.turns() {
+        let kind = turn.metadata().get(META_KIND).map(String::as_str);
+        if kind == Some("summary") && !positions.contains_key(turn.turn_id()) {
+            items.push(ViewItem::Summary {
+                text: Arc::clone(turn.content_arc()),
+            });
+            continue;
+        }
+        let Some(&position) = positions.get(turn.turn_id()) else {
+            return Err(FormatError::view(
+                format!(
+                    "The view holds turn {:?}, which this transcript does not have; render a \
+                     view derived from this transcript.",
+                    turn.turn_id()
+                ),
+                details! { "turn_id" => turn.turn_id() },
+            ));
+        };
+        if position < next {
+            return Err(FormatError::view(
+                format!(
+                    "The view holds turn {:?} out of order or twice.",
+                    turn.turn_id()
+                ),
+                details! { "turn_id" => turn.turn_id(), "position" => position },
+            ));
+        }
+        next = position + 1;
+        let stub = (kind == Some("masked")).then(|| Arc::clone(turn.content_arc()));
+        items.push(ViewItem::Source { position, stub });
+    }
+    Ok(items)
+}
+
+/// The message list of a document (the document itself when it is an array, else the value at
+/// `key`) and the path naming it.
+pub(crate) fn messages_key<'a>(document: &'a Value, key: &str) -> (Option<&'a Value>, String) {
+    match document {
+        Value::Array(_) => (Some(document), key.to_owned()),
+        Value::Object(map) => (map.get(key), key.to_owned()),
+        _ => (None, "$".to_owned()),
+    }
+}
+
+/// How a rendered document is assembled.
+pub(crate) struct Emit;
+
+impl Emit {
+    /// `document` with its message list replaced by `items`, in the document's own shape.
+    pub(crate) fn replace(document: &Value, key: &str, items: Vec<Value>) -> Value {
+        match document {
+            Value::Object(map) => {
+                let mut map = map.clone();
+                map.insert(key.to_owned(), Value::Array(items));
+                Value::Object(map)
+            }
+            _ => Value::Array(items),
+        }
+    }
+}
+
+/// The user message standing for removed messages: see [`LEAD_IN_TEXT`].
+pub(crate) fn lead_in_message() -> Value {
+    let mut m = Map::new();
+    m.insert("role".into(), Value::from("user"));
+    m.insert("content".into(), Value::from(LEAD_IN_TEXT));
+    Value::Object(m)
+}
+
+/// A view item naming a turn whose source this format cannot have.
+pub(crate) fn bad_position(position: usize) -> FormatError {
+    FormatError::view(
+        format!("The view names turn position {position}, which has no source message."),
+        details! { "position" => position },
+    )
+}

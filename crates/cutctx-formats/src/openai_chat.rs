@@ -1,0 +1,305 @@
+//! OpenAI Chat Completions: a `messages` array, or a request object holding one.
+//!
+//! # Mapping
+//!
+//! * one turn per message, id `m{index}`;
+//! * `system` and `developer` are system turns (untouchable), `user` user turns, `assistant`
+//!   assistant turns, `tool` tool turns;
+//! * an assistant message with `tool_calls` (one or several) opens an exchange whose key is
+//!   the message's turn id; every `tool` message answering one of its calls joins it, so the
+//!   message and all its results are kept or removed together;
+//! * the content is the text the model reads: string content or text parts, refusals, and each
+//!   call's function name and arguments; images, audio and files count
+//!   [`MEDIA_TOKEN_ESTIMATE`](crate::MEDIA_TOKEN_ESTIMATE) tokens each.
+//!
+//! Rendering re-emits each kept message as it was; a masked message keeps every field
+//! (`tool_call_id`, `name`, unknown fields) and carries the stub as its `content`; a summary is
+//! an `assistant` message with string content.
+//!
+//! # Rules ([`validate`])
+//!
+//! Messages are objects with a role among `system`, `developer`, `user`, `assistant`, `tool`;
+//! content is a string, an array or null. An assistant message with calls is followed directly
+//! by one `tool` message per call (in any order), each naming a call of that message; a `tool`
+//! message anywhere else is an orphan. At least one message.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use cutctx::{Role, TokenEstimator, TranscriptTurn};
+use serde_json::{Map, Value};
+
+use crate::content::Text;
+use crate::mapping::{Built, Emit, TurnSource, ViewItem, messages_key};
+use crate::validate::{Rule, Violation, shape};
+use crate::{Format, FormatError};
+
+const FORMAT: Format = Format::OpenAiChat;
+
+/// The message list of a Chat document: the array itself, or the request's `messages`.
+fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
+    let (list, path) = messages_key(document, "messages");
+    match list {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(Violation::new(FORMAT, Rule::Malformed, None, path)),
+    }
+}
+
+fn path(i: usize) -> String {
+    format!("messages[{i}]")
+}
+
+/// The ids of an assistant message's calls, in order (empty when it has none).
+fn call_ids(i: usize, m: &Map<String, Value>) -> Result<Vec<&str>, Violation> {
+    let calls = match m.get("tool_calls") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(calls)) => calls,
+        Some(_) => {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::Malformed,
+                Some(i),
+                format!("{}.tool_calls", path(i)),
+            ));
+        }
+    };
+    let mut ids = Vec::with_capacity(calls.len());
+    let mut seen = BTreeSet::new();
+    for (j, call) in calls.iter().enumerate() {
+        let id = call.get("id").and_then(Value::as_str);
+        let Some(id) = id else {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::Malformed,
+                Some(i),
+                format!("{}.tool_calls[{j}].id", path(i)),
+            ));
+        };
+        if !seen.insert(id) {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::DuplicateCallId,
+                Some(i),
+                format!("{}.tool_calls[{j}].id", path(i)),
+            )
+            .with_id(id));
+        }
+        ids.push(id);
+    }
+    Ok(ids)
+}
+
+/// Checks a Chat document against the provider's structural rules.
+///
+/// # Errors
+///
+/// The first [`Violation`], in document order.
+pub fn validate(document: &Value) -> Result<(), Violation> {
+    let list = messages(document)?;
+    if list.is_empty() {
+        return Err(Violation::new(
+            FORMAT,
+            Rule::NoMessages,
+            None,
+            messages_key(document, "messages").1,
+        ));
+    }
+    // The calls the current run of tool messages may answer, and those answered so far.
+    let mut open: Option<(usize, Vec<&str>, BTreeSet<&str>)> = None;
+    for (i, m) in list.iter().enumerate() {
+        let Value::Object(map) = m else {
+            return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
+        };
+        let role = map.get("role").and_then(Value::as_str);
+        shape(role.is_some(), FORMAT, Some(i), || {
+            format!("{}.role", path(i))
+        })?;
+        let role = role.unwrap_or_default();
+        if let Some(c) = map.get("content") {
+            shape(
+                matches!(c, Value::String(_) | Value::Array(_) | Value::Null),
+                FORMAT,
+                Some(i),
+                || format!("{}.content", path(i)),
+            )?;
+        }
+        if role == "tool" {
+            let id = map.get("tool_call_id").and_then(Value::as_str);
+            let Some(id) = id else {
+                return Err(Violation::new(
+                    FORMAT,
+                    Rule::Malformed,
+                    Some(i),
+                    format!("{}.tool_call_id", path(i)),
+                ));
+            };
+            let Some((_, ids, answered)) = open.as_mut() else {
+                return Err(Violation::new(
+                    FORMAT,
+                    Rule::ResultWithoutCall,
+                    Some(i),
+                    format!("{}.tool_call_id", path(i)),
+                )
+                .with_id(id));
+            };
+            if !ids.contains(&id) {
+                return Err(Violation::new(
+                    FORMAT,
+                    Rule::ResultWithoutCall,
+                    Some(i),
+                    format!("{}.tool_call_id", path(i)),
+                )
+                .with_id(id));
+            }
+            if !answered.insert(id) {
+                return Err(Violation::new(
+                    FORMAT,
+                    Rule::DuplicateResult,
+                    Some(i),
+                    format!("{}.tool_call_id", path(i)),
+                )
+                .with_id(id));
+            }
+            continue;
+        }
+        close(open.take())?;
+        match role {
+            "system" | "developer" | "user" => {}
+            "assistant" => {
+                let ids = call_ids(i, map)?;
+                if !ids.is_empty() {
+                    open = Some((i, ids, BTreeSet::new()));
+                }
+            }
+            _ => {
+                return Err(Violation::new(
+                    FORMAT,
+                    Rule::UnknownRole,
+                    Some(i),
+                    format!("{}.role", path(i)),
+                ));
+            }
+        }
+    }
+    close(open)
+}
+
+/// Every call of the closing run must have been answered.
+fn close(open: Option<(usize, Vec<&str>, BTreeSet<&str>)>) -> Result<(), Violation> {
+    if let Some((i, ids, answered)) = open
+        && let Some((j, id)) = ids
+            .iter()
+            .enumerate()
+            .find(|(_, id)| !answered.contains(**id))
+    {
+        return Err(Violation::new(
+            FORMAT,
+            Rule::CallWithoutResult,
+            Some(i),
+            format!("{}.tool_calls[{j}].id", path(i)),
+        )
+        .with_id(id));
+    }
+    Ok(())
+}
+
+/// Maps a valid Chat document to turns.
+pub(crate) fn build(
+    document: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<Built, FormatError> {
+    let list = messages(document)?;
+    let mut built = Built::default();
+    // Call id -> the key of the exchange its assistant message opened (the latest wins).
+    let mut keys: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+    for (i, m) in list.iter().enumerate() {
+        let id = format!("m{i}");
+        let role_name = m.get("role").and_then(Value::as_str).unwrap_or_default();
+        let mut text = Text::default();
+        text.push_content(m.get("content").unwrap_or(&Value::Null));
+        let (role, key) = match role_name {
+            "system" | "developer" => (Role::System, None),
+            "user" => (Role::User, None),
+            "tool" => {
+                let call = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                (Role::Tool, keys.get(call).cloned())
+            }
+            _ => {
+                if let Some(r) = m.get("refusal").and_then(Value::as_str) {
+                    text.push(r);
+                }
+                let calls = m.get("tool_calls").and_then(Value::as_array);
+                let key: Option<Arc<str>> = calls
+                    .filter(|c| !c.is_empty())
+                    .map(|_| Arc::from(id.as_str()));
+                for call in calls.into_iter().flatten() {
+                    if let (Some(call_id), Some(k)) = (call.get("id").and_then(Value::as_str), &key)
+                    {
+                        keys.insert(call_id, Arc::clone(k));
+                    }
+                    // `function` calls and `custom` calls.
+                    for kind in ["function", "custom"] {
+                        if let Some(f) = call.get(kind) {
+                            text.push_json(f.get("name").unwrap_or(&Value::Null));
+                            text.push_json(f.get("arguments").unwrap_or(&Value::Null));
+                            text.push_json(f.get("input").unwrap_or(&Value::Null));
+                        }
+                    }
+                }
+                (Role::Assistant, key)
+            }
+        };
+        let (content, estimate) = text.finish(estimator);
+        let turn = TranscriptTurn::new(id, role, content, estimate)?.with_tool_call_id_opt(key);
+        built.push(turn, TurnSource::Message(i));
+    }
+    Ok(built)
+}
+
+/// Renders the view items of a Chat transcript back into a document of the input's shape.
+pub(crate) fn render(
+    document: &Value,
+    sources: &[TurnSource],
+    items: &[ViewItem],
+) -> Result<Value, FormatError> {
+    let list = messages(document)?;
+    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    for item in items {
+        match item {
+            ViewItem::Source { position, stub } => {
+                let Some(TurnSource::Message(i)) = sources.get(*position) else {
+                    return Err(crate::mapping::bad_position(*position));
+                };
+                let Some(original) = list.get(*i) else {
+                    return Err(crate::mapping::bad_position(*position));
+                };
+                out.push(match stub {
+                    None => original.clone(),
+                    Some(stub) => with_field(original, "content", Value::from(&**stub)),
+                });
+            }
+            ViewItem::Summary { text, .. } => out.push(summary_message(text)),
+        }
+    }
+    if out.is_empty() {
+        out.push(crate::mapping::lead_in_message());
+    }
+    Ok(Emit::replace(document, "messages", out))
+}
+
+/// A summary, as Chat spells it: an assistant message with string content.
+fn summary_message(text: &str) -> Value {
+    let mut m = Map::new();
+    m.insert("role".into(), Value::from("assistant"));
+    m.insert("content".into(), Value::from(text));
+    Value::Object(m)
+}
+
+/// `original` with `key` set to `value`, every other field as it was.
+pub(crate) fn with_field(original: &Value, key: &str, value: Value) -> Value {
+    let mut v = original.clone();
+    if let Value::Object(map) = &mut v {
+        map.insert(key.to_owned(), value);
+    }
+    v
+}

@@ -1,0 +1,100 @@
+//! With a budget that fits, every corpus request comes back identical, whatever the policy.
+
+use cutctx::{CompactionBudget, Role};
+use cutctx_formats::{Format, ProviderTranscript, validate};
+
+use crate::{compact, corpus, policies};
+
+#[test]
+fn every_corpus_request_is_valid_for_its_format() {
+    let cases = corpus();
+    assert!(cases.len() >= 10, "the corpus has {} requests", cases.len());
+    for case in &cases {
+        validate(case.format, &case.document)
+            .unwrap_or_else(|v| panic!("{} ({}): {v}", case.name, case.format));
+    }
+}
+
+#[test]
+fn every_format_has_samples_with_tools_media_and_reasoning() {
+    let cases = corpus();
+    for format in Format::ALL {
+        let text: String = cases
+            .iter()
+            .filter(|c| c.format == format)
+            .map(|c| c.document.to_string())
+            .collect();
+        for needle in match format {
+            Format::OpenAiChat => &["tool_calls", "image_url", "tool_call_id"][..],
+            Format::OpenAiResponses => &["reasoning", "function_call_output", "input_image"][..],
+            Format::Anthropic => &["thinking", "tool_result", "cache_control", "image"][..],
+        } {
+            assert!(text.contains(needle), "{format} corpus lacks {needle}");
+        }
+    }
+}
+
+#[test]
+fn a_budget_that_fits_gives_the_input_back_under_every_policy() {
+    for case in corpus() {
+        let pt = ProviderTranscript::parse(case.format, &case.document)
+            .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        let total = pt.transcript().token_estimate();
+        for (name, policy) in policies() {
+            for protected in [0, 4] {
+                let budget = CompactionBudget::new(total).with_protected_recent_turns(protected);
+                let out = compact(&pt, policy.as_ref(), &budget)
+                    .unwrap_or_else(|e| panic!("{} / {name}: {e}", case.name))
+                    .expect("a budget equal to the total is satisfiable");
+                assert_eq!(
+                    out.document, case.document,
+                    "{} / {name}: the output differs from the input",
+                    case.name
+                );
+                assert!(out.report.masked_turn_ids.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn rendering_the_transcript_itself_gives_the_input_back() {
+    for case in corpus() {
+        let pt = ProviderTranscript::parse(case.format, &case.document).expect("valid");
+        assert_eq!(
+            pt.render(pt.transcript()).expect("renders"),
+            case.document,
+            "{}",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn turn_ids_are_positional_and_exchanges_hold_calls_with_all_their_results() {
+    for case in corpus() {
+        let pt = ProviderTranscript::parse(case.format, &case.document).expect("valid");
+        let t = pt.transcript();
+        for (turn, source) in t.turns().iter().zip(pt.sources()) {
+            if let Some(i) = source.message() {
+                assert!(
+                    turn.turn_id() == format!("m{i}")
+                        || turn.turn_id().starts_with(&format!("m{i}.")),
+                    "{}: {} from message {i}",
+                    case.name,
+                    turn.turn_id()
+                );
+            }
+            // Every result turn belongs to an exchange opened by an assistant turn.
+            if turn.role() == Role::Tool {
+                let key = turn.tool_call_id().expect("a result has an exchange");
+                let opener = t
+                    .turns()
+                    .iter()
+                    .find(|o| o.tool_call_id() == Some(key))
+                    .expect("the exchange has members");
+                assert_eq!(opener.role(), Role::Assistant, "{}", case.name);
+            }
+        }
+    }
+}
