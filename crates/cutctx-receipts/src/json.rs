@@ -1104,13 +1104,9 @@ pub fn py_float_json(f: f64) -> String {
     }
 }
 
-/// Python's `repr(float)` for a finite value, `-0.0` included (cutctx's own canonical form
-/// normalises it to `0.0`; arcaeon's does not). Non-finite values give `nan`, `inf`, `-inf`.
-///
-/// The digits are the shortest that round-trip, as Rust's `{:e}` gives them, except when the
-/// value lies exactly halfway between two such digit strings: Python (David Gay's `dtoa`,
-/// mode 0) then takes the one with an even last digit, where Rust rounds up. For example
-/// `-75923748224468.125` is `-75923748224468.12` in Python, and Rust's `{:e}` says `…13`.
+/// Python's `repr(float)`, `-0.0` included (cutctx's own canonical form normalises it to
+/// `0.0`; arcaeon's does not). Non-finite values give `nan`, `inf`, `-inf`. The digits come
+/// from `cutctx_model::canonical::py_float_repr`, which breaks exact ties as Python does.
 #[must_use]
 pub fn py_float_repr(f: f64) -> String {
     if f.is_nan() {
@@ -1119,116 +1115,10 @@ pub fn py_float_repr(f: f64) -> String {
     if f.is_infinite() {
         return if f > 0.0 { "inf" } else { "-inf" }.to_owned();
     }
-    if f == 0.0 {
-        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+    if f == 0.0 && f.is_sign_negative() {
+        return "-0.0".to_owned();
     }
-    let (digits, exp) = shortest_digits(f.abs());
-    layout(f < 0.0, &digits, exp)
-}
-
-/// Splits Rust's `{:e}` output `d.ddde±x` into its digits and decimal exponent.
-fn split_sci(sci: &str) -> (String, i32) {
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci, "0"));
-    (
-        mantissa.chars().filter(char::is_ascii_digit).collect(),
-        exp.parse().unwrap_or(0),
-    )
-}
-
-/// The shortest round-tripping digits of a positive finite `f`, ties to even as Python breaks
-/// them, and the decimal exponent of the first digit.
-fn shortest_digits(f: f64) -> (String, i32) {
-    let (digits, exp) = split_sci(&format!("{f:e}"));
-    let n = digits.len();
-    // Is f exactly halfway between two n-digit decimals? Cheap probe first, then exactly
-    // (an f64's decimal expansion has at most 767 significant digits).
-    let is_tie = |precision: usize| -> Option<(String, i32)> {
-        let (exact, exact_exp) = split_sci(&format!("{f:.precision$e}"));
-        let tail = exact.get(n..)?;
-        (tail.starts_with('5') && tail.bytes().skip(1).all(|b| b == b'0'))
-            .then(|| (exact.get(..n).unwrap_or_default().to_owned(), exact_exp))
-    };
-    let Some((truncated, t_exp)) = is_tie(n + 24).and_then(|_| is_tie(800)) else {
-        return (digits, exp);
-    };
-    // The two candidates: the truncation and the truncation plus one unit in the last place.
-    let mut up: Vec<u8> = truncated.bytes().collect();
-    let mut up_exp = t_exp;
-    let mut i = up.len();
-    loop {
-        if i == 0 {
-            up.insert(0, b'1');
-            up.pop();
-            up_exp += 1;
-            break;
-        }
-        i -= 1;
-        if let Some(d) = up.get_mut(i) {
-            if *d == b'9' {
-                *d = b'0';
-            } else {
-                *d += 1;
-                break;
-            }
-        }
-    }
-    let up = String::from_utf8(up).unwrap_or_default();
-    let even_first = if truncated.bytes().last().is_some_and(|d| d % 2 == 0) {
-        [(truncated, t_exp), (up, up_exp)]
-    } else {
-        [(up, up_exp), (truncated, t_exp)]
-    };
-    for (cand, cand_exp) in even_first {
-        let text = format!("0.{cand}e{}", cand_exp + 1);
-        if text.parse::<f64>().ok() == Some(f) {
-            return (cand, cand_exp);
-        }
-    }
-    (digits, exp)
-}
-
-/// Python's layout of `0.DIGITS × 10^(exp+1)`: positional when `-4 <= exp < 16` (with `.0`
-/// for an integral value), otherwise `d.ddd` and a signed, at least two-digit exponent.
-fn layout(negative: bool, digits: &str, exp: i32) -> String {
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
-    let n = i32::try_from(digits.len()).unwrap_or(i32::MAX);
-    let mut out = String::with_capacity(digits.len() + 8);
-    if negative {
-        out.push('-');
-    }
-    let zeros = |k: i32| "0".repeat(usize::try_from(k).unwrap_or(0));
-    if (-4..16).contains(&exp) {
-        let point = exp + 1;
-        if point <= 0 {
-            out.push_str("0.");
-            out.push_str(&zeros(-point));
-            out.push_str(digits);
-        } else if point >= n {
-            out.push_str(digits);
-            out.push_str(&zeros(point - n));
-            out.push_str(".0");
-        } else {
-            let split = usize::try_from(point).unwrap_or(0);
-            out.push_str(digits.get(..split).unwrap_or_default());
-            out.push('.');
-            out.push_str(digits.get(split..).unwrap_or_default());
-        }
-    } else {
-        out.push_str(digits.get(..1).unwrap_or("0"));
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(digits.get(1..).unwrap_or_default());
-        }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        let abs = exp.unsigned_abs();
-        if abs < 10 {
-            out.push('0');
-        }
-        out.push_str(&abs.to_string());
-    }
-    out
+    cutctx::model::canonical::py_float_repr(f).unwrap_or_default()
 }
 
 /// Compares two non-negative canonical decimal integers.
