@@ -73,18 +73,81 @@ impl From<CompactionError> for CliError {
     }
 }
 
-/// A JSON parse failure on the document at `what`: syntax is an input error, shape is a
-/// validation error. The message names the position, never the text around it.
-pub(crate) fn from_json(what: &str, e: &serde_json::Error) -> CliError {
+/// Parses `text` as a `T`, telling text that is not JSON (an input error) from JSON of the
+/// wrong shape (a validation error) even when a shape error comes first in the text.
+pub(crate) fn parse_json<'a, T: serde::Deserialize<'a>>(
+    what: &str,
+    text: &'a str,
+) -> Result<T, CliError> {
+    serde_json::from_str(text).map_err(|e| {
+        // Nesting deeper than the parser allows is reported as such: it is the limit that
+        // refused the text, whatever lies deeper.
+        if e.to_string().starts_with("recursion limit exceeded") {
+            return from_json(what, &e);
+        }
+        // A shape error stops the parser before it sees the rest: check the syntax of the
+        // whole text once, so a torn document is still called one.
+        match serde_json::from_str::<serde::de::IgnoredAny>(text) {
+            Err(syntax) if is_syntax(&syntax) => from_json(what, &syntax),
+            _ => from_json(what, &e),
+        }
+    })
+}
+
+/// Whether a serde_json error means the text is not JSON. A number too large for a float is
+/// valid JSON that no field here accepts: a shape error.
+fn is_syntax(e: &serde_json::Error) -> bool {
     use serde_json::error::Category;
+    matches!(
+        e.classify(),
+        Category::Io | Category::Syntax | Category::Eof
+    ) && !e.to_string().starts_with("number out of range")
+}
+
+/// A JSON parse failure on the document at `what`: syntax is an input error, shape is a
+/// validation error. The message names the position, and never repeats a string value of the
+/// document, which could be turn content.
+pub(crate) fn from_json(what: &str, e: &serde_json::Error) -> CliError {
     let details =
         cutctx::model::details! { "document" => what, "line" => e.line(), "column" => e.column() };
-    let text = strip_position(&e.to_string());
-    match e.classify() {
-        Category::Io | Category::Syntax | Category::Eof => {
-            CliError::input(format!("{what} is not valid JSON: {text}"), details)
+    let text = redact(&strip_position(&e.to_string()));
+    if is_syntax(e) {
+        CliError::input(format!("{what} is not valid JSON: {text}"), details)
+    } else {
+        CliError::validation(format!("{what} is malformed: {text}"), details)
+    }
+}
+
+/// serde's messages quote the offending value (`invalid type: string "…", expected …`); keep
+/// the kind of value and drop the text.
+fn redact(message: &str) -> String {
+    for kind in ["invalid type: string \"", "invalid value: string \""] {
+        if let Some(start) = message.find(kind) {
+            let head = &message[..start + kind.len() - 2];
+            // The value ends at the last `", expected`; a value may itself hold that text.
+            let tail = message
+                .rfind("\", expected")
+                .map_or("", |end| &message[end + 1..]);
+            return format!("{head}{tail}");
         }
-        Category::Data => CliError::validation(format!("{what} is malformed: {text}"), details),
+    }
+    message.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact;
+
+    #[test]
+    fn string_values_never_reach_the_message() {
+        assert_eq!(
+            redact("invalid type: string \"SECRET, expected x\", expected a sequence"),
+            "invalid type: string, expected a sequence"
+        );
+        assert_eq!(
+            redact("unknown field `x`, expected `y`"),
+            "unknown field `x`, expected `y`"
+        );
     }
 }
 

@@ -195,26 +195,21 @@ fn usage(message: &str, option: &str) -> CliError {
     }
 }
 
-/// JSON text, or an `INPUT_ERROR` naming the position (never the text around it).
+/// JSON text: an `INPUT_ERROR` when it is not JSON, a `VALIDATION_ERROR` when it has the wrong
+/// shape, naming the position and never the text around it.
 fn parse_json<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, CliError> {
-    serde_json::from_str(text).map_err(|e| {
-        let details = details! { "document" => what, "line" => e.line(), "column" => e.column() };
-        let message = e.to_string();
-        let message = message
-            .rfind(" at line ")
-            .map_or(message.as_str(), |i| &message[..i])
-            .to_owned();
-        if e.is_data() {
-            CliError::validation(format!("{what} is malformed: {message}"), details)
-        } else {
-            CliError::input(format!("{what} is not valid JSON: {message}"), details)
-        }
-    })
+    crate::error::parse_json(what, text)
 }
 
 /// The `--summaries` document: an object of strings.
 fn parse_summaries(text: &str) -> Result<BTreeMap<String, String>, CliError> {
-    parse_json(text, "the summaries")
+    #[derive(serde::Deserialize)]
+    #[serde(transparent)]
+    struct Summaries(
+        #[serde(deserialize_with = "cutctx::model::wire::unique_string_map")]
+        BTreeMap<String, String>,
+    );
+    parse_json::<Summaries>(text, "the summaries").map(|s| s.0)
 }
 
 /// The policy the options name.
@@ -223,7 +218,8 @@ fn policy(args: &FormatArgs, spec: EstimatorSpec) -> Result<Box<dyn CompactionPo
     let name = args.policy.as_deref().unwrap_or("default_chain");
     if name.trim_start().starts_with('{') {
         // A policy object, checked exactly as a request document's.
-        let policy: Value = parse_json(name, "the --policy object")?;
+        let policy: Value =
+            parse_json::<cutctx::model::wire::UniqueKeys>(name, "the --policy object")?.0;
         let request = serde_json::json!({
             "transcript": [],
             "budget": {"max_tokens": 0},

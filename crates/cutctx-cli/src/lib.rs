@@ -17,8 +17,6 @@ pub use error::{CliError, INPUT_ERROR, USAGE_ERROR};
 use cutctx::model::wire::ObjectOnly;
 use cutctx::{CompactionPlan, PlanDraft};
 
-use crate::error::from_json;
-
 /// `cutctx plan`: the plan's canonical JSON and one newline.
 ///
 /// # Errors
@@ -57,8 +55,7 @@ pub fn compact(request_text: &str) -> Result<String, CliError> {
 /// plan breaks; a missing summary.
 pub fn apply(request_text: &str, plan_text: &str) -> Result<String, CliError> {
     let req = request::parse(request_text)?;
-    let ObjectOnly(draft): ObjectOnly<PlanDraft> =
-        serde_json::from_str(plan_text).map_err(|e| from_json("the plan", &e))?;
+    let ObjectOnly(draft): ObjectOnly<PlanDraft> = error::parse_json("the plan", plan_text)?;
     // A plan is positional: name a mismatch as such before checking the rules.
     cutctx::executor::check_match(&req.transcript, &draft.actions)?;
     let plan = CompactionPlan::validate(draft, &req.transcript, &req.budget)?;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use cutctx::model::wire::{ObjectOnly, WireInt};
+use cutctx::model::wire::{ObjectOnly, UniqueKeys, WireInt, unique_string_map};
 use cutctx::model::{TurnRecord, details};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
@@ -11,7 +11,7 @@ use cutctx::{
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::error::{CliError, from_json};
+use crate::error::{CliError, parse_json};
 
 /// A parsed, validated request.
 pub struct Request {
@@ -30,8 +30,8 @@ pub struct Request {
 struct RequestWire {
     transcript: Vec<ObjectOnly<TurnRecord>>,
     budget: ObjectOnly<BudgetWire>,
-    policy: Value,
-    #[serde(default)]
+    policy: UniqueKeys,
+    #[serde(default, deserialize_with = "unique_string_map")]
     summaries: BTreeMap<String, String>,
 }
 
@@ -53,8 +53,7 @@ fn default_protected() -> WireInt {
 ///
 /// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
 pub fn parse(text: &str) -> Result<Request, CliError> {
-    let ObjectOnly(wire): ObjectOnly<RequestWire> =
-        serde_json::from_str(text).map_err(|e| from_json("the request", &e))?;
+    let ObjectOnly(wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
     let turns = wire
         .transcript
         .into_iter()
@@ -65,7 +64,7 @@ pub fn parse(text: &str) -> Result<Request, CliError> {
         wire.budget.0.max_tokens.0,
         wire.budget.0.protected_recent_turns.0,
     )?;
-    let policy = policy(&wire.policy, true)?;
+    let policy = policy(&wire.policy.0, true)?;
     Ok(Request {
         transcript,
         budget,
@@ -76,6 +75,16 @@ pub fn parse(text: &str) -> Result<Request, CliError> {
 
 fn bad(message: String, key: &str, value: Value) -> CliError {
     CliError::validation(message, details! { key => value })
+}
+
+/// What `details` may show of a value given where another type belongs: a number, boolean or
+/// null as it is; anything that may hold text only by its type name, since text here could be
+/// anything, turn content included.
+fn shown(v: &Value) -> Value {
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => v.clone(),
+        _ => Value::from(type_name(v)),
+    }
 }
 
 /// Python's type name for a JSON value, for messages that mirror the reference's.
@@ -129,7 +138,7 @@ impl<'a> Options<'a> {
                 _ => Err(bad(
                     format!("{key} must be an int; got {}.", type_name(v)),
                     key,
-                    v.clone(),
+                    shown(v),
                 )),
             },
         }
@@ -155,7 +164,7 @@ impl<'a> Options<'a> {
             Some(v) => Err(bad(
                 format!("{key} must be a string; got {}.", type_name(v)),
                 key,
-                v.clone(),
+                shown(v),
             )),
         }
     }
@@ -168,7 +177,7 @@ impl<'a> Options<'a> {
             Some(v) => Err(bad(
                 format!("{key} must be a number; got {}.", type_name(v)),
                 key,
-                v.clone(),
+                shown(v),
             )),
         }
     }
@@ -246,7 +255,7 @@ fn policy(v: &Value, top: bool) -> Result<Box<dyn CompactionPolicy>, CliError> {
             return Err(bad(
                 format!("policy name must be a string; got {}.", type_name(other)),
                 "name",
-                other.clone(),
+                shown(other),
             ));
         }
         None => {

@@ -69,9 +69,15 @@ pub fn py_float_repr(value: f64) -> Option<String> {
     // such strings are equally close to the exact value, Rust takes the upper one and Python
     // the even one; formatting again at that length rounds exactly, half to even.
     let shortest = format!("{value:e}");
-    let digits_len = shortest.split_once('e').map_or(1, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
+    let digits_len = shortest
+        .split_once('e')
+        .map_or(1, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
     let exact = format!("{value:.*e}", digits_len.saturating_sub(1));
-    let sci = if exact.parse::<f64>().ok() == Some(value) { exact } else { shortest };
+    let sci = if exact.parse::<f64>().ok() == Some(value) {
+        exact
+    } else {
+        shortest
+    };
     let (mantissa, exp) = sci.split_once('e')?;
     let exp: i32 = exp.parse().ok()?;
     let (negative, mantissa) = match mantissa.strip_prefix('-') {

@@ -10,7 +10,7 @@ use crate::fastjson::{
 use crate::{CompactionError, SUMMARY_TURN_ID_PREFIX, Transcript, details, py_repr_str};
 
 /// What a plan does to one turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Action {
     /// The turn stays as it is.
@@ -39,6 +39,22 @@ impl Action {
     #[must_use]
     pub const fn is_removal(self) -> bool {
         matches!(self, Self::Drop | Self::Summarize)
+    }
+}
+
+impl<'de> Deserialize<'de> for Action {
+    /// Only the four strings: a derived enum would also take `{"keep": null}`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = crate::wire::WireStr::deserialize(d)?.0;
+        match s.as_str() {
+            "keep" => Ok(Self::Keep),
+            "mask" => Ok(Self::Mask),
+            "summarize" => Ok(Self::Summarize),
+            "drop" => Ok(Self::Drop),
+            _ => Err(serde::de::Error::custom(
+                "action must be one of \"keep\", \"mask\", \"summarize\", \"drop\"",
+            )),
+        }
     }
 }
 

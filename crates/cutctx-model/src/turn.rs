@@ -18,7 +18,7 @@ fn empty_metadata() -> Metadata {
 }
 
 /// Who spoke a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     /// Instructions. Every system turn is untouchable.
@@ -40,6 +40,22 @@ impl Role {
             Self::User => "user",
             Self::Assistant => "assistant",
             Self::Tool => "tool",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    /// Only the four strings: a derived enum would also take `{"user": null}`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = crate::wire::WireStr::deserialize(d)?.0;
+        match s.as_str() {
+            "system" => Ok(Self::System),
+            "user" => Ok(Self::User),
+            "assistant" => Ok(Self::Assistant),
+            "tool" => Ok(Self::Tool),
+            _ => Err(serde::de::Error::custom(
+                "role must be one of \"system\", \"user\", \"assistant\", \"tool\"",
+            )),
         }
     }
 }
@@ -231,8 +247,8 @@ pub struct TurnRecord {
     /// Defaults to `false`.
     #[serde(default)]
     pub pinned: bool,
-    /// Defaults to `{}`.
-    #[serde(default)]
+    /// Defaults to `{}`. A repeated key is refused.
+    #[serde(default, deserialize_with = "crate::wire::unique_string_map")]
     pub metadata: BTreeMap<String, String>,
 }
 

@@ -43,6 +43,29 @@ impl<'de> Deserialize<'de> for WireInt {
     }
 }
 
+/// A JSON string, and nothing else; the error for anything else names only its type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireStr(pub String);
+
+impl<'de> Deserialize<'de> for WireStr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = WireStr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<WireStr, E> {
+                Ok(WireStr(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<WireStr, E> {
+                Ok(WireStr(v))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// `T`, read only from a JSON object (never from an array of its fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectOnly<T>(pub T);
@@ -60,6 +83,96 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
             }
         }
         d.deserialize_map(V(PhantomData))
+    }
+}
+
+/// A map of strings to strings in which no key repeats (JSON allows it; the last would
+/// silently win). Use with `#[serde(deserialize_with = "unique_string_map")]`.
+///
+/// # Errors
+///
+/// A type error for anything but an object of strings, and a custom error for a repeated key,
+/// which does not repeat the key (keys here are user data).
+pub fn unique_string_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> Result<std::collections::BTreeMap<String, String>, D::Error> {
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = std::collections::BTreeMap<String, String>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object of strings")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = std::collections::BTreeMap::new();
+            while let Some((k, v)) = map.next_entry::<String, String>()? {
+                if out.insert(k, v).is_some() {
+                    return Err(de::Error::custom("an object repeats a key"));
+                }
+            }
+            Ok(out)
+        }
+    }
+    d.deserialize_map(V)
+}
+
+/// Any JSON value, refusing an object that repeats a key anywhere inside it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UniqueKeys(pub serde_json::Value);
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde_json::{Map, Value};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Value;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Bool(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value::from(v))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::String(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+                Ok(Value::String(v))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_some<D2: Deserializer<'de>>(self, d: D2) -> Result<Value, D2::Error> {
+                UniqueKeys::deserialize(d).map(|u| u.0)
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+                let mut out = Vec::new();
+                while let Some(UniqueKeys(v)) = seq.next_element()? {
+                    out.push(v);
+                }
+                Ok(Value::Array(out))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+                let mut out = Map::new();
+                while let Some((k, UniqueKeys(v))) = map.next_entry::<String, UniqueKeys>()? {
+                    if out.insert(k, v).is_some() {
+                        return Err(de::Error::custom("an object repeats a key"));
+                    }
+                }
+                Ok(Value::Object(out))
+            }
+        }
+        d.deserialize_any(V).map(UniqueKeys)
     }
 }
 
@@ -94,6 +207,25 @@ mod tests {
             let e = serde_json::from_str::<WireInt>(bad).expect_err(bad);
             assert!(e.is_data(), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn repeated_keys_are_refused_without_naming_them() {
+        #[derive(Debug, serde::Deserialize)]
+        struct M {
+            #[serde(deserialize_with = "unique_string_map")]
+            #[expect(dead_code, reason = "only parsed")]
+            m: std::collections::BTreeMap<String, String>,
+        }
+        let e = serde_json::from_str::<M>(r#"{"m": {"SECRET": "a", "SECRET": "b"}}"#)
+            .expect_err("repeat");
+        assert!(e.is_data() && !e.to_string().contains("SECRET"), "{e}");
+        let e = serde_json::from_str::<UniqueKeys>(r#"[{"a": {"b": 1, "b": 2}}]"#)
+            .expect_err("nested repeat");
+        assert!(e.is_data());
+        let ok: UniqueKeys =
+            serde_json::from_str(r#"{"a": [1, 2.5, "x", null, true]}"#).expect("no repeat");
+        assert_eq!(ok.0, serde_json::json!({"a": [1, 2.5, "x", null, true]}));
     }
 
     #[test]

@@ -38,11 +38,12 @@ pub enum ReceiptError {
         /// The limit.
         limit: usize,
     },
-    /// A JSON object gives one key twice.
-    #[error("duplicate key {key}")]
+    /// A JSON object gives one key twice. The key itself is not repeated: in content it is
+    /// content.
+    #[error("an object repeats a key ({key_chars} characters long)")]
     JsonDuplicateKey {
-        /// The key, as Python's repr.
-        key: String,
+        /// The repeated key's length in code points.
+        key_chars: usize,
     },
     /// NaN or an infinity where JSON must be compliant (json-c14n, a ledger line).
     #[error("out of range float values are not JSON compliant: {value}")]
@@ -181,7 +182,7 @@ impl ReceiptError {
                 put("digits", json!(digits));
                 put("limit", json!(limit));
             }
-            Self::JsonDuplicateKey { key } => put("key", json!(key)),
+            Self::JsonDuplicateKey { key_chars } => put("key_chars", json!(key_chars)),
             Self::NonFinite { value } => put("value", json!(value)),
             Self::LoneSurrogate { code } => put("code_point", json!(format!("U+{code:04X}"))),
             Self::AlreadySealed | Self::KeptNotRecorded => {}

@@ -515,7 +515,9 @@ pub fn parse_strict(text: &str) -> Result<Value, ReceiptError> {
     let parsed = parse(text)?;
     match parsed.duplicate {
         Some(key) => Err(ReceiptError::JsonDuplicateKey {
-            key: crate::pyrepr::repr_text(&key),
+            key_chars: key
+                .as_str()
+                .map_or(key.as_bytes().len(), |k| k.chars().count()),
         }),
         None => Ok(parsed.value),
     }

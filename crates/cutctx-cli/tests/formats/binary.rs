@@ -1,5 +1,4 @@
-//! The real binary: `cutctx compact --format ...` end to end, once `main.rs` has the options.
-//! Until then each test says it was skipped.
+//! The real binary: `cutctx compact --format ...` end to end.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -29,22 +28,9 @@ fn run(args: &[&str], stdin: &[u8]) -> (Option<i32>, String, String) {
     )
 }
 
-/// Whether the binary's `compact` command has been wired to `--format`.
-fn wired() -> bool {
-    let (_, stdout, _) = run(&["compact", "--help"], b"");
-    let yes = stdout.contains("--format");
-    if !yes {
-        println!("skipped: `cutctx compact` has no --format yet (src/formats.rs is not wired)");
-    }
-    yes
-}
-
 #[cfg(unix)]
 #[test]
 fn compact_format_with_summarize_with_and_report_end_to_end() {
-    if !wired() {
-        return;
-    }
     let dir = scratch("binary-summarize-with");
     let script = crate::summarizer(&dir);
     let input = dir.join("anthropic.json");
@@ -82,9 +68,6 @@ fn compact_format_with_summarize_with_and_report_end_to_end() {
 
 #[test]
 fn compact_format_reads_standard_input_and_fails_writing_nothing() {
-    if !wired() {
-        return;
-    }
     let text = example("openai-chat");
     let (status, stdout, _) = run(
         &[

@@ -1,24 +1,12 @@
 //! `cutctx compact --format ...`: provider requests compacted in their own format.
 //!
-//! The module `src/formats.rs` is compiled into this test binary as it is (`#[path]`), so its
-//! behaviour is tested in-process whether or not the binary has been wired to it yet; the
-//! `binary` tests run the real `cutctx` binary once its `compact` command has `--format`, and
-//! say they were skipped otherwise. `--summarize-with` runs a small shell script end to end.
+//! `inprocess` calls `cutctx_cli::formats` directly; `binary` runs the real `cutctx` binary.
+//! `--summarize-with` runs a small shell script end to end.
 
-// The CLI module, compiled here as it is compiled into the library.
-#[path = "../../src/formats.rs"]
-#[allow(
-    dead_code,
-    unreachable_pub,
-    reason = "the module's public API is exercised in part; the library exports it"
-)]
-mod formats;
+use cutctx_cli::{CliError, formats};
 
 mod binary;
 mod inprocess;
-
-// What `formats.rs` reaches through `crate::`.
-use cutctx_cli::{CliError, USAGE_ERROR, request};
 
 use std::path::{Path, PathBuf};
 
