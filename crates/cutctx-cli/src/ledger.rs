@@ -179,19 +179,19 @@ pub fn ledger_verify(
 /// empty ledger pins as `genesis` at 0 rows, as arcaeon's does.
 pub fn ledger_head(ledger: &Path, clock: &dyn Clock) -> Result<String, CliError> {
     // A path that exists but cannot be read as a file is unreadable input, not a verdict.
-    if ledger.exists() {
-        if let Err(e) = std::fs::File::open(ledger).and_then(|f| {
+    if ledger.exists()
+        && let Err(e) = std::fs::File::open(ledger).and_then(|f| {
             if f.metadata()?.is_dir() {
                 Err(std::io::Error::other("it is a directory"))
             } else {
                 Ok(())
             }
-        }) {
-            return Err(CliError::input(
-                format!("cannot read the ledger at {}: {e}", ledger.display()),
-                cutctx::model::details! { "path" => ledger.display().to_string(), "document" => "the ledger" },
-            ));
-        }
+        })
+    {
+        return Err(CliError::input(
+            format!("cannot read the ledger at {}: {e}", ledger.display()),
+            cutctx::model::details! { "path" => ledger.display().to_string(), "document" => "the ledger" },
+        ));
     }
     Ledger::new(ledger)
         .head(clock)
