@@ -134,6 +134,14 @@ fn redact(message: &str) -> String {
     message.to_owned()
 }
 
+/// serde_json appends " at line L column C"; the details carry those already.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(i) => message[..i].to_owned(),
+        None => message.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::redact;
@@ -148,13 +156,5 @@ mod tests {
             redact("unknown field `x`, expected `y`"),
             "unknown field `x`, expected `y`"
         );
-    }
-}
-
-/// serde_json appends " at line L column C"; the details carry those already.
-fn strip_position(message: &str) -> String {
-    match message.rfind(" at line ") {
-        Some(i) => message[..i].to_owned(),
-        None => message.to_owned(),
     }
 }
