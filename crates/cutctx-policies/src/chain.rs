@@ -9,7 +9,7 @@ use cutctx_model::{
     SummarizationRequest, Transcript, TranscriptTurn, TurnAction, TurnReplacement, details,
 };
 
-use crate::masking::{StubJob, realize_all};
+use crate::masking::{StubJob, StubSource, realize_all};
 use crate::summarizing::group_id_for;
 use crate::{
     CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, POLICY_VERSION, SummarizingPolicy,
@@ -267,7 +267,7 @@ impl State<'_> {
     fn realize(&mut self, p: usize) {
         if let Resolved::PendingMask { job, estimate } = self.resolved[p] {
             self.resolved[p] = Resolved::Mask {
-                content: self.jobs[job].realize(),
+                content: self.jobs[job].realize(self.transcript),
                 estimate,
             };
         }
@@ -290,7 +290,10 @@ impl State<'_> {
                 _ => None,
             })
             .unzip();
-        for (p, content) in positions.into_iter().zip(realize_all(&jobs)) {
+        for (p, content) in positions
+            .into_iter()
+            .zip(realize_all(&jobs, self.transcript))
+        {
             if let Resolved::PendingMask { estimate, .. } = self.resolved[p] {
                 self.resolved[p] = Resolved::Mask { content, estimate };
             }
@@ -445,8 +448,8 @@ impl State<'_> {
             // The digest covers what the member saw: the real content, or an earlier stub.
             self.realize(p);
             let source = match &self.resolved[p] {
-                Resolved::Mask { content, .. } => content.clone(),
-                _ => self.transcript.turns()[p].content_arc().clone(),
+                Resolved::Mask { content, .. } => StubSource::Text(content.clone()),
+                _ => StubSource::Turn(p),
             };
             let original = projection.turns()[m.position].token_estimate();
             self.jobs.push(policy.job(original, source));
@@ -629,7 +632,7 @@ impl CompactionPolicy for PolicyChain {
                     Resolved::PendingMask { job, estimate } => TurnAction::mask(
                         id,
                         TurnReplacement {
-                            content: jobs.get(job).map_or_else(pending_content, StubJob::realize),
+                            content: jobs.get(job).map_or_else(pending_content, |j| j.realize(t)),
                             token_estimate: estimate,
                         },
                     ),

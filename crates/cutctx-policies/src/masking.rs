@@ -68,18 +68,42 @@ pub(crate) struct StubJob {
     /// The estimate of the turn the stub replaces, as the stub states it.
     pub(crate) original_tokens: u64,
     /// The content the digest covers.
-    pub(crate) source: Arc<str>,
+    pub(crate) source: StubSource,
+}
+
+/// The content a stub's digest covers.
+#[derive(Debug, Clone)]
+pub(crate) enum StubSource {
+    /// The content of the turn at this position of the transcript the job is realized
+    /// against. Held as a position, not a reference, so that deciding a mask never touches
+    /// the content's allocation: the text is read once, when it is hashed.
+    Turn(usize),
+    /// Other text: an earlier stub, masked again.
+    Text(Arc<str>),
 }
 
 impl StubJob {
-    /// `"{placeholder} (original: {n} tokens, sha256:{digest})"`.
-    pub(crate) fn realize(&self) -> Arc<str> {
+    /// `"{placeholder} (original: {n} tokens, sha256:{digest})"`, with the digest of the source
+    /// read from `transcript`.
+    pub(crate) fn realize(&self, transcript: &Transcript) -> Arc<str> {
+        let text = match &self.source {
+            StubSource::Turn(p) => transcript.turns().get(*p).map_or("", |t| t.content()),
+            StubSource::Text(text) => text,
+        };
         Arc::from(format!(
             "{} (original: {} tokens, sha256:{})",
             self.placeholder,
             self.original_tokens,
-            sha256_of_str(&self.source)
+            sha256_of_str(text)
         ))
+    }
+
+    /// The length of the text the digest covers, to share hashing work out evenly.
+    fn source_len(&self, transcript: &Transcript) -> usize {
+        match &self.source {
+            StubSource::Turn(p) => transcript.turns().get(*p).map_or(0, |t| t.content().len()),
+            StubSource::Text(text) => text.len(),
+        }
     }
 }
 
@@ -171,7 +195,7 @@ impl ObservationMaskingPolicy {
     }
 
     /// The stub job for a turn of `original_tokens` whose content is `source`.
-    pub(crate) fn job(&self, original_tokens: u64, source: Arc<str>) -> StubJob {
+    pub(crate) fn job(&self, original_tokens: u64, source: StubSource) -> StubJob {
         StubJob {
             placeholder: self.placeholder.clone(),
             original_tokens,
@@ -209,8 +233,8 @@ impl ObservationMaskingPolicy {
             let original = turn.token_estimate();
             let chars = placeholder_chars + STUB_FRAME_CHARS + decimal_digits(original);
             let estimate = self.estimate(chars, || {
-                self.job(original, turn.content_arc().clone())
-                    .realize()
+                self.job(original, StubSource::Turn(p))
+                    .realize(t)
                     .to_string()
             });
             if estimate >= original {
@@ -237,21 +261,22 @@ fn decimal_digits(mut n: u64) -> usize {
 
 /// Realizes every job, on all available cores when the work is large enough to pay for the
 /// threads. The output order is the input order.
-pub(crate) fn realize_all(jobs: &[StubJob]) -> Vec<Arc<str>> {
+pub(crate) fn realize_all(jobs: &[StubJob], transcript: &Transcript) -> Vec<Arc<str>> {
     const PARALLEL_BYTES: usize = 1 << 20;
-    let bytes: usize = jobs.iter().map(|j| j.source.len()).sum();
+    let realize = |job: &StubJob| job.realize(transcript);
+    let bytes: usize = jobs.iter().map(|j| j.source_len(transcript)).sum();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZeroUsize::get)
         .min(8);
     if bytes < PARALLEL_BYTES || threads < 2 || jobs.len() < 2 {
-        return jobs.iter().map(StubJob::realize).collect();
+        return jobs.iter().map(realize).collect();
     }
     // Split by bytes, not by count, so one core does not get all the large results.
     let share = bytes.div_ceil(threads);
     let mut chunks: Vec<&[StubJob]> = Vec::with_capacity(threads);
     let (mut start, mut acc) = (0, 0);
     for (i, job) in jobs.iter().enumerate() {
-        acc += job.source.len();
+        acc += job.source_len(transcript);
         if acc >= share {
             chunks.push(&jobs[start..=i]);
             start = i + 1;
@@ -264,9 +289,7 @@ pub(crate) fn realize_all(jobs: &[StubJob]) -> Vec<Arc<str>> {
     std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .iter()
-            .map(|chunk| {
-                scope.spawn(move || chunk.iter().map(StubJob::realize).collect::<Vec<_>>())
-            })
+            .map(|chunk| scope.spawn(move || chunk.iter().map(realize).collect::<Vec<_>>()))
             .collect();
         handles
             .into_iter()
@@ -274,7 +297,7 @@ pub(crate) fn realize_all(jobs: &[StubJob]) -> Vec<Arc<str>> {
             // Hashing a string cannot panic; should a thread die anyway, redo its share here.
             .flat_map(|(h, chunk)| {
                 h.join()
-                    .unwrap_or_else(|_| chunk.iter().map(StubJob::realize).collect())
+                    .unwrap_or_else(|_| chunk.iter().map(realize).collect())
             })
             .collect()
     })
@@ -311,11 +334,11 @@ impl CompactionPolicy for ObservationMaskingPolicy {
             .map(|m| {
                 self.job(
                     turns[m.position].token_estimate(),
-                    turns[m.position].content_arc().clone(),
+                    StubSource::Turn(m.position),
                 )
             })
             .collect();
-        let stubs = realize_all(&jobs);
+        let stubs = realize_all(&jobs, t);
         let mut actions: Vec<TurnAction> = turns
             .iter()
             .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
