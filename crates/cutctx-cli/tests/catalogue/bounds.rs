@@ -33,8 +33,9 @@ struct Probe {
     size: usize,
     /// The exit status every run must end with.
     status: i32,
-    /// A known super-linear path, too slow to show in a debug build within the suite's time:
-    /// run only when `CUTCTX_CATALOGUE_SLOW=1`, and then reported rather than failed on.
+    /// A known super-linear path (none today), too slow to show in a debug build within the
+    /// suite's time: run only when `CUTCTX_CATALOGUE_SLOW=1`, and then reported rather than
+    /// failed on.
     xfail: Option<&'static str>,
 }
 
