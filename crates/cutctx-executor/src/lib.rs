@@ -182,8 +182,7 @@ fn walk(
                     metadata.insert(META_KIND.to_owned(), "masked".to_owned());
                     view.push(DerivedTurn::Kept(
                         position,
-                        turn.clone()
-                            .with_content(r.content.clone(), r.token_estimate)
+                        turn.with_replaced_content(r.content.clone(), r.token_estimate)
                             .with_metadata(Arc::new(metadata)),
                     ));
                 }
