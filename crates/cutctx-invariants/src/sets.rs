@@ -164,21 +164,61 @@ impl Analysis {
         Self::with_exchanges(projection, budget, self.exchanges.project(origin))
     }
 
+    /// The analysis of a projection given by its shape alone, for callers that never build
+    /// the projection as a transcript: `origin` as for [`Exchanges::project`], `fixed(j)`
+    /// whether projection turn `j` is a system or pinned turn, `estimate(j)` its estimate.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn project_shape(
+        &self,
+        budget: &CompactionBudget,
+        origin: &[Option<usize>],
+        fixed: impl Fn(usize) -> bool,
+        estimate: impl Fn(usize) -> u64,
+    ) -> Self {
+        Self::build(
+            budget,
+            self.exchanges.project(origin),
+            origin.len(),
+            fixed,
+            estimate,
+        )
+    }
+
     fn with_exchanges(
         transcript: &Transcript,
         budget: &CompactionBudget,
         exchanges: Exchanges,
     ) -> Self {
-        let untouchable = untouchable(transcript, budget);
-        let untouchable_tokens = transcript
-            .turns()
-            .iter()
-            .zip(&untouchable)
-            .filter(|(_, u)| **u)
-            .map(|(t, _)| t.token_estimate())
-            .sum();
-        let untouchable_count = untouchable.iter().filter(|u| **u).count();
-        let mut removable = vec![false; transcript.len()];
+        let turns = transcript.turns();
+        Self::build(
+            budget,
+            exchanges,
+            turns.len(),
+            |p| turns[p].role() == Role::System || turns[p].pinned(),
+            |p| turns[p].token_estimate(),
+        )
+    }
+
+    /// The analysis of `len` turns: turn `p` is untouchable when `fixed(p)` (system or
+    /// pinned) or when it lies in the protected tail.
+    fn build(
+        budget: &CompactionBudget,
+        exchanges: Exchanges,
+        len: usize,
+        fixed: impl Fn(usize) -> bool,
+        estimate: impl Fn(usize) -> u64,
+    ) -> Self {
+        let protected = usize::try_from(budget.protected_recent_turns).unwrap_or(usize::MAX);
+        let protected_from = len.saturating_sub(protected);
+        let untouchable: Vec<bool> = (0..len).map(|p| p >= protected_from || fixed(p)).collect();
+        let mut untouchable_tokens = 0_u64;
+        let mut untouchable_count = 0_usize;
+        for (p, _) in untouchable.iter().enumerate().filter(|(_, u)| **u) {
+            untouchable_tokens += estimate(p);
+            untouchable_count += 1;
+        }
+        let mut removable = vec![false; len];
         for members in exchanges.iter() {
             if members.iter().all(|&p| !untouchable[p]) {
                 for &p in members {
@@ -231,19 +271,6 @@ impl Analysis {
             },
         })
     }
-}
-
-/// Per position: whether the turn is untouchable (system, pinned, or in the protected tail).
-fn untouchable(transcript: &Transcript, budget: &CompactionBudget) -> Vec<bool> {
-    let len = transcript.len();
-    let protected = usize::try_from(budget.protected_recent_turns).unwrap_or(usize::MAX);
-    let protected_from = len.saturating_sub(protected);
-    transcript
-        .turns()
-        .iter()
-        .enumerate()
-        .map(|(i, t)| t.role() == Role::System || t.pinned() || i >= protected_from)
-        .collect()
 }
 
 /// Refuses a budget below the untouchable floor of `transcript`.

@@ -1,5 +1,6 @@
 //! Policy chains: each member decides over the projection the previous members left.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -160,6 +161,33 @@ impl<'a> Emitted<'a> {
     }
 }
 
+/// A projection reduced to what the drop-oldest and summarizing members read: which real turn
+/// or stand-in each of its turns is, and the estimates. Building it touches no turn's id or
+/// content, where projecting a transcript clones every turn.
+struct Shape {
+    /// Per projection turn: the real position it stands for, `None` for a summary stand-in.
+    origin: Vec<Option<usize>>,
+    /// The group of each stand-in, by projection position.
+    stand_ins: BTreeMap<usize, Arc<str>>,
+    estimates: Vec<u64>,
+    total: u64,
+}
+
+impl Shape {
+    /// The projection's analysis, derived from the transcript's.
+    fn analysis(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Analysis {
+        let turns = t.turns();
+        analysis.project_shape(
+            b,
+            &self.origin,
+            |j| {
+                self.origin[j].is_some_and(|p| turns[p].role() == Role::System || turns[p].pinned())
+            },
+            |j| self.estimates[j],
+        )
+    }
+}
+
 /// Whether two group ids are equal, by pointer first: the ids of one group share one string.
 fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || a == b
@@ -231,12 +259,13 @@ impl State<'_> {
         Ok((projection, origin))
     }
 
-    /// The projection's total estimate, without building it.
+    /// The projection's total estimate, without building it. Saturates: a total past `u64::MAX`
+    /// is over any budget all the same.
     fn projected_total(&self) -> u64 {
         let mut emitted = Emitted::default();
         let mut total = 0_u64;
         for (turn, r) in self.transcript.turns().iter().zip(&self.resolved) {
-            total += match r {
+            let estimate = match r {
                 Resolved::Keep => turn.token_estimate(),
                 Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
                     *estimate
@@ -246,8 +275,54 @@ impl State<'_> {
                 }
                 Resolved::Summarize(_) | Resolved::Drop => 0,
             };
+            total = total.saturating_add(estimate);
         }
         total
+    }
+
+    /// The projection's shape: the turns [`State::project`] would build, without building them.
+    fn shape(&self) -> Result<Shape, CompactionError> {
+        let mut shape = Shape {
+            origin: Vec::with_capacity(self.resolved.len()),
+            stand_ins: BTreeMap::new(),
+            estimates: Vec::with_capacity(self.resolved.len()),
+            total: 0,
+        };
+        let mut emitted = Emitted::default();
+        for (p, (turn, r)) in self
+            .transcript
+            .turns()
+            .iter()
+            .zip(&self.resolved)
+            .enumerate()
+        {
+            let (slot, estimate) = match r {
+                Resolved::Keep => (Some(p), turn.token_estimate()),
+                Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
+                    (Some(p), *estimate)
+                }
+                Resolved::Summarize(gid) => match self.groups.get(gid) {
+                    Some(group) if emitted.first_time(gid) => {
+                        shape.stand_ins.insert(shape.origin.len(), gid.clone());
+                        (None, group.target_tokens)
+                    }
+                    _ => continue,
+                },
+                Resolved::Drop => continue,
+            };
+            shape.total = shape.total.checked_add(estimate).ok_or_else(|| {
+                CompactionError::validation(
+                    format!(
+                        "The projected transcript's estimates sum beyond {}.",
+                        u64::MAX
+                    ),
+                    details! { "turn_count" => shape.origin.len() + 1 },
+                )
+            })?;
+            shape.origin.push(slot);
+            shape.estimates.push(estimate);
+        }
+        Ok(shape)
     }
 
     /// The real positions an action on projection turn `id` (at real position `real`) affects.
@@ -360,34 +435,41 @@ impl State<'_> {
         self.groups.extend(updates);
     }
 
-    /// Sets `new` on the real turns projection turn `j` stands for; a removal of a summary
-    /// stand-in also forgets its group.
-    fn set(&mut self, projection: &Transcript, origin: &[Option<usize>], j: usize, new: &Resolved) {
-        let id = projection.turns()[j].turn_id();
-        if id.starts_with(SUMMARY_TURN_ID_PREFIX) {
-            for p in self.members(id, None) {
-                self.resolved[p] = new.clone();
+    /// Sets `new` (a removal) on the real turns projection turn `j` stands for; removing a
+    /// summary stand-in also forgets its group. As in the reference, any id with the summary
+    /// prefix is read as a stand-in.
+    fn set(&mut self, shape: &Shape, j: usize, new: &Resolved) {
+        let t = self.transcript;
+        let group = match shape.origin[j] {
+            Some(p) => t.turns()[p].turn_id().strip_prefix(SUMMARY_TURN_ID_PREFIX),
+            None => shape.stand_ins.get(&j).map(|g| &**g),
+        };
+        match group {
+            Some(gid) => {
+                if let Some(group) = self.groups.remove(gid) {
+                    for p in group.members {
+                        self.resolved[p] = new.clone();
+                    }
+                }
             }
-        } else if let Some(p) = origin.get(j).copied().flatten() {
-            self.resolved[p] = new.clone();
-        }
-        if matches!(new, Resolved::Drop | Resolved::Summarize(_)) {
-            self.forget_group_of(id);
+            None => {
+                if let Some(p) = shape.origin[j] {
+                    self.resolved[p] = new.clone();
+                }
+            }
         }
     }
 
     /// A drop-oldest member's decisions over the projection, taken without a plan.
     fn absorb_drops(
         &mut self,
-        policy: &DropOldestPolicy,
-        projection: &Transcript,
-        origin: &[Option<usize>],
+        shape: &Shape,
         budget: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<(), CompactionError> {
         analysis.require_satisfiable(budget)?;
-        for j in policy.dropped(projection, budget, analysis) {
-            self.set(projection, origin, j, &Resolved::Drop);
+        for j in DropOldestPolicy::dropped(shape.total, |j| shape.estimates[j], budget, analysis) {
+            self.set(shape, j, &Resolved::Drop);
         }
         Ok(())
     }
@@ -396,23 +478,27 @@ impl State<'_> {
     fn absorb_summary(
         &mut self,
         policy: &SummarizingPolicy,
-        projection: &Transcript,
-        origin: &[Option<usize>],
+        shape: &Shape,
         budget: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<(), CompactionError> {
         analysis.require_satisfiable(budget)?;
-        let Some((span, target)) = policy.choose(projection, budget, analysis) else {
+        let chosen = policy.choose(shape.total, |j| shape.estimates[j], budget, analysis);
+        let Some((span, target)) = chosen else {
             return Ok(());
         };
-        let ids: Vec<Arc<str>> = projection.turns()[span.clone()]
-            .iter()
-            .map(|t| t.turn_id_arc().clone())
-            .collect();
-        let gid: Arc<str> = group_id_for(&ids).into();
+        let t = self.transcript;
+        let ids = span.clone().map(|j| match shape.origin[j] {
+            Some(p) => Cow::Borrowed(t.turns()[p].turn_id()),
+            None => Cow::Owned(format!(
+                "{SUMMARY_TURN_ID_PREFIX}{}",
+                shape.stand_ins.get(&j).map_or("", |g| &**g)
+            )),
+        });
+        let gid: Arc<str> = group_id_for(ids).into();
         let new = Resolved::Summarize(gid.clone());
         for j in span {
-            self.set(projection, origin, j, &new);
+            self.set(shape, j, &new);
         }
         let members: Vec<usize> = self
             .resolved
@@ -539,12 +625,8 @@ impl CompactionPolicy for PolicyChain {
             jobs: Vec::new(),
         };
         let mut ratio: Option<f64> = None;
-        let identity: Vec<Option<usize>> = (0..t.len()).map(Some).collect();
-        // The projection, what each of its turns stands for, and its analysis; `None` while
-        // it is still the transcript itself.
-        let mut projection: Option<(Transcript, Vec<Option<usize>>, Analysis)> = None;
-        // Whether `projection` is behind what the members decided; it is rebuilt only when a
-        // member is about to run, so the last member's decisions are never projected.
+        // Whether members have decided anything yet: until then the projection is the
+        // transcript itself. The last member's decisions are never projected.
         let mut stale = false;
         // Whether a member from this one on reads content, and so needs it in its projection.
         let mut content_needed = vec![false; self.policies.len() + 1];
@@ -556,10 +638,7 @@ impl CompactionPolicy for PolicyChain {
             let total = if stale {
                 state.projected_total()
             } else {
-                projection
-                    .as_ref()
-                    .map_or(t, |(v, _, _)| v)
-                    .token_estimate()
+                t.token_estimate()
             };
             if total <= b.max_tokens {
                 break;
@@ -570,29 +649,39 @@ impl CompactionPolicy for PolicyChain {
                 state.realize_everything();
                 stale = true;
             }
-            if stale {
-                let (view, origin) = state.project(content_needed[index])?;
-                let view_analysis = analysis.project(&view, b, &origin);
-                projection = Some((view, origin, view_analysis));
-            }
-            let (view, origin, view_analysis) = match &projection {
-                Some((v, o, a)) => (v, o.as_slice(), a),
-                None => (t, identity.as_slice(), analysis),
-            };
-            if let Some(masking) = deferring {
-                if state.absorb_masks(masking, view, origin, b, view_analysis)? && ratio.is_none() {
-                    ratio = masking.ratio();
-                }
-            } else if let Some(drop) = policy.as_drop_oldest() {
-                state.absorb_drops(drop, view, origin, b, view_analysis)?;
+            if policy.as_drop_oldest().is_some() {
+                let shape = state.shape()?;
+                let shape_analysis = shape.analysis(t, b, analysis);
+                state.absorb_drops(&shape, b, &shape_analysis)?;
             } else if let Some(summarizing) = policy.as_summarizing() {
-                state.absorb_summary(summarizing, view, origin, b, view_analysis)?;
+                let shape = state.shape()?;
+                let shape_analysis = shape.analysis(t, b, analysis);
+                state.absorb_summary(summarizing, &shape, b, &shape_analysis)?;
             } else {
-                let plan = policy.decide_with_analysis(view, b, view_analysis)?;
-                if ratio.is_none() {
-                    ratio = plan.estimator_ratio;
+                let projected;
+                let identity: Vec<Option<usize>>;
+                let (view, origin, view_analysis) = if stale {
+                    let (view, origin) = state.project(content_needed[index])?;
+                    let view_analysis = analysis.project(&view, b, &origin);
+                    projected = (view, origin, view_analysis);
+                    (&projected.0, projected.1.as_slice(), &projected.2)
+                } else {
+                    identity = (0..t.len()).map(Some).collect();
+                    (t, identity.as_slice(), analysis)
+                };
+                if let Some(masking) = deferring {
+                    if state.absorb_masks(masking, view, origin, b, view_analysis)?
+                        && ratio.is_none()
+                    {
+                        ratio = masking.ratio();
+                    }
+                } else {
+                    let plan = policy.decide_with_analysis(view, b, view_analysis)?;
+                    if ratio.is_none() {
+                        ratio = plan.estimator_ratio;
+                    }
+                    state.absorb(&plan, origin);
                 }
-                state.absorb(&plan, origin);
             }
             stale = true;
         }

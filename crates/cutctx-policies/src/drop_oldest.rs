@@ -32,16 +32,16 @@ impl DropOldestPolicy {
 
 impl DropOldestPolicy {
     /// The positions to drop, in order: whole removable exchanges, oldest first, until the
-    /// estimate fits.
+    /// estimate fits. `total` is the transcript's estimate and `estimate(p)` that of turn `p`:
+    /// a chain passes a projection's figures without building it.
     pub(crate) fn dropped(
-        &self,
-        t: &Transcript,
+        total: u64,
+        estimate: impl Fn(usize) -> u64,
         b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Vec<usize> {
-        let turns = t.turns();
         let mut dropped = Vec::new();
-        let mut running = t.token_estimate();
+        let mut running = total;
         for members in analysis.exchanges.iter() {
             if running <= b.max_tokens {
                 break;
@@ -51,7 +51,7 @@ impl DropOldestPolicy {
             }
             for &p in members {
                 dropped.push(p);
-                running -= turns[p].token_estimate();
+                running = running.saturating_sub(estimate(p));
             }
         }
         dropped.sort_unstable();
@@ -85,7 +85,12 @@ impl CompactionPolicy for DropOldestPolicy {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
         let mut dropped = vec![false; turns.len()];
-        for p in self.dropped(t, b, analysis) {
+        for p in Self::dropped(
+            t.token_estimate(),
+            |p| turns[p].token_estimate(),
+            b,
+            analysis,
+        ) {
             dropped[p] = true;
         }
         let actions = turns

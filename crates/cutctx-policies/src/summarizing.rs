@@ -7,7 +7,7 @@ use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
 use cutctx_model::canonical::{py_float_repr, sha256_of_str};
 use cutctx_model::{
     CompactionBudget, CompactionError, GROUP_ID_PREFIX, SummarizationRequest, Transcript,
-    TurnAction, details, py_repr_str,
+    TranscriptTurn, TurnAction, details, py_repr_str,
 };
 
 use crate::{CompactionPolicy, POLICY_VERSION};
@@ -310,14 +310,11 @@ impl MaxTree {
 
 impl SummarizingPolicy {
     /// The target for `span`, if it qualifies: long enough, and its summary would be smaller.
-    fn target_for(&self, t: &Transcript, span: &Range<usize>) -> Option<u64> {
+    fn target_for(&self, estimate: &impl Fn(usize) -> u64, span: &Range<usize>) -> Option<u64> {
         if span.len() < self.min_span_turns {
             return None;
         }
-        let tokens: u64 = t.turns()[span.clone()]
-            .iter()
-            .map(|turn| turn.token_estimate())
-            .sum();
+        let tokens: u64 = span.clone().map(estimate).sum();
         let target = summary_target(tokens, self.target_ratio);
         (target < tokens).then_some(target)
     }
@@ -329,24 +326,28 @@ impl SummarizingPolicy {
     /// a call and its result) would make the reference fail with a split exchange; here it is
     /// refined into the closed spans it contains, and those are tried in turn. Whenever the
     /// reference produces a plan, this chooses the same span.
+    ///
+    /// `total` is the transcript's estimate and `estimate(p)` that of turn `p`: a chain passes
+    /// a projection's figures without building it.
     pub(crate) fn choose(
         &self,
-        t: &Transcript,
+        total: u64,
+        estimate: impl Fn(usize) -> u64,
         b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Option<(Range<usize>, u64)> {
-        if t.token_estimate() <= b.max_tokens {
+        if total <= b.max_tokens {
             return None;
         }
         for span in spans(analysis) {
-            let Some(target) = self.target_for(t, &span) else {
+            let Some(target) = self.target_for(&estimate, &span) else {
                 continue;
             };
             if closed(&span, analysis) {
                 return Some((span, target));
             }
             for piece in refine(&span, analysis) {
-                if let Some(target) = self.target_for(t, &piece) {
+                if let Some(target) = self.target_for(&estimate, &piece) {
                     return Some((piece, target));
                 }
             }
@@ -380,18 +381,20 @@ impl CompactionPolicy for SummarizingPolicy {
     ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
-        let chosen = self.choose(t, b, analysis);
+        let chosen = self.choose(
+            t.token_estimate(),
+            |p| turns[p].token_estimate(),
+            b,
+            analysis,
+        );
         let mut actions: Vec<TurnAction> = turns
             .iter()
             .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
             .collect();
         let mut requests = Vec::new();
         if let Some((span, target)) = chosen {
-            let ids: Vec<Arc<str>> = turns[span.clone()]
-                .iter()
-                .map(|turn| turn.turn_id_arc().clone())
-                .collect();
-            let group_id: Arc<str> = group_id_for(&ids).into();
+            let group_id: Arc<str> =
+                group_id_for(turns[span.clone()].iter().map(TranscriptTurn::turn_id)).into();
             for p in span.clone() {
                 actions[p] =
                     TurnAction::summarize(turns[p].turn_id_arc().clone(), group_id.clone());
@@ -427,8 +430,14 @@ impl CompactionPolicy for SummarizingPolicy {
 }
 
 /// `span-` and the first 16 hex digits of `sha256_of` of the ids joined by U+0000.
-pub(crate) fn group_id_for(ids: &[Arc<str>]) -> String {
-    let joined = ids.iter().map(|s| &**s).collect::<Vec<_>>().join("\u{0}");
+pub(crate) fn group_id_for<S: AsRef<str>>(ids: impl IntoIterator<Item = S>) -> String {
+    let mut joined = String::new();
+    for (i, id) in ids.into_iter().enumerate() {
+        if i > 0 {
+            joined.push('\u{0}');
+        }
+        joined.push_str(id.as_ref());
+    }
     let digest = sha256_of_str(&joined);
     format!("{GROUP_ID_PREFIX}{}", &digest[..16])
 }
