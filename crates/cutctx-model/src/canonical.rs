@@ -22,6 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::fastjson::{HashSink, put_str};
 use crate::{CompactionError, details};
 
 /// A `serde_json` formatter that writes floats as Python's `repr` does.
@@ -206,63 +207,41 @@ pub fn sha256_of<T: Serialize + ?Sized>(value: &T) -> Result<String, CompactionE
 /// ```
 #[must_use]
 pub fn sha256_of_str(text: &str) -> String {
-    // Escaped text goes through a small buffer so the hasher sees large blocks, not one
-    // call per run between escapes (tool output has a newline every line).
-    const FLUSH: usize = 16 * 1024;
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut hasher = Sha256::new();
-    let mut buf: Vec<u8> = Vec::with_capacity(FLUSH + 64);
-    buf.push(b'"');
-    let mut rest = text.as_bytes();
-    while let Some(i) = rest
-        .iter()
-        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
-    {
-        buf.extend_from_slice(&rest[..i]);
-        let b = rest[i];
-        match b {
-            b'"' => buf.extend_from_slice(b"\\\""),
-            b'\\' => buf.extend_from_slice(b"\\\\"),
-            b'\n' => buf.extend_from_slice(b"\\n"),
-            b'\r' => buf.extend_from_slice(b"\\r"),
-            b'\t' => buf.extend_from_slice(b"\\t"),
-            0x08 => buf.extend_from_slice(b"\\b"),
-            0x0c => buf.extend_from_slice(b"\\f"),
-            _ => buf.extend_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 0xf)],
-            ]),
-        }
-        rest = &rest[i + 1..];
-        if buf.len() >= FLUSH {
-            hasher.update(&buf);
-            buf.clear();
-        }
-    }
-    if buf.len() + rest.len() > FLUSH {
-        hasher.update(&buf);
-        buf.clear();
-        hasher.update(rest);
-    } else {
-        buf.extend_from_slice(rest);
-    }
-    buf.push(b'"');
-    hasher.update(&buf);
-    hex(&hasher.finalize())
+    // Room for the literal and an escape every eight bytes.
+    let mut sink = HashSink::with_expected(text.len() + text.len() / 8 + 2);
+    put_str(&mut sink, text);
+    sink.finish_hex()
+}
+
+/// Appends [`sha256_of_str`]`(text)` to `out`, for callers building a larger string around
+/// the digest without a second allocation.
+///
+/// ```
+/// use cutctx_model::canonical::{push_sha256_of_str, sha256_of_str};
+/// let mut stub = String::from("sha256:");
+/// push_sha256_of_str(&mut stub, "text");
+/// assert_eq!(stub, format!("sha256:{}", sha256_of_str("text")));
+/// ```
+pub fn push_sha256_of_str(out: &mut String, text: &str) {
+    // Room for the literal and an escape every eight bytes.
+    let mut sink = HashSink::with_expected(text.len() + text.len() / 8 + 2);
+    put_str(&mut sink, text);
+    push_hex(out, &sink.finish());
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
+    push_hex(&mut out, bytes);
+    out
+}
+
+fn push_hex(out: &mut String, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    out.reserve(bytes.len() * 2);
     for &b in bytes {
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
         out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
-    out
 }
 
 #[cfg(test)]
@@ -394,6 +373,27 @@ mod tests {
         })
     }
 
+    /// The writer's escaping as bytes, for comparison with `serde_json`'s (Python's).
+    fn literal(text: &str) -> String {
+        let mut out = Vec::new();
+        put_str(&mut out, text);
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    #[test]
+    fn word_scan_escapes_every_byte_class_at_every_offset() {
+        // Offsets 0..17 put the byte in the first word, the second, and the tail.
+        for c in (0_u8..0x80).map(char::from).chain(['é', '\u{2028}', '€']) {
+            for at in 0..17 {
+                let mut text: Vec<char> = vec!['a'; 17];
+                text[at] = c;
+                let text: String = text.into_iter().collect();
+                let expected = serde_json::to_string(&text).unwrap_or_default();
+                assert_eq!(literal(&text), expected, "{c:?} at {at}");
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn canonical_form_parses_back_and_recanonicalises_identically(v in arb_value()) {
@@ -408,6 +408,23 @@ mod tests {
             let back: f64 = text.parse().expect("python repr parses");
             prop_assert_eq!(back, if f == 0.0 { 0.0 } else { f });
             prop_assert!(text.contains('.') || text.contains('e'));
+        }
+
+        #[test]
+        fn word_scan_escapes_like_serde_json(
+            chars in proptest::collection::vec(
+                prop_oneof![
+                    4 => (0x20_u8..0x7f).prop_map(char::from),
+                    1 => Just('"'),
+                    1 => Just('\\'),
+                    1 => (0_u8..0x20).prop_map(char::from),
+                    1 => Just('é'),
+                ],
+                0..48,
+            )
+        ) {
+            let text: String = chars.into_iter().collect();
+            prop_assert_eq!(literal(&text), serde_json::to_string(&text).unwrap_or_default());
         }
 
         #[test]

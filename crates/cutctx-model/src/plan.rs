@@ -494,7 +494,7 @@ impl PlanDraft {
     /// without building the text.
     #[must_use]
     pub fn plan_hash(&self) -> String {
-        let mut sink = HashSink::new();
+        let mut sink = HashSink::with_expected(usize::MAX);
         self.write(&mut sink);
         sink.finish_hex()
     }

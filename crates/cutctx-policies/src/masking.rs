@@ -1,9 +1,10 @@
 //! Observation masking: replace old tool results with a stub that carries their digest.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
-use cutctx_model::canonical::sha256_of_str;
+use cutctx_model::canonical::push_sha256_of_str;
 use cutctx_model::{
     CompactionBudget, CompactionError, DEFAULT_PLACEHOLDER, Role, Transcript, TurnAction,
     TurnReplacement, details,
@@ -90,12 +91,15 @@ impl StubJob {
             StubSource::Turn(p) => transcript.turns().get(*p).map_or("", |t| t.content()),
             StubSource::Text(text) => text,
         };
-        Arc::from(format!(
-            "{} (original: {} tokens, sha256:{})",
-            self.placeholder,
-            self.original_tokens,
-            sha256_of_str(text)
-        ))
+        let mut stub = String::with_capacity(self.placeholder.len() + STUB_FRAME_CHARS + 20);
+        stub.push_str(&self.placeholder);
+        stub.push_str(" (original: ");
+        // Writing to a `String` cannot fail.
+        let _ = write!(stub, "{}", self.original_tokens);
+        stub.push_str(" tokens, sha256:");
+        push_sha256_of_str(&mut stub, text);
+        stub.push(')');
+        Arc::from(stub)
     }
 
     /// The length of the text the digest covers, to share hashing work out evenly.
