@@ -19,8 +19,8 @@ use std::sync::Arc;
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
     Action, CompactedTranscript, CompactionError, CompactionReport, DerivedTurn, ID_SAMPLE_LIMIT,
-    Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn, TurnAction,
-    details, py_repr_str,
+    Metadata, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn,
+    TurnAction, details, py_repr_str,
 };
 
 /// Metadata key every turn the executor writes carries: `"masked"` or `"summary"`.
@@ -169,6 +169,9 @@ fn walk(
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut summary_turn_ids = Vec::with_capacity(requests.len());
     let mut emitted: BTreeSet<&str> = BTreeSet::new();
+    // The last metadata map marked as masked, and its marked copy: turns often share one map
+    // (all turns without metadata share the empty one), so one copy serves a run of them.
+    let mut marked: Option<(Metadata, Metadata)> = None;
     for (position, (turn, action)) in transcript.turns().iter().zip(&plan.actions).enumerate() {
         let id = turn.turn_id_arc().clone();
         match action.action() {
@@ -178,12 +181,22 @@ fn walk(
             }
             Action::Mask => {
                 if let Some(r) = action.replacement() {
-                    let mut metadata = (**turn.metadata()).clone();
-                    metadata.insert(META_KIND.to_owned(), "masked".to_owned());
+                    let metadata = match &marked {
+                        Some((source, copy)) if Arc::ptr_eq(source, turn.metadata()) => {
+                            Arc::clone(copy)
+                        }
+                        _ => {
+                            let mut metadata = (**turn.metadata()).clone();
+                            metadata.insert(META_KIND.to_owned(), "masked".to_owned());
+                            let copy = Arc::new(metadata);
+                            marked = Some((Arc::clone(turn.metadata()), Arc::clone(&copy)));
+                            copy
+                        }
+                    };
                     view.push(DerivedTurn::Kept(
                         position,
                         turn.with_replaced_content(r.content.clone(), r.token_estimate)
-                            .with_metadata(Arc::new(metadata)),
+                            .with_metadata(metadata),
                     ));
                 }
                 masked.push(id);

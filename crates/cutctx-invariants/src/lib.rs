@@ -45,6 +45,8 @@ mod sets;
 mod validate;
 
 pub use plan::{CompactionPlan, build_plan, estimate_after};
-pub use sets::{Analysis, Exchanges, require_satisfiable_budget};
+pub use sets::{Analysis, require_satisfiable_budget};
+
+pub use cutctx_model::Exchanges;
 
 pub use cutctx_model::PlanDraft;

@@ -1,116 +1,8 @@
 //! The derived sets of a transcript: exchanges, untouchable and removable turns.
 
-use cutctx_model::{CompactionBudget, CompactionError, Role, Transcript};
+use std::sync::Arc;
 
-/// The tool-call partition of a transcript, by turn position.
-///
-/// Turns sharing a `tool_call_id` form one exchange, wherever they sit; a turn without one is
-/// an exchange of its own. The two key spaces are separate, so a `tool_call_id` equal to some
-/// turn's id merges nothing. Exchanges are ordered by their earliest member, and each lists
-/// its members in transcript order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Exchanges {
-    /// Per position: the index of its exchange.
-    of_turn: Vec<usize>,
-    /// Members of every exchange, exchange after exchange; exchange `e` is
-    /// `flat[start[e]..start[e + 1]]`. Two flat arrays rather than a `Vec` per exchange: a
-    /// transcript of agent turns has about as many exchanges as turns.
-    flat: Vec<usize>,
-    start: Vec<usize>,
-}
-
-impl Exchanges {
-    /// The partition of `transcript`.
-    #[must_use]
-    pub fn of(transcript: &Transcript) -> Self {
-        // The transcript partitioned itself when it was built; lay the members out.
-        Self::from_assignment(
-            transcript.exchange_assignment().to_vec(),
-            transcript.exchange_count(),
-        )
-    }
-
-    /// The partition of a projection, derived from the partition of its source without
-    /// comparing a single id: `origin[j]` is the source position projection turn `j` stands
-    /// for, or `None` for a turn the source does not have (which must carry no
-    /// `tool_call_id`). Masking keeps `tool_call_id`, so exchanges only lose members.
-    #[must_use]
-    pub fn project(&self, origin: &[Option<usize>]) -> Self {
-        let mut renumber: Vec<Option<usize>> = vec![None; self.len()];
-        let mut count = 0_usize;
-        let mut of_turn = Vec::with_capacity(origin.len());
-        for o in origin {
-            let exchange = match o {
-                Some(p) => *renumber[self.of_turn[*p]].get_or_insert_with(|| {
-                    count += 1;
-                    count - 1
-                }),
-                None => {
-                    count += 1;
-                    count - 1
-                }
-            };
-            of_turn.push(exchange);
-        }
-        Self::from_assignment(of_turn, count)
-    }
-
-    /// Lays out the members of `count` exchanges numbered by first appearance.
-    fn from_assignment(of_turn: Vec<usize>, count: usize) -> Self {
-        let mut start = vec![0_usize; count + 1];
-        for &e in &of_turn {
-            start[e + 1] += 1;
-        }
-        for e in 0..count {
-            start[e + 1] += start[e];
-        }
-        let mut fill = start.clone();
-        let mut flat = vec![0_usize; of_turn.len()];
-        for (p, &e) in of_turn.iter().enumerate() {
-            flat[fill[e]] = p;
-            fill[e] += 1;
-        }
-        Self {
-            of_turn,
-            flat,
-            start,
-        }
-    }
-
-    /// The exchanges, each as the positions of its members.
-    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[usize]> + '_ {
-        self.start.windows(2).map(|w| &self.flat[w[0]..w[1]])
-    }
-
-    /// The number of exchanges.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.start.len() - 1
-    }
-
-    /// Whether there are none (the transcript is empty).
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// The index of the exchange holding the turn at `position`.
-    #[must_use]
-    pub fn exchange_of(&self, position: usize) -> usize {
-        self.of_turn[position]
-    }
-
-    /// The members of exchange `index`.
-    #[must_use]
-    pub fn members(&self, index: usize) -> &[usize] {
-        &self.flat[self.start[index]..self.start[index + 1]]
-    }
-
-    /// The number of positions partitioned.
-    pub(crate) fn positions(&self) -> usize {
-        self.of_turn.len()
-    }
-}
+use cutctx_model::{CompactionBudget, CompactionError, Exchanges, Role, Transcript};
 
 /// Everything a policy needs to know about a transcript under a budget, computed once.
 ///
@@ -132,8 +24,8 @@ impl Exchanges {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Analysis {
-    /// The tool-call partition.
-    pub exchanges: Exchanges,
+    /// The tool-call partition, shared with the transcript it was computed for.
+    pub exchanges: Arc<Exchanges>,
     /// Per position: system, pinned, or in the protected tail. No policy may act on these.
     pub untouchable: Vec<bool>,
     /// Per position: the whole exchange is free of untouchable turns, so the turn may be
@@ -149,7 +41,7 @@ impl Analysis {
     /// The analysis of `transcript` under `budget`.
     #[must_use]
     pub fn of(transcript: &Transcript, budget: &CompactionBudget) -> Self {
-        Self::with_exchanges(transcript, budget, Exchanges::of(transcript))
+        Self::with_exchanges(transcript, budget, Arc::clone(transcript.exchanges()))
     }
 
     /// The analysis of a projection of the transcript `self` analysed: see
@@ -161,7 +53,7 @@ impl Analysis {
         budget: &CompactionBudget,
         origin: &[Option<usize>],
     ) -> Self {
-        Self::with_exchanges(projection, budget, self.exchanges.project(origin))
+        Self::with_exchanges(projection, budget, Arc::new(self.exchanges.project(origin)))
     }
 
     /// The analysis of a projection given by its shape alone, for callers that never build
@@ -178,7 +70,7 @@ impl Analysis {
     ) -> Self {
         Self::build(
             budget,
-            self.exchanges.project(origin),
+            Arc::new(self.exchanges.project(origin)),
             origin.len(),
             fixed,
             estimate,
@@ -188,7 +80,7 @@ impl Analysis {
     fn with_exchanges(
         transcript: &Transcript,
         budget: &CompactionBudget,
-        exchanges: Exchanges,
+        exchanges: Arc<Exchanges>,
     ) -> Self {
         let turns = transcript.turns();
         Self::build(
@@ -204,7 +96,7 @@ impl Analysis {
     /// pinned) or when it lies in the protected tail.
     fn build(
         budget: &CompactionBudget,
-        exchanges: Exchanges,
+        exchanges: Arc<Exchanges>,
         len: usize,
         fixed: impl Fn(usize) -> bool,
         estimate: impl Fn(usize) -> u64,

@@ -32,11 +32,77 @@ pub(crate) fn validate(
     analysis: &Analysis,
 ) -> Result<(), CompactionError> {
     analysis.require_satisfiable(budget)?;
+    if all_hold(plan, transcript, budget, analysis) {
+        return Ok(());
+    }
     coverage(&plan.actions, transcript)?;
     untouchable(&plan.actions, analysis, budget)?;
     exchanges(&plan.actions, analysis)?;
     summary_groups(plan, transcript)?;
     arithmetic(plan, transcript, budget)
+}
+
+/// Whether every rule holds, decided in one pass over the actions.
+///
+/// The rules one by one read the actions five times; on a large transcript that is memory
+/// traffic, not computation. This pass checks the same conditions together, and a plan it
+/// passes is valid. When it finds any fault it answers `false` and the rules run one by one,
+/// in the reference's order, to name the first. Rule 4 (summary groups) is checked here only
+/// in its trivial form, no group named and no request; otherwise its own check runs.
+fn all_hold(
+    plan: &PlanDraft,
+    transcript: &Transcript,
+    budget: &CompactionBudget,
+    analysis: &Analysis,
+) -> bool {
+    let actions = &plan.actions;
+    let turns = transcript.turns();
+    if actions.len() != turns.len() || plan.tokens_before != transcript.token_estimate() {
+        return false;
+    }
+    let exchanges = &analysis.exchanges;
+    let mut grouped = false;
+    let mut after: u128 = 0;
+    for (p, (action, turn)) in actions.iter().zip(turns).enumerate() {
+        let kind = action.action();
+        // Rules 1 and 2.
+        if !action.names(turn) || (analysis.untouchable[p] && kind != Action::Keep) {
+            return false;
+        }
+        // Rule 3, turn by turn: each member is retained as the exchange's first member is, or
+        // removed by the same action into the same group.
+        let Some(&first) = exchanges.members(exchanges.exchange_of(p)).first() else {
+            return false;
+        };
+        let lead = &actions[first];
+        let removed = kind.is_removal();
+        if removed != lead.action().is_removal()
+            || (removed && (kind != lead.action() || !action.same_group(lead)))
+        {
+            return false;
+        }
+        grouped |= action.summary_group().is_some();
+        after += match kind {
+            Action::Keep => u128::from(turn.token_estimate()),
+            Action::Mask => action
+                .replacement()
+                .map_or(0, |r| u128::from(r.token_estimate)),
+            Action::Drop | Action::Summarize => 0,
+        };
+    }
+    if grouped || !plan.summarization_requests.is_empty() {
+        if summary_groups(plan, transcript).is_err() {
+            return false;
+        }
+        after += plan
+            .summarization_requests
+            .iter()
+            .map(|r| u128::from(r.target_tokens()))
+            .sum::<u128>();
+    }
+    // Rule 5.
+    after == u128::from(plan.tokens_after_estimate)
+        && plan.budget_unmet == (plan.tokens_after_estimate > budget.max_tokens)
 }
 
 /// Rule 1: the actions name every turn exactly once, in transcript order.

@@ -24,6 +24,7 @@
 
 pub mod canonical;
 mod error;
+mod exchanges;
 mod fastjson;
 mod idmap;
 mod plan;
@@ -32,6 +33,7 @@ mod turn;
 pub mod wire;
 
 pub use error::{CompactionError, Details, ErrorCode};
+pub use exchanges::Exchanges;
 pub use plan::{
     Action, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest, TurnAction,
     TurnReplacement,

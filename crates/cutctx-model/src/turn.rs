@@ -5,7 +5,7 @@ use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{CompactionError, ID_SAMPLE_LIMIT, details, py_repr_str};
+use crate::{CompactionError, Exchanges, ID_SAMPLE_LIMIT, details, py_repr_str};
 
 /// A turn's metadata: string to string, opaque to every policy, never in plan or report bytes.
 ///
@@ -321,7 +321,22 @@ pub struct Transcript {
     exchange_of: Vec<usize>,
     /// How many exchanges there are.
     exchanges: usize,
+    /// The partition laid out by exchange, made on first use.
+    layout: Layout,
 }
+
+/// A transcript's [`Exchanges`], computed when first asked for and shared after. It is derived
+/// from the turns, so it takes no part in equality.
+#[derive(Debug, Clone, Default)]
+struct Layout(OnceLock<Arc<Exchanges>>);
+
+impl PartialEq for Layout {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Layout {}
 
 impl Transcript {
     /// A transcript of these turns.
@@ -379,6 +394,7 @@ impl Transcript {
             total,
             exchange_of,
             exchanges,
+            layout: Layout::default(),
         })
     }
 
@@ -525,6 +541,7 @@ impl Transcript {
             total,
             exchange_of,
             exchanges,
+            layout: Layout::default(),
         })
     }
 
@@ -585,6 +602,19 @@ impl Transcript {
     #[must_use]
     pub const fn exchange_count(&self) -> usize {
         self.exchanges
+    }
+
+    /// The partition laid out by exchange, each with its members in order. Computed on the
+    /// first call and shared by every later one: analysing a transcript again costs nothing
+    /// here.
+    #[must_use]
+    pub fn exchanges(&self) -> &Arc<Exchanges> {
+        self.layout.0.get_or_init(|| {
+            Arc::new(Exchanges::from_assignment(
+                self.exchange_of.clone(),
+                self.exchanges,
+            ))
+        })
     }
 
     /// The transcript's canonical JSON: an array of turns, each with all seven keys.
@@ -813,6 +843,24 @@ mod tests {
 
     fn turn(id: &str, est: u64) -> TranscriptTurn {
         TranscriptTurn::new(id, Role::User, format!("content of {id}"), est).expect("valid turn")
+    }
+
+    #[test]
+    fn the_exchange_layout_is_shared_and_takes_no_part_in_equality() {
+        let turns = vec![
+            turn("a", 1).with_tool_call_id("c"),
+            turn("u", 1),
+            turn("t", 1).with_tool_call_id("c"),
+        ];
+        let laid_out = Transcript::new(turns.clone()).expect("unique ids");
+        let fresh = Transcript::new(turns).expect("unique ids");
+        let first = Arc::clone(laid_out.exchanges());
+        assert!(Arc::ptr_eq(&first, laid_out.exchanges()), "computed once");
+        assert_eq!(first.members(0), [0, 2]);
+        assert_eq!(first.members(1), [1]);
+        // One has its layout computed, the other not: still equal.
+        assert_eq!(laid_out, fresh);
+        assert_eq!(laid_out.exchanges(), fresh.exchanges());
     }
 
     #[test]

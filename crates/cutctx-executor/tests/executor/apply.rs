@@ -308,3 +308,65 @@ fn an_empty_plan_applies_to_an_empty_view() {
     assert_eq!((r.turns_before, r.turns_after), (0, 0));
     assert_eq!(r.plan_hash, plan.plan_hash());
 }
+
+#[test]
+fn masked_turns_each_carry_their_own_metadata_marked() {
+    // Runs of turns sharing one metadata map share one marked copy; a turn with another map
+    // must get its own, never its neighbour's.
+    let tagged = |id: &str, call: &str, tag: Option<&str>| {
+        let t = TranscriptTurn::new(id, Role::Tool, "x".repeat(400), 100)
+            .expect("an id")
+            .with_tool_call_id(call);
+        match tag {
+            Some(tag) => t.with_metadata(Arc::new(meta(&[("origin", tag)]))),
+            None => t,
+        }
+    };
+    let call = |id: &str, c: &str| {
+        TranscriptTurn::new(id, Role::Assistant, "call", 5)
+            .expect("an id")
+            .with_tool_call_id(c)
+    };
+    let t = Transcript::new(vec![
+        call("a1", "c1"),
+        tagged("t1", "c1", None),
+        call("a2", "c2"),
+        tagged("t2", "c2", None),
+        call("a3", "c3"),
+        tagged("t3", "c3", Some("grep")),
+        call("a4", "c4"),
+        tagged("t4", "c4", None),
+        call("a5", "c5"),
+        tagged("t5", "c5", None),
+        TranscriptTurn::new("u", Role::User, "go on", 5).expect("an id"),
+    ])
+    .expect("unique ids");
+    let policy = ObservationMaskingPolicy::new(1).expect("valid");
+    let plan = policy.decide(&t, &budget(200, 1)).expect("a plan");
+    let out = apply(&t, &plan, &BTreeMap::new()).expect("valid");
+    let kinds: Vec<(&str, Vec<(&str, &str)>)> = out
+        .transcript
+        .turns()
+        .iter()
+        .filter(|turn| turn.role() == Role::Tool)
+        .map(|turn| {
+            let pairs = turn
+                .metadata()
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            (turn.turn_id(), pairs)
+        })
+        .collect();
+    let masked = vec![("cutctx.kind", "masked")];
+    assert_eq!(
+        kinds,
+        [
+            ("t1", masked.clone()),
+            ("t2", masked.clone()),
+            ("t3", vec![("cutctx.kind", "masked"), ("origin", "grep")]),
+            ("t4", masked),
+            ("t5", vec![]),
+        ]
+    );
+}
