@@ -13,12 +13,19 @@ use crate::canonical::py_float_repr;
 /// Where canonical bytes go.
 pub(crate) trait Sink {
     fn put(&mut self, bytes: &[u8]);
+
+    /// `bytes` with JSON's escapes applied, no quotes.
+    fn put_escaped(&mut self, bytes: &[u8]);
 }
 
 impl Sink for Vec<u8> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         self.extend_from_slice(bytes);
+    }
+
+    fn put_escaped(&mut self, bytes: &[u8]) {
+        escape_into(self, bytes);
     }
 }
 
@@ -55,8 +62,7 @@ impl Sink for HashSink {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
         if self.buf.len() + bytes.len() > Self::CAPACITY {
-            self.hasher.update(&self.buf);
-            self.buf.clear();
+            self.flush();
             if bytes.len() >= Self::CAPACITY {
                 self.hasher.update(bytes);
                 return;
@@ -64,43 +70,69 @@ impl Sink for HashSink {
         }
         self.buf.extend_from_slice(bytes);
     }
+
+    fn put_escaped(&mut self, bytes: &[u8]) {
+        // A byte escapes to at most six; pieces of an eighth of the buffer always fit once
+        // it is flushed.
+        for piece in bytes.chunks(Self::CAPACITY / 8) {
+            if self.buf.len() + 6 * piece.len() > Self::CAPACITY {
+                self.flush();
+            }
+            escape_into(&mut self.buf, piece);
+        }
+    }
+}
+
+impl HashSink {
+    fn flush(&mut self) {
+        self.hasher.update(&self.buf);
+        self.buf.clear();
+    }
 }
 
 /// A JSON string literal with Python's escapes (see [`crate::canonical`]).
-///
-/// Tool output is long and mostly plain, so the text is scanned eight bytes at a time: each
-/// word yields a mask with the high bit set in exactly the bytes to escape, and only those
-/// bytes are visited. The runs between escapes go out whole.
 pub(crate) fn put_str<S: Sink>(out: &mut S, s: &str) {
-    let bytes = s.as_bytes();
     out.put(b"\"");
-    // The start of the run not yet written.
-    let mut run = 0;
+    out.put_escaped(s.as_bytes());
+    out.put(b"\"");
+}
+
+/// Appends `bytes` to `out` with JSON's escapes applied.
+///
+/// Tool output is long and mostly plain, so the text goes eight bytes at a time: a word's
+/// [`escape_mask`] names the bytes to escape, and the runs between them are copied whole. Cutting `bytes` anywhere is safe: every byte of a multi-byte UTF-8
+/// sequence is at least 0x80, and no such byte is escaped.
+fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.reserve(bytes.len() + bytes.len() / 8);
     let mut chunks = bytes.chunks_exact(8);
-    let mut at = 0;
     for chunk in &mut chunks {
         let mut word = [0_u8; 8];
         word.copy_from_slice(chunk);
         let mut mask = escape_mask(u64::from_le_bytes(word));
+        // The bytes of `word` not yet written.
+        let mut from = 0;
         while mask != 0 {
-            // Little-endian: bit 8k + 7 is byte k.
-            let i = at + (mask.trailing_zeros() / 8) as usize;
-            out.put(&bytes[run..i]);
-            put_escape(out, bytes[i]);
-            run = i + 1;
+            // Little-endian: bit 8k + 7 of the mask flags byte k.
+            let i = (mask.trailing_zeros() / 8) as usize;
+            out.extend_from_slice(&word[from..i]);
+            put_escape(out, word[i]);
+            from = i + 1;
             mask &= mask - 1;
         }
-        at += 8;
+        out.extend_from_slice(&word[from..]);
     }
-    for (i, &b) in chunks.remainder().iter().enumerate() {
+    escape_bytes(out, chunks.remainder());
+}
+
+/// Appends `bytes` with escapes, one at a time.
+fn escape_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
+    for &b in bytes {
         if needs_escape(b) {
-            out.put(&bytes[run..at + i]);
             put_escape(out, b);
-            run = at + i + 1;
+        } else {
+            out.push(b);
         }
     }
-    out.put(&bytes[run..]);
-    out.put(b"\"");
 }
 
 /// For eight bytes read as a little-endian word: 0x80 in each byte JSON must escape (below
@@ -125,17 +157,17 @@ const fn needs_escape(b: u8) -> bool {
 
 /// The escape of `b`, one of the bytes [`needs_escape`] names: by name where Python has one,
 /// else `\\u00xx` in lower-case hex.
-fn put_escape<S: Sink>(out: &mut S, b: u8) {
+fn put_escape(out: &mut Vec<u8>, b: u8) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     match b {
-        b'"' => out.put(b"\\\""),
-        b'\\' => out.put(b"\\\\"),
-        b'\n' => out.put(b"\\n"),
-        b'\r' => out.put(b"\\r"),
-        b'\t' => out.put(b"\\t"),
-        0x08 => out.put(b"\\b"),
-        0x0c => out.put(b"\\f"),
-        _ => out.put(&[
+        b'"' => out.extend_from_slice(b"\\\""),
+        b'\\' => out.extend_from_slice(b"\\\\"),
+        b'\n' => out.extend_from_slice(b"\\n"),
+        b'\r' => out.extend_from_slice(b"\\r"),
+        b'\t' => out.extend_from_slice(b"\\t"),
+        0x08 => out.extend_from_slice(b"\\b"),
+        0x0c => out.extend_from_slice(b"\\f"),
+        _ => out.extend_from_slice(&[
             b'\\',
             b'u',
             b'0',
