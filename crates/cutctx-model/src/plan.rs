@@ -4,9 +4,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fastjson::{
-    HashSink, Sink, put_bool, put_opt_f64, put_opt_str, put_str, put_str_list, put_u64,
-};
+use crate::fastjson::{HashSink, Sink, put_bool, put_opt_f64, put_str, put_str_list, put_u64};
 use crate::{CompactionError, SUMMARY_TURN_ID_PREFIX, Transcript, details, py_repr_str};
 
 /// What a plan does to one turn.
@@ -77,14 +75,34 @@ pub struct TurnReplacement {
 /// assert!(TurnAction::keep("a").summary_group().is_none());
 /// assert!(TurnAction::new("a", Action::Summarize, None, None).is_err());
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(try_from = "crate::wire::ObjectOnly<TurnActionRecord>")]
 pub struct TurnAction {
-    // Fields in code point order: the canonical writer relies on it.
-    action: Action,
-    replacement: Option<TurnReplacement>,
-    summary_group: Option<Arc<str>>,
+    what: What,
     turn_id: Arc<str>,
+}
+
+/// The action with what only it carries: one field where the wire has three, so that a plan
+/// of a hundred thousand actions is a quarter smaller in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum What {
+    Keep,
+    Drop,
+    Mask(TurnReplacement),
+    Summarize(Arc<str>),
+}
+
+impl Serialize for TurnAction {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // Keys in code point order, as the canonical form wants them.
+        let mut st = serializer.serialize_struct("TurnAction", 4)?;
+        st.serialize_field("action", &self.action())?;
+        st.serialize_field("replacement", &self.replacement())?;
+        st.serialize_field("summary_group", &self.summary_group())?;
+        st.serialize_field("turn_id", &*self.turn_id)?;
+        st.end()
+    }
 }
 
 impl TurnAction {
@@ -131,21 +149,21 @@ impl TurnAction {
                 details! { "turn_id" => &*turn_id, "action" => action.as_str() },
             ));
         }
-        Ok(Self {
-            action,
-            replacement,
-            summary_group,
-            turn_id,
-        })
+        let what = match (action, replacement, summary_group) {
+            (Action::Mask, Some(r), _) => What::Mask(r),
+            (Action::Summarize, _, Some(g)) => What::Summarize(g),
+            (Action::Drop, _, _) => What::Drop,
+            // Keep, and the pairs refused above.
+            _ => What::Keep,
+        };
+        Ok(Self { what, turn_id })
     }
 
     /// `keep` for this turn.
     #[must_use]
     pub fn keep(turn_id: impl Into<Arc<str>>) -> Self {
         Self {
-            action: Action::Keep,
-            replacement: None,
-            summary_group: None,
+            what: What::Keep,
             turn_id: turn_id.into(),
         }
     }
@@ -154,9 +172,7 @@ impl TurnAction {
     #[must_use]
     pub fn drop_turn(turn_id: impl Into<Arc<str>>) -> Self {
         Self {
-            action: Action::Drop,
-            replacement: None,
-            summary_group: None,
+            what: What::Drop,
             turn_id: turn_id.into(),
         }
     }
@@ -165,9 +181,7 @@ impl TurnAction {
     #[must_use]
     pub fn mask(turn_id: impl Into<Arc<str>>, replacement: TurnReplacement) -> Self {
         Self {
-            action: Action::Mask,
-            replacement: Some(replacement),
-            summary_group: None,
+            what: What::Mask(replacement),
             turn_id: turn_id.into(),
         }
     }
@@ -176,9 +190,7 @@ impl TurnAction {
     #[must_use]
     pub fn summarize(turn_id: impl Into<Arc<str>>, group: Arc<str>) -> Self {
         Self {
-            action: Action::Summarize,
-            replacement: None,
-            summary_group: Some(group),
+            what: What::Summarize(group),
             turn_id: turn_id.into(),
         }
     }
@@ -205,26 +217,34 @@ impl TurnAction {
     /// The action.
     #[must_use]
     pub const fn action(&self) -> Action {
-        self.action
+        match self.what {
+            What::Keep => Action::Keep,
+            What::Drop => Action::Drop,
+            What::Mask(_) => Action::Mask,
+            What::Summarize(_) => Action::Summarize,
+        }
     }
 
     /// The group, for `summarize`.
     #[must_use]
     pub fn summary_group(&self) -> Option<&str> {
-        self.summary_group.as_deref()
+        self.summary_group_arc().map(|g| &**g)
     }
 
     /// The group as a shared string, for `summarize`.
     #[must_use]
     pub const fn summary_group_arc(&self) -> Option<&Arc<str>> {
-        self.summary_group.as_ref()
+        match &self.what {
+            What::Summarize(g) => Some(g),
+            _ => None,
+        }
     }
 
     /// Whether two actions name the same summary group (or both none): by pointer first, as
     /// one policy's actions share one group string.
     #[must_use]
     pub fn same_group(&self, other: &Self) -> bool {
-        match (&self.summary_group, &other.summary_group) {
+        match (self.summary_group_arc(), other.summary_group_arc()) {
             (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
             (None, None) => true,
             _ => false,
@@ -234,7 +254,10 @@ impl TurnAction {
     /// The stub, for `mask`.
     #[must_use]
     pub const fn replacement(&self) -> Option<&TurnReplacement> {
-        self.replacement.as_ref()
+        match &self.what {
+            What::Mask(r) => Some(r),
+            _ => None,
+        }
     }
 }
 
@@ -505,32 +528,20 @@ impl PlanDraft {
             if i > 0 {
                 out.put(b",");
             }
-            match (&a.replacement, &a.summary_group) {
-                (None, None) => {
-                    // The common case in one piece.
-                    out.put(match a.action {
-                        Action::Keep => b"{\"action\":\"keep\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
-                        Action::Drop => b"{\"action\":\"drop\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
-                        Action::Mask => b"{\"action\":\"mask\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
-                        Action::Summarize => b"{\"action\":\"summarize\",\"replacement\":null,\"summary_group\":null,\"turn_id\":",
-                    });
+            match &a.what {
+                // The common cases in one piece.
+                What::Keep => out.put(b"{\"action\":\"keep\",\"replacement\":null,\"summary_group\":null,\"turn_id\":"),
+                What::Drop => out.put(b"{\"action\":\"drop\",\"replacement\":null,\"summary_group\":null,\"turn_id\":"),
+                What::Mask(r) => {
+                    out.put(b"{\"action\":\"mask\",\"replacement\":{\"content\":");
+                    put_str(out, &r.content);
+                    out.put(b",\"token_estimate\":");
+                    put_u64(out, r.token_estimate);
+                    out.put(b"},\"summary_group\":null,\"turn_id\":");
                 }
-                (replacement, group) => {
-                    out.put(b"{\"action\":\"");
-                    out.put(a.action.as_str().as_bytes());
-                    out.put(b"\",\"replacement\":");
-                    match replacement {
-                        Some(r) => {
-                            out.put(b"{\"content\":");
-                            put_str(out, &r.content);
-                            out.put(b",\"token_estimate\":");
-                            put_u64(out, r.token_estimate);
-                            out.put(b"}");
-                        }
-                        None => out.put(b"null"),
-                    }
-                    out.put(b",\"summary_group\":");
-                    put_opt_str(out, group.as_deref());
+                What::Summarize(g) => {
+                    out.put(b"{\"action\":\"summarize\",\"replacement\":null,\"summary_group\":");
+                    put_str(out, g);
                     out.put(b",\"turn_id\":");
                 }
             }
@@ -664,6 +675,45 @@ pub struct CompactedTranscript {
 mod tests {
     use super::*;
     use crate::canonical::canonical_json;
+
+    #[test]
+    fn an_action_is_an_id_and_one_tagged_field() {
+        // 16 bytes of id, 24 of stub, a tag: a plan of 100,000 actions is 4.8 MB, not 6.4.
+        assert_eq!(std::mem::size_of::<TurnAction>(), 48);
+    }
+
+    #[test]
+    fn actions_serialize_all_four_keys_in_code_point_order() {
+        let group: Arc<str> = Arc::from("g");
+        let stub = TurnReplacement {
+            content: Arc::from("[masked]"),
+            token_estimate: 3,
+        };
+        let cases = [
+            (
+                TurnAction::keep("k"),
+                r#"{"action":"keep","replacement":null,"summary_group":null,"turn_id":"k"}"#,
+            ),
+            (
+                TurnAction::drop_turn("d"),
+                r#"{"action":"drop","replacement":null,"summary_group":null,"turn_id":"d"}"#,
+            ),
+            (
+                TurnAction::mask("m", stub),
+                r#"{"action":"mask","replacement":{"content":"[masked]","token_estimate":3},"summary_group":null,"turn_id":"m"}"#,
+            ),
+            (
+                TurnAction::summarize("s", group),
+                r#"{"action":"summarize","replacement":null,"summary_group":"g","turn_id":"s"}"#,
+            ),
+        ];
+        for (action, expected) in cases {
+            assert_eq!(
+                serde_json::to_string(&action).ok().as_deref(),
+                Some(expected)
+            );
+        }
+    }
 
     fn sample_draft() -> PlanDraft {
         PlanDraft {
