@@ -346,9 +346,10 @@ fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), Compa
         .map(|r| format!("{SUMMARY_TURN_ID_PREFIX}{}", r.group_id()))
         .collect();
     if !wanted.is_empty() {
+        // Only an id with the summary prefix can collide; most ids are ruled out by it.
         let taken: BTreeSet<&str> = transcript
             .turn_ids()
-            .filter(|id| wanted.contains(*id))
+            .filter(|id| id.starts_with(SUMMARY_TURN_ID_PREFIX) && wanted.contains(*id))
             .collect();
         if !taken.is_empty() {
             let mut collisions: Vec<&str> = requests

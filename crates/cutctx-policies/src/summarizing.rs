@@ -387,27 +387,45 @@ impl CompactionPolicy for SummarizingPolicy {
             b,
             analysis,
         );
-        let mut actions: Vec<TurnAction> = turns
-            .iter()
-            .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
-            .collect();
-        let mut requests = Vec::new();
-        if let Some((span, target)) = chosen {
-            let group_id: Arc<str> =
-                group_id_for(turns[span.clone()].iter().map(TranscriptTurn::turn_id)).into();
-            for p in span.clone() {
-                actions[p] =
-                    TurnAction::summarize(turns[p].turn_id_arc().clone(), group_id.clone());
-            }
-            let positions: Vec<usize> = span.collect();
-            requests.push(SummarizationRequest::for_positions(
-                group_id,
+        let Some((span, target)) = chosen else {
+            let actions = turns
+                .iter()
+                .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
+                .collect();
+            return build_plan(
                 t,
-                &positions,
-                target,
-                self.prompt_id.clone(),
-            )?);
-        }
+                b,
+                analysis,
+                actions,
+                Vec::new(),
+                Self::NAME,
+                POLICY_VERSION,
+                None,
+            );
+        };
+        let group_id: Arc<str> =
+            group_id_for(turns[span.clone()].iter().map(TranscriptTurn::turn_id)).into();
+        // One pass: a turn is summarized exactly when it lies in the span.
+        let actions = turns
+            .iter()
+            .enumerate()
+            .map(|(p, turn)| {
+                let id = turn.turn_id_arc().clone();
+                if span.contains(&p) {
+                    TurnAction::summarize(id, group_id.clone())
+                } else {
+                    TurnAction::keep(id)
+                }
+            })
+            .collect();
+        let positions: Vec<usize> = span.collect();
+        let requests = vec![SummarizationRequest::for_positions(
+            group_id,
+            t,
+            &positions,
+            target,
+            self.prompt_id.clone(),
+        )?];
         build_plan(
             t,
             b,
