@@ -103,6 +103,11 @@ pub(crate) fn put_str<S: Sink>(out: &mut S, s: &str) {
 /// [`escape_mask`] names the bytes to escape, and the runs between them are copied whole. Cutting `bytes` anywhere is safe: every byte of a multi-byte UTF-8
 /// sequence is at least 0x80, and no such byte is escaped.
 fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
+    // Ids and names are short and plain: one check, one copy.
+    if bytes.len() <= 32 && !bytes.iter().any(|&b| needs_escape(b)) {
+        out.extend_from_slice(bytes);
+        return;
+    }
     out.reserve(bytes.len() + bytes.len() / 8);
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {

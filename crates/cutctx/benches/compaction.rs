@@ -122,15 +122,20 @@ fn bench_scaling(c: &mut Criterion) {
             Box::new(default_chain("compaction.summarize.v1").expect("valid")),
         ),
     ];
+    let sizes: Vec<(usize, Transcript)> = [10_000, 100_000]
+        .into_iter()
+        .map(|n| (n, agent_transcript(n, 1024)))
+        .collect();
     let mut g = c.benchmark_group("scaling_plan");
     g.sample_size(10);
-    for n in [10_000, 100_000] {
-        let t = agent_transcript(n, 1024);
-        let b = budget(&t, 50);
-        for (name, policy) in &policies {
-            g.throughput(Throughput::Elements(n as u64));
-            g.bench_with_input(BenchmarkId::new(*name, n), &n, |bench, _| {
-                bench.iter(|| policy.decide(black_box(&t), &b).expect("plan"));
+    // Each policy's two sizes run back to back, so that drift in the machine's speed between
+    // the two measurements stays small.
+    for (name, policy) in &policies {
+        for (n, t) in &sizes {
+            let b = budget(t, 50);
+            g.throughput(Throughput::Elements(*n as u64));
+            g.bench_with_input(BenchmarkId::new(*name, n), n, |bench, _| {
+                bench.iter(|| policy.decide(black_box(t), &b).expect("plan"));
             });
         }
     }
