@@ -394,6 +394,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn long_and_escape_dense_strings_write_and_hash_like_serde_json() {
+        // Sizes around a word, the short-string path and the hasher's buffer; densities from
+        // none to every byte escaped to six.
+        let patterns: [&str; 5] = [
+            "plain text ",
+            "\"q\"\n",
+            "\u{1}",
+            "é\\€\t",
+            "ab\u{1f}cdefgh\"",
+        ];
+        for size in [0, 1, 7, 8, 9, 31, 32, 33, 100, 4095, 70_000, 200_000] {
+            for pattern in patterns {
+                let text: String = pattern.chars().cycle().take(size).collect();
+                let expected = serde_json::to_string(&text).unwrap_or_default();
+                assert_eq!(literal(&text), expected, "{size} of {pattern:?}");
+                assert_eq!(
+                    sha256_of_str(&text),
+                    sha256_hex(expected.as_bytes()),
+                    "{size} of {pattern:?}"
+                );
+            }
+        }
+    }
+
     proptest! {
         #[test]
         fn canonical_form_parses_back_and_recanonicalises_identically(v in arb_value()) {

@@ -25,14 +25,28 @@ impl Sink for Vec<u8> {
     }
 
     fn put_escaped(&mut self, bytes: &[u8]) {
-        escape_into(self, bytes);
+        if let Some(plain) = short_and_plain(bytes) {
+            self.extend_from_slice(plain);
+            return;
+        }
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            // Room for the bytes and some escapes; `escape_words` stops where room runs out.
+            let start = self.len();
+            self.resize(start + rest.len() + rest.len() / 4 + ROOM_PER_WORD, 0);
+            let (end, taken) = escape_words(self, start, rest);
+            self.truncate(end);
+            rest = &rest[taken..];
+        }
     }
 }
 
 /// Feeds a SHA-256 hasher through a buffer of up to 64 KiB, so small writes cost little.
 pub(crate) struct HashSink {
     hasher: Sha256,
+    /// Always at its full length; `used` says how much holds bytes to hash.
     buf: Vec<u8>,
+    used: usize,
 }
 
 impl HashSink {
@@ -40,15 +54,24 @@ impl HashSink {
 
     /// A sink for about `expected` bytes: a short string's hash does not pay for a large buffer.
     pub(crate) fn with_expected(expected: usize) -> Self {
+        let size = expected
+            .saturating_add(2 * ROOM_PER_WORD)
+            .min(Self::CAPACITY);
         Self {
             hasher: Sha256::new(),
-            buf: Vec::with_capacity(expected.min(Self::CAPACITY)),
+            buf: vec![0; size],
+            used: 0,
         }
+    }
+
+    fn flush(&mut self) {
+        self.hasher.update(&self.buf[..self.used]);
+        self.used = 0;
     }
 
     /// The digest of everything put.
     pub(crate) fn finish(mut self) -> [u8; 32] {
-        self.hasher.update(&self.buf);
+        self.flush();
         self.hasher.finalize().into()
     }
 
@@ -61,32 +84,33 @@ impl HashSink {
 impl Sink for HashSink {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if self.buf.len() + bytes.len() > Self::CAPACITY {
+        if self.used + bytes.len() > self.buf.len() {
             self.flush();
-            if bytes.len() >= Self::CAPACITY {
+            if bytes.len() > self.buf.len() {
                 self.hasher.update(bytes);
                 return;
             }
         }
-        self.buf.extend_from_slice(bytes);
+        self.buf[self.used..self.used + bytes.len()].copy_from_slice(bytes);
+        self.used += bytes.len();
     }
 
     fn put_escaped(&mut self, bytes: &[u8]) {
-        // A byte escapes to at most six; pieces of an eighth of the buffer always fit once
-        // it is flushed.
-        for piece in bytes.chunks(Self::CAPACITY / 8) {
-            if self.buf.len() + 6 * piece.len() > Self::CAPACITY {
-                self.flush();
-            }
-            escape_into(&mut self.buf, piece);
+        if let Some(plain) = short_and_plain(bytes) {
+            self.put(plain);
+            return;
         }
-    }
-}
-
-impl HashSink {
-    fn flush(&mut self) {
-        self.hasher.update(&self.buf);
-        self.buf.clear();
+        let mut rest = bytes;
+        loop {
+            let (end, taken) = escape_words(&mut self.buf, self.used, rest);
+            self.used = end;
+            rest = &rest[taken..];
+            if rest.is_empty() {
+                return;
+            }
+            // Out of room: an empty buffer always has room for a word.
+            self.flush();
+        }
     }
 }
 
@@ -97,47 +121,66 @@ pub(crate) fn put_str<S: Sink>(out: &mut S, s: &str) {
     out.put(b"\"");
 }
 
-/// Appends `bytes` to `out` with JSON's escapes applied.
+/// `bytes` itself when it is short and needs no escape: ids and names, the common case, take
+/// one check and one copy.
+fn short_and_plain(bytes: &[u8]) -> Option<&[u8]> {
+    (bytes.len() <= 32 && !bytes.iter().any(|&b| needs_escape(b))).then_some(bytes)
+}
+
+/// The room one word of input may need: eight bytes escaped to six each, and the eight a
+/// store writes past the end of what it keeps.
+const ROOM_PER_WORD: usize = 6 * 8 + 8;
+
+/// Writes `src` with JSON's escapes into `dst` from `at`, as far as `dst` has room; returns
+/// where the output ends and how many bytes of `src` it took.
 ///
-/// Tool output is long and mostly plain, so the text goes eight bytes at a time: a word's
-/// [`escape_mask`] names the bytes to escape, and the runs between them are copied whole. Cutting `bytes` anywhere is safe: every byte of a multi-byte UTF-8
-/// sequence is at least 0x80, and no such byte is escaped.
-fn escape_into(out: &mut Vec<u8>, bytes: &[u8]) {
-    // Ids and names are short and plain: one check, one copy.
-    if bytes.len() <= 32 && !bytes.iter().any(|&b| needs_escape(b)) {
-        out.extend_from_slice(bytes);
-        return;
-    }
-    out.reserve(bytes.len() + bytes.len() / 8);
-    let mut chunks = bytes.chunks_exact(8);
-    for chunk in &mut chunks {
+/// Tool output is long and mostly plain, so the text goes eight bytes at a time, and every
+/// write is an eight-byte store: a word is stored whole, and when its [`escape_mask`] flags
+/// bytes, each escape is stored over the word's rest and the rest stored again after it. A
+/// store may write past the output's end; later stores overwrite that, and the caller keeps
+/// only `..end`. Cutting `src` anywhere is safe: every byte of a multi-byte UTF-8 sequence is
+/// at least 0x80, and no such byte is escaped.
+fn escape_words(dst: &mut [u8], mut at: usize, src: &[u8]) -> (usize, usize) {
+    let mut taken = 0;
+    while taken + 8 <= src.len() && at + ROOM_PER_WORD <= dst.len() {
         let mut word = [0_u8; 8];
-        word.copy_from_slice(chunk);
-        let mut mask = escape_mask(u64::from_le_bytes(word));
-        // The bytes of `word` not yet written.
+        word.copy_from_slice(&src[taken..taken + 8]);
+        taken += 8;
+        let x = u64::from_le_bytes(word);
+        dst[at..at + 8].copy_from_slice(&word);
+        let mut mask = escape_mask(x);
+        // Bytes of `word` before `from` are written; those from `from` on sit at `at`.
         let mut from = 0;
         while mask != 0 {
             // Little-endian: bit 8k + 7 of the mask flags byte k.
             let i = (mask.trailing_zeros() / 8) as usize;
-            out.extend_from_slice(&word[from..i]);
-            put_escape(out, word[i]);
+            at += i - from;
+            let (sequence, len) = escape_of(word[i]);
+            dst[at..at + 8].copy_from_slice(&sequence);
+            at += len;
             from = i + 1;
+            let rest = if from < 8 { x >> (8 * from) } else { 0 };
+            dst[at..at + 8].copy_from_slice(&rest.to_le_bytes());
             mask &= mask - 1;
         }
-        out.extend_from_slice(&word[from..]);
+        at += 8 - from;
     }
-    escape_bytes(out, chunks.remainder());
-}
-
-/// Appends `bytes` with escapes, one at a time.
-fn escape_bytes(out: &mut Vec<u8>, bytes: &[u8]) {
-    for &b in bytes {
-        if needs_escape(b) {
-            put_escape(out, b);
-        } else {
-            out.push(b);
+    if taken + 8 > src.len() {
+        // The tail, shorter than a word, byte by byte.
+        while taken < src.len() && at + 6 <= dst.len() {
+            let b = src[taken];
+            taken += 1;
+            if needs_escape(b) {
+                let (sequence, len) = escape_of(b);
+                dst[at..at + len].copy_from_slice(&sequence[..len]);
+                at += len;
+            } else {
+                dst[at] = b;
+                at += 1;
+            }
         }
     }
+    (at, taken)
 }
 
 /// For eight bytes read as a little-endian word: 0x80 in each byte JSON must escape (below
@@ -160,26 +203,31 @@ const fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'
 }
 
-/// The escape of `b`, one of the bytes [`needs_escape`] names: by name where Python has one,
-/// else `\\u00xx` in lower-case hex.
-fn put_escape(out: &mut Vec<u8>, b: u8) {
+/// The escape of `b`, one of the bytes [`needs_escape`] names, padded to eight bytes, and its
+/// length: by name where Python has one, else `\\u00xx` in lower-case hex.
+const fn escape_of(b: u8) -> ([u8; 8], usize) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     match b {
-        b'"' => out.extend_from_slice(b"\\\""),
-        b'\\' => out.extend_from_slice(b"\\\\"),
-        b'\n' => out.extend_from_slice(b"\\n"),
-        b'\r' => out.extend_from_slice(b"\\r"),
-        b'\t' => out.extend_from_slice(b"\\t"),
-        0x08 => out.extend_from_slice(b"\\b"),
-        0x0c => out.extend_from_slice(b"\\f"),
-        _ => out.extend_from_slice(&[
-            b'\\',
-            b'u',
-            b'0',
-            b'0',
-            HEX[usize::from(b >> 4)],
-            HEX[usize::from(b & 0xf)],
-        ]),
+        b'"' => ([b'\\', b'"', 0, 0, 0, 0, 0, 0], 2),
+        b'\\' => ([b'\\', b'\\', 0, 0, 0, 0, 0, 0], 2),
+        b'\n' => ([b'\\', b'n', 0, 0, 0, 0, 0, 0], 2),
+        b'\r' => ([b'\\', b'r', 0, 0, 0, 0, 0, 0], 2),
+        b'\t' => ([b'\\', b't', 0, 0, 0, 0, 0, 0], 2),
+        0x08 => ([b'\\', b'b', 0, 0, 0, 0, 0, 0], 2),
+        0x0c => ([b'\\', b'f', 0, 0, 0, 0, 0, 0], 2),
+        _ => (
+            [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[(b >> 4) as usize],
+                HEX[(b & 0xf) as usize],
+                0,
+                0,
+            ],
+            6,
+        ),
     }
 }
 
