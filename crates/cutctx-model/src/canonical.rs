@@ -22,7 +22,7 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::fastjson::{HashSink, put_str};
+use crate::fastjson::{HashSink, Sink, put_str};
 use crate::{CompactionError, details};
 
 /// A `serde_json` formatter that writes floats as Python's `repr` does.
@@ -213,6 +213,35 @@ pub fn sha256_of_str(text: &str) -> String {
     sink.finish_hex()
 }
 
+/// [`sha256_of_str`] of `parts` joined by `separator`, streamed: the joined text is never
+/// built.
+///
+/// ```
+/// use cutctx_model::canonical::{sha256_of_joined, sha256_of_str};
+/// assert_eq!(
+///     sha256_of_joined(["a", "b", "c"], "\u{0}"),
+///     sha256_of_str("a\u{0}b\u{0}c"),
+/// );
+/// ```
+#[must_use]
+pub fn sha256_of_joined<S: AsRef<str>>(
+    parts: impl IntoIterator<Item = S>,
+    separator: &str,
+) -> String {
+    let mut escaped_separator: Vec<u8> = Vec::new();
+    escaped_separator.put_escaped(separator.as_bytes());
+    let mut sink = HashSink::with_expected(usize::MAX);
+    sink.put(b"\"");
+    for (i, part) in parts.into_iter().enumerate() {
+        if i > 0 {
+            sink.put(&escaped_separator);
+        }
+        sink.put_escaped(part.as_ref().as_bytes());
+    }
+    sink.put(b"\"");
+    sink.finish_hex()
+}
+
 /// Appends [`sha256_of_str`]`(text)` to `out`, for callers building a larger string around
 /// the digest without a second allocation.
 ///
@@ -390,6 +419,27 @@ mod tests {
                 let text: String = text.into_iter().collect();
                 let expected = serde_json::to_string(&text).unwrap_or_default();
                 assert_eq!(literal(&text), expected, "{c:?} at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn joined_hash_equals_the_hash_of_the_joined_text() {
+        let long = "x\"y".repeat(30_000);
+        let cases: [&[&str]; 5] = [
+            &[],
+            &[""],
+            &["", ""],
+            &["a\"b", "\n", "é"],
+            &[&long, "t", &long],
+        ];
+        for parts in cases {
+            for separator in ["\u{0}", ", ", ""] {
+                assert_eq!(
+                    sha256_of_joined(parts.iter().copied(), separator),
+                    sha256_of_str(&parts.join(separator)),
+                    "{separator:?}"
+                );
             }
         }
     }

@@ -177,11 +177,21 @@ impl Shape {
     /// The projection's analysis, derived from the transcript's.
     fn analysis(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Analysis {
         let turns = t.turns();
+        // Before the transcript's protected tail a turn is untouchable exactly when it is a
+        // system or pinned turn, so the transcript's analysis answers without reading turns.
+        let protected = usize::try_from(b.protected_recent_turns).unwrap_or(usize::MAX);
+        let tail = t.len().saturating_sub(protected);
         analysis.project_shape(
             b,
             &self.origin,
             |j| {
-                self.origin[j].is_some_and(|p| turns[p].role() == Role::System || turns[p].pinned())
+                self.origin[j].is_some_and(|p| {
+                    if p < tail {
+                        analysis.untouchable[p]
+                    } else {
+                        turns[p].role() == Role::System || turns[p].pinned()
+                    }
+                })
             },
             |j| self.estimates[j],
         )

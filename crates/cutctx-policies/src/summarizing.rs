@@ -4,7 +4,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
-use cutctx_model::canonical::{py_float_repr, sha256_of_str};
+use cutctx_model::canonical::{py_float_repr, sha256_of_joined};
 use cutctx_model::{
     CompactionBudget, CompactionError, GROUP_ID_PREFIX, SummarizationRequest, Transcript,
     TranscriptTurn, TurnAction, details, py_repr_str,
@@ -449,14 +449,7 @@ impl CompactionPolicy for SummarizingPolicy {
 
 /// `span-` and the first 16 hex digits of `sha256_of` of the ids joined by U+0000.
 pub(crate) fn group_id_for<S: AsRef<str>>(ids: impl IntoIterator<Item = S>) -> String {
-    let mut joined = String::new();
-    for (i, id) in ids.into_iter().enumerate() {
-        if i > 0 {
-            joined.push('\u{0}');
-        }
-        joined.push_str(id.as_ref());
-    }
-    let digest = sha256_of_str(&joined);
+    let digest = sha256_of_joined(ids, "\u{0}");
     format!("{GROUP_ID_PREFIX}{}", &digest[..16])
 }
 
