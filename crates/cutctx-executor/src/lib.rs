@@ -100,7 +100,8 @@ pub fn apply(
         .map(|r| (r.group_id(), r))
         .collect();
 
-    // Hashing a large plan is the one long sequential step; it overlaps the walk.
+    // Hashing a large plan is the one long sequential step; it overlaps the walk and the
+    // building of the view.
     const PARALLEL_ACTIONS: usize = 20_000;
     let (walk, plan_hash) = if plan.actions.len() >= PARALLEL_ACTIONS {
         std::thread::scope(|scope| {
@@ -141,14 +142,14 @@ pub fn apply(
         turns_before: n as u64,
     };
     Ok(CompactedTranscript {
-        transcript: transcript.derive(view)?,
+        transcript: view,
         report,
     })
 }
 
 /// What one pass over the turns produces.
 struct Walk {
-    view: Vec<DerivedTurn>,
+    view: Transcript,
     kept: Vec<Arc<str>>,
     masked: Vec<Arc<str>>,
     summarized: Vec<Arc<str>>,
@@ -156,7 +157,8 @@ struct Walk {
     summary_turn_ids: Vec<String>,
 }
 
-/// Walks the turns once, building the view and the id lists of the report.
+/// Walks the turns once, building the view (as a transcript, so that this work too overlaps
+/// the plan's hash) and the id lists of the report.
 fn walk(
     transcript: &Transcript,
     plan: &CompactionPlan,
@@ -234,7 +236,7 @@ fn walk(
         }
     }
     Ok(Walk {
-        view,
+        view: transcript.derive(view)?,
         kept,
         masked,
         summarized,
