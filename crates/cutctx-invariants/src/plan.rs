@@ -115,11 +115,11 @@ pub fn estimate_after(
     requests: &[SummarizationRequest],
 ) -> u128 {
     let kept: u128 = transcript
-        .turns()
+        .token_estimates()
         .iter()
         .zip(actions)
-        .map(|(turn, action)| match action.action() {
-            Action::Keep => u128::from(turn.token_estimate()),
+        .map(|(&estimate, action)| match action.action() {
+            Action::Keep => u128::from(estimate),
             Action::Mask => action
                 .replacement()
                 .map_or(0, |r| u128::from(r.token_estimate)),

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use cutctx_model::{CompactionBudget, CompactionError, Exchanges, Role, Transcript};
+use cutctx_model::{CompactionBudget, CompactionError, Exchanges, Transcript};
 
 /// Everything a policy needs to know about a transcript under a budget, computed once.
 ///
@@ -82,13 +82,14 @@ impl Analysis {
         budget: &CompactionBudget,
         exchanges: Arc<Exchanges>,
     ) -> Self {
-        let turns = transcript.turns();
+        let fixed = transcript.system_or_pinned();
+        let estimates = transcript.token_estimates();
         Self::build(
             budget,
             exchanges,
-            turns.len(),
-            |p| turns[p].role() == Role::System || turns[p].pinned(),
-            |p| turns[p].token_estimate(),
+            transcript.len(),
+            |p| fixed[p],
+            |p| estimates[p],
         )
     }
 

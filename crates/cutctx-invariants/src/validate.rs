@@ -61,6 +61,7 @@ fn all_hold(
         return false;
     }
     let exchanges = &analysis.exchanges;
+    let estimates = transcript.token_estimates();
     let mut grouped = false;
     let mut after: u128 = 0;
     for (p, (action, turn)) in actions.iter().zip(turns).enumerate() {
@@ -83,7 +84,7 @@ fn all_hold(
         }
         grouped |= action.summary_group().is_some();
         after += match kind {
-            Action::Keep => u128::from(turn.token_estimate()),
+            Action::Keep => u128::from(estimates[p]),
             Action::Mask => action
                 .replacement()
                 .map_or(0, |r| u128::from(r.token_estimate)),

@@ -323,6 +323,30 @@ pub struct Transcript {
     exchanges: usize,
     /// The partition laid out by exchange, made on first use.
     layout: Layout,
+    /// Per position, what most passes read of a turn, kept beside the turns: a pass over
+    /// these reads a few bytes a turn where a pass over the turns reads seventy-two.
+    columns: Columns,
+}
+
+/// Per-position copies of the turns' estimates, roles and system-or-pinned flags.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Columns {
+    estimates: Vec<u64>,
+    roles: Vec<Role>,
+    fixed: Vec<bool>,
+}
+
+impl Columns {
+    fn of(turns: &[TranscriptTurn]) -> Self {
+        Self {
+            estimates: turns.iter().map(|t| t.token_estimate).collect(),
+            roles: turns.iter().map(|t| t.role).collect(),
+            fixed: turns
+                .iter()
+                .map(|t| t.role == Role::System || t.pinned)
+                .collect(),
+        }
+    }
 }
 
 /// A transcript's [`Exchanges`], computed when first asked for and shared after. It is derived
@@ -389,12 +413,14 @@ impl Transcript {
             })?;
         let turns = pack_ids(turns);
         let (exchange_of, exchanges) = partition(&turns);
+        let columns = Columns::of(&turns);
         Ok(Self {
             turns,
             total,
             exchange_of,
             exchanges,
             layout: Layout::default(),
+            columns,
         })
     }
 
@@ -420,6 +446,25 @@ impl Transcript {
     #[must_use]
     pub const fn token_estimate(&self) -> u64 {
         self.total
+    }
+
+    /// Per position, each turn's estimate: the same figures as the turns', laid out together.
+    #[must_use]
+    pub fn token_estimates(&self) -> &[u64] {
+        &self.columns.estimates
+    }
+
+    /// Per position, each turn's role.
+    #[must_use]
+    pub fn roles(&self) -> &[Role] {
+        &self.columns.roles
+    }
+
+    /// Per position, whether the turn is a system turn or pinned: the turns no policy may
+    /// touch wherever they stand.
+    #[must_use]
+    pub fn system_or_pinned(&self) -> &[bool] {
+        &self.columns.fixed
     }
 
     /// The ids in order.
@@ -508,6 +553,7 @@ impl Transcript {
             turns.push(turn);
         }
         let (exchange_of, exchanges) = self.derived_partition(&turns, &sources, &fresh);
+        let columns = Columns::of(&turns);
         if !fresh.is_empty() {
             let mut repeated: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
             let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
@@ -542,6 +588,7 @@ impl Transcript {
             exchange_of,
             exchanges,
             layout: Layout::default(),
+            columns,
         })
     }
 
@@ -843,6 +890,40 @@ mod tests {
 
     fn turn(id: &str, est: u64) -> TranscriptTurn {
         TranscriptTurn::new(id, Role::User, format!("content of {id}"), est).expect("valid turn")
+    }
+
+    #[test]
+    fn columns_repeat_the_turns_figures_in_new_and_derived_transcripts() {
+        let t = Transcript::new(vec![
+            TranscriptTurn::new("s", Role::System, "rules", 4).expect("valid"),
+            turn("u", 7).with_pinned(true),
+            TranscriptTurn::new("t", Role::Tool, "out", 9).expect("valid"),
+            turn("v", 2),
+        ])
+        .expect("unique ids");
+        let check = |t: &Transcript| {
+            let turns = t.turns();
+            let estimates: Vec<u64> = turns.iter().map(TranscriptTurn::token_estimate).collect();
+            let roles: Vec<Role> = turns.iter().map(TranscriptTurn::role).collect();
+            let fixed: Vec<bool> = turns
+                .iter()
+                .map(|x| x.role() == Role::System || x.pinned())
+                .collect();
+            assert_eq!(t.token_estimates(), estimates);
+            assert_eq!(t.roles(), roles);
+            assert_eq!(t.system_or_pinned(), fixed);
+        };
+        check(&t);
+        assert_eq!(t.system_or_pinned(), [true, true, false, false]);
+        let derived = t
+            .derive([
+                DerivedTurn::Kept(1, t.turns()[1].with_replaced_content(Arc::from("x"), 1)),
+                DerivedTurn::New(turn("n", 5)),
+                DerivedTurn::Kept(3, t.turns()[3].clone()),
+            ])
+            .expect("a valid derivation");
+        check(&derived);
+        assert_eq!(derived.token_estimates(), [1, 5, 2]);
     }
 
     #[test]

@@ -176,23 +176,11 @@ struct Shape {
 impl Shape {
     /// The projection's analysis, derived from the transcript's.
     fn analysis(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Analysis {
-        let turns = t.turns();
-        // Before the transcript's protected tail a turn is untouchable exactly when it is a
-        // system or pinned turn, so the transcript's analysis answers without reading turns.
-        let protected = usize::try_from(b.protected_recent_turns).unwrap_or(usize::MAX);
-        let tail = t.len().saturating_sub(protected);
+        let fixed = t.system_or_pinned();
         analysis.project_shape(
             b,
             &self.origin,
-            |j| {
-                self.origin[j].is_some_and(|p| {
-                    if p < tail {
-                        analysis.untouchable[p]
-                    } else {
-                        turns[p].role() == Role::System || turns[p].pinned()
-                    }
-                })
-            },
+            |j| self.origin[j].is_some_and(|p| fixed[p]),
             |j| self.estimates[j],
         )
     }
@@ -274,9 +262,9 @@ impl State<'_> {
     fn projected_total(&self) -> u64 {
         let mut emitted = Emitted::default();
         let mut total = 0_u64;
-        for (turn, r) in self.transcript.turns().iter().zip(&self.resolved) {
+        for (&kept, r) in self.transcript.token_estimates().iter().zip(&self.resolved) {
             let estimate = match r {
-                Resolved::Keep => turn.token_estimate(),
+                Resolved::Keep => kept,
                 Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
                     *estimate
                 }
@@ -299,15 +287,10 @@ impl State<'_> {
             total: 0,
         };
         let mut emitted = Emitted::default();
-        for (p, (turn, r)) in self
-            .transcript
-            .turns()
-            .iter()
-            .zip(&self.resolved)
-            .enumerate()
-        {
+        let estimates = self.transcript.token_estimates();
+        for (p, (&kept, r)) in estimates.iter().zip(&self.resolved).enumerate() {
             let (slot, estimate) = match r {
-                Resolved::Keep => (Some(p), turn.token_estimate()),
+                Resolved::Keep => (Some(p), kept),
                 Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
                     (Some(p), *estimate)
                 }

@@ -85,12 +85,8 @@ impl CompactionPolicy for DropOldestPolicy {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
         let mut dropped = vec![false; turns.len()];
-        for p in Self::dropped(
-            t.token_estimate(),
-            |p| turns[p].token_estimate(),
-            b,
-            analysis,
-        ) {
+        let estimates = t.token_estimates();
+        for p in Self::dropped(t.token_estimate(), |p| estimates[p], b, analysis) {
             dropped[p] = true;
         }
         let actions = turns

@@ -215,11 +215,12 @@ impl ObservationMaskingPolicy {
         b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Vec<PendingMask> {
-        let turns = t.turns();
-        let results: Vec<usize> = turns
+        let estimates = t.token_estimates();
+        let results: Vec<usize> = t
+            .roles()
             .iter()
             .enumerate()
-            .filter(|(_, turn)| turn.role() == Role::Tool)
+            .filter(|(_, role)| **role == Role::Tool)
             .map(|(i, _)| i)
             .collect();
         let recent_from = results.len().saturating_sub(self.keep_recent_results);
@@ -233,8 +234,7 @@ impl ObservationMaskingPolicy {
             if analysis.untouchable[p] || (self.keep_recent_results > 0 && rank >= recent_from) {
                 continue;
             }
-            let turn = &turns[p];
-            let original = turn.token_estimate();
+            let original = estimates[p];
             let chars = placeholder_chars + STUB_FRAME_CHARS + decimal_digits(original);
             let estimate = self.estimate(chars, || {
                 self.job(original, StubSource::Turn(p))

@@ -381,12 +381,8 @@ impl CompactionPolicy for SummarizingPolicy {
     ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
         let turns = t.turns();
-        let chosen = self.choose(
-            t.token_estimate(),
-            |p| turns[p].token_estimate(),
-            b,
-            analysis,
-        );
+        let estimates = t.token_estimates();
+        let chosen = self.choose(t.token_estimate(), |p| estimates[p], b, analysis);
         let Some((span, target)) = chosen else {
             let actions = turns
                 .iter()
