@@ -114,6 +114,82 @@ impl Sink for HashSink {
     }
 }
 
+/// Hands what is written to another thread in blocks, for [`hash_pipelined`].
+struct BlockSink {
+    buf: Vec<u8>,
+    to_hasher: std::sync::mpsc::SyncSender<Vec<u8>>,
+    /// Set when the hashing thread is gone; what is written after that is dropped, and the
+    /// caller hashes again on its own.
+    lost: bool,
+}
+
+impl BlockSink {
+    const BLOCK: usize = 64 * 1024;
+
+    fn send_if_full(&mut self) {
+        if self.buf.len() >= Self::BLOCK {
+            self.send();
+        }
+    }
+
+    fn send(&mut self) {
+        let block = std::mem::replace(&mut self.buf, Vec::with_capacity(Self::BLOCK + 1024));
+        if self.to_hasher.send(block).is_err() {
+            self.lost = true;
+        }
+    }
+}
+
+impl Sink for BlockSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+        self.send_if_full();
+    }
+
+    fn put_escaped(&mut self, bytes: &[u8]) {
+        self.buf.put_escaped(bytes);
+        self.send_if_full();
+    }
+}
+
+/// The SHA-256 hex of what `write` writes, written on this thread and hashed on another as it
+/// is written. The result is what [`HashSink`] gives; should the hashing thread be lost, the
+/// bytes are written and hashed again here.
+pub(crate) fn hash_pipelined<W: WritesCanonical + ?Sized>(value: &W) -> String {
+    let (to_hasher, blocks) = std::sync::mpsc::sync_channel::<Vec<u8>>(8);
+    let digest = std::thread::scope(|scope| {
+        let hasher = scope.spawn(move || {
+            let mut hasher = Sha256::new();
+            for block in blocks {
+                hasher.update(&block);
+            }
+            crate::canonical::hex(&hasher.finalize())
+        });
+        let mut sink = BlockSink {
+            buf: Vec::with_capacity(BlockSink::BLOCK + 1024),
+            to_hasher,
+            lost: false,
+        };
+        value.write_canonical(&mut sink);
+        sink.send();
+        let lost = sink.lost;
+        // Closing the channel ends the hasher's loop.
+        drop(sink);
+        hasher.join().ok().filter(|_| !lost)
+    });
+    digest.unwrap_or_else(|| {
+        let mut sink = HashSink::with_expected(usize::MAX);
+        value.write_canonical(&mut sink);
+        sink.finish_hex()
+    })
+}
+
+/// A value the canonical writer can write to any sink.
+pub(crate) trait WritesCanonical {
+    fn write_canonical<S: Sink>(&self, out: &mut S);
+}
+
 /// A JSON string literal with Python's escapes (see [`crate::canonical`]).
 pub(crate) fn put_str<S: Sink>(out: &mut S, s: &str) {
     out.put(b"\"");
