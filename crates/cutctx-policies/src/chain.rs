@@ -186,6 +186,25 @@ impl Shape {
     }
 }
 
+/// What each turn of a member's view stands for in the transcript.
+#[derive(Clone, Copy)]
+enum Origin<'a> {
+    /// The view is the transcript itself.
+    Identity,
+    /// Per view turn: its real position, `None` for a summary stand-in.
+    Map(&'a [Option<usize>]),
+}
+
+impl Origin<'_> {
+    /// The real position view turn `j` stands for, if any.
+    fn real(self, j: usize) -> Option<usize> {
+        match self {
+            Self::Identity => Some(j),
+            Self::Map(map) => map.get(j).copied().flatten(),
+        }
+    }
+}
+
 /// Whether two group ids are equal, by pointer first: the ids of one group share one string.
 fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
     Arc::ptr_eq(a, b) || a == b
@@ -375,7 +394,7 @@ impl State<'_> {
     }
 
     /// Takes in a member's plan over the projection.
-    fn absorb(&mut self, plan: &CompactionPlan, origin: &[Option<usize>]) {
+    fn absorb(&mut self, plan: &CompactionPlan, origin: Origin<'_>) {
         for (j, action) in plan.actions.iter().enumerate() {
             let id = action.turn_id();
             let new = match (
@@ -391,7 +410,7 @@ impl State<'_> {
                 (Action::Summarize, _, Some(g)) => Resolved::Summarize(Arc::from(g)),
                 _ => continue,
             };
-            for p in self.members(id, origin.get(j).copied().flatten()) {
+            for p in self.members(id, origin.real(j)) {
                 self.resolved[p] = new.clone();
             }
             if action.action().is_removal() {
@@ -514,14 +533,14 @@ impl State<'_> {
         &mut self,
         policy: &ObservationMaskingPolicy,
         projection: &Transcript,
-        origin: &[Option<usize>],
+        origin: Origin<'_>,
         budget: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<bool, CompactionError> {
         analysis.require_satisfiable(budget)?;
         let masks = policy.pending_masks(projection, budget, analysis);
         for m in &masks {
-            let Some(p) = origin.get(m.position).copied().flatten() else {
+            let Some(p) = origin.real(m.position) else {
                 continue;
             };
             // The digest covers what the member saw: the real content, or an earlier stub.
@@ -530,7 +549,7 @@ impl State<'_> {
                 Resolved::Mask { content, .. } => StubSource::Text(content.clone()),
                 _ => StubSource::Turn(p),
             };
-            let original = projection.turns()[m.position].token_estimate();
+            let original = projection.token_estimates()[m.position];
             self.jobs.push(policy.job(original, source));
             self.resolved[p] = Resolved::PendingMask {
                 job: self.jobs.len() - 1,
@@ -652,15 +671,17 @@ impl CompactionPolicy for PolicyChain {
                 state.absorb_summary(summarizing, &shape, b, &shape_analysis)?;
             } else {
                 let projected;
-                let identity: Vec<Option<usize>>;
                 let (view, origin, view_analysis) = if stale {
                     let (view, origin) = state.project(content_needed[index])?;
                     let view_analysis = analysis.project(&view, b, &origin);
                     projected = (view, origin, view_analysis);
-                    (&projected.0, projected.1.as_slice(), &projected.2)
+                    (
+                        &projected.0,
+                        Origin::Map(projected.1.as_slice()),
+                        &projected.2,
+                    )
                 } else {
-                    identity = (0..t.len()).map(Some).collect();
-                    (t, identity.as_slice(), analysis)
+                    (t, Origin::Identity, analysis)
                 };
                 if let Some(masking) = deferring {
                     if state.absorb_masks(masking, view, origin, b, view_analysis)?
