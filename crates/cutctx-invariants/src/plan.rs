@@ -155,19 +155,32 @@ pub fn build_plan(
     estimator_ratio: Option<f64>,
 ) -> Result<CompactionPlan, CompactionError> {
     analysis.require_satisfiable(budget)?;
-    let after = estimate_after(transcript, &actions, &summarization_requests);
-    // A figure beyond 64 bits cannot be declared; the arithmetic rule then reports it, after
-    // the structural rules have had their say.
-    let after = u64::try_from(after).unwrap_or(u64::MAX);
-    let draft = PlanDraft {
+    let mut draft = PlanDraft {
         actions,
-        budget_unmet: after > budget.max_tokens,
+        budget_unmet: false,
         estimator_ratio,
         policy_name: policy_name.to_owned(),
         policy_version: policy_version.to_owned(),
         summarization_requests,
-        tokens_after_estimate: after,
+        tokens_after_estimate: 0,
         tokens_before: transcript.token_estimate(),
     };
+    // One pass checks rules 1 to 4 and yields the figure rule 5 wants; set from it, the
+    // figures hold by construction, and the plan is valid.
+    if analysis.fits(transcript)
+        && let Some(after) = crate::validate::structure_holds(&draft, transcript, analysis)
+        && let Ok(after) = u64::try_from(after)
+    {
+        draft.tokens_after_estimate = after;
+        draft.budget_unmet = after > budget.max_tokens;
+        return Ok(CompactionPlan { draft });
+    }
+    // A fault: derive the figures apart and let the rules, one by one, name the first. A
+    // figure beyond 64 bits cannot be declared; the arithmetic rule then reports it, after
+    // the structural rules have had their say.
+    let after = estimate_after(transcript, &draft.actions, &draft.summarization_requests);
+    let after = u64::try_from(after).unwrap_or(u64::MAX);
+    draft.tokens_after_estimate = after;
+    draft.budget_unmet = after > budget.max_tokens;
     CompactionPlan::validate_with(draft, transcript, budget, analysis)
 }

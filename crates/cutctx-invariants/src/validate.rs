@@ -47,18 +47,31 @@ pub(crate) fn validate(
 /// The rules one by one read the actions five times; on a large transcript that is memory
 /// traffic, not computation. This pass checks the same conditions together, and a plan it
 /// passes is valid. When it finds any fault it answers `false` and the rules run one by one,
-/// in the reference's order, to name the first. Rule 4 (summary groups) is checked here only
-/// in its trivial form, no group named and no request; otherwise its own check runs.
+/// in the reference's order, to name the first.
 fn all_hold(
     plan: &PlanDraft,
     transcript: &Transcript,
     budget: &CompactionBudget,
     analysis: &Analysis,
 ) -> bool {
+    plan.tokens_before == transcript.token_estimate()
+        && structure_holds(plan, transcript, analysis)
+            .is_some_and(|after| after == u128::from(plan.tokens_after_estimate))
+        && plan.budget_unmet == (plan.tokens_after_estimate > budget.max_tokens)
+}
+
+/// Rules 1 to 4 in one pass over the actions; when they hold, the estimate of the view the
+/// actions produce (what rule 5 compares). Rule 4 (summary groups) is checked in the pass only
+/// in its trivial form, no group named and no request; otherwise its own check runs.
+pub(crate) fn structure_holds(
+    plan: &PlanDraft,
+    transcript: &Transcript,
+    analysis: &Analysis,
+) -> Option<u128> {
     let actions = &plan.actions;
     let turns = transcript.turns();
-    if actions.len() != turns.len() || plan.tokens_before != transcript.token_estimate() {
-        return false;
+    if actions.len() != turns.len() {
+        return None;
     }
     let exchanges = &analysis.exchanges;
     let estimates = transcript.token_estimates();
@@ -68,19 +81,17 @@ fn all_hold(
         let kind = action.action();
         // Rules 1 and 2.
         if !action.names(turn) || (analysis.untouchable[p] && kind != Action::Keep) {
-            return false;
+            return None;
         }
         // Rule 3, turn by turn: each member is retained as the exchange's first member is, or
         // removed by the same action into the same group.
-        let Some(&first) = exchanges.members(exchanges.exchange_of(p)).first() else {
-            return false;
-        };
+        let &first = exchanges.members(exchanges.exchange_of(p)).first()?;
         let lead = &actions[first];
         let removed = kind.is_removal();
         if removed != lead.action().is_removal()
             || (removed && (kind != lead.action() || !action.same_group(lead)))
         {
-            return false;
+            return None;
         }
         grouped |= action.summary_group().is_some();
         after += match kind {
@@ -92,18 +103,14 @@ fn all_hold(
         };
     }
     if grouped || !plan.summarization_requests.is_empty() {
-        if summary_groups(plan, transcript).is_err() {
-            return false;
-        }
+        summary_groups(plan, transcript).ok()?;
         after += plan
             .summarization_requests
             .iter()
             .map(|r| u128::from(r.target_tokens()))
             .sum::<u128>();
     }
-    // Rule 5.
-    after == u128::from(plan.tokens_after_estimate)
-        && plan.budget_unmet == (plan.tokens_after_estimate > budget.max_tokens)
+    Some(after)
 }
 
 /// Rule 1: the actions name every turn exactly once, in transcript order.
