@@ -258,8 +258,8 @@ pub fn check_match(transcript: &Transcript, actions: &[TurnAction]) -> Result<()
     if actions.len() == transcript.len()
         && actions
             .iter()
-            .zip(transcript.turns())
-            .all(|(a, t)| a.names(t))
+            .zip(transcript.turn_id_arcs())
+            .all(|(a, id)| a.names_id(id))
     {
         return Ok(());
     }

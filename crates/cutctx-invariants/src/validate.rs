@@ -69,18 +69,18 @@ pub(crate) fn structure_holds(
     analysis: &Analysis,
 ) -> Option<u128> {
     let actions = &plan.actions;
-    let turns = transcript.turns();
-    if actions.len() != turns.len() {
+    let ids = transcript.turn_id_arcs();
+    if actions.len() != ids.len() {
         return None;
     }
     let exchanges = &analysis.exchanges;
     let estimates = transcript.token_estimates();
     let mut grouped = false;
     let mut after: u128 = 0;
-    for (p, (action, turn)) in actions.iter().zip(turns).enumerate() {
+    for (p, (action, id)) in actions.iter().zip(ids).enumerate() {
         let kind = action.action();
         // Rules 1 and 2.
-        if !action.names(turn) || (analysis.untouchable[p] && kind != Action::Keep) {
+        if !action.names_id(id) || (analysis.untouchable[p] && kind != Action::Keep) {
             return None;
         }
         // Rule 3, turn by turn: each member is retained as the exchange's first member is, or

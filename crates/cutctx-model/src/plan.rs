@@ -211,7 +211,14 @@ impl TurnAction {
     /// the turn's own id, a string comparison otherwise.
     #[must_use]
     pub fn names(&self, turn: &crate::TranscriptTurn) -> bool {
-        Arc::ptr_eq(&self.turn_id, turn.turn_id_arc()) || *self.turn_id == *turn.turn_id()
+        self.names_id(turn.turn_id_arc())
+    }
+
+    /// Whether this action names the turn whose id is `id`, compared as [`TurnAction::names`]
+    /// does.
+    #[must_use]
+    pub fn names_id(&self, id: &Arc<str>) -> bool {
+        Arc::ptr_eq(&self.turn_id, id) || *self.turn_id == **id
     }
 
     /// The action.
@@ -380,12 +387,13 @@ impl SummarizationRequest {
     ) -> Result<Self, CompactionError> {
         let group_id = group_id.into();
         let prompt_id = prompt_id.into();
-        let turns = transcript.turns();
+        let ids = transcript.turn_id_arcs();
         let increasing = positions.windows(2).all(|w| w[0] < w[1]);
-        if !increasing || positions.last().is_some_and(|&p| p >= turns.len()) {
+        if !increasing || positions.last().is_some_and(|&p| p >= ids.len()) {
             return Err(CompactionError::validation(
                 format!(
-                    "Summarization request {} names positions that are not increasing or not                      in the transcript.",
+                    "Summarization request {} names positions that are not increasing or not \
+                     in the transcript.",
                     py_repr_str(&group_id)
                 ),
                 details! { "group_id" => &*group_id },
@@ -395,10 +403,7 @@ impl SummarizationRequest {
         if group_id.is_empty() || prompt_id.is_empty() || positions.is_empty() {
             return Self::new(group_id, Vec::new(), target_tokens, prompt_id);
         }
-        let turn_ids = positions
-            .iter()
-            .map(|&p| turns[p].turn_id_arc().clone())
-            .collect();
+        let turn_ids = positions.iter().map(|&p| ids[p].clone()).collect();
         Ok(Self {
             group_id,
             prompt_id,
@@ -886,7 +891,13 @@ mod tests {
         .expect("valid");
         let r = SummarizationRequest::for_positions("g", &t, &[0, 1], 1, "p").expect("valid");
         assert_eq!(r.turn_ids(), [Arc::from("a"), Arc::from("b")]);
-        assert!(SummarizationRequest::for_positions("g", &t, &[1, 0], 1, "p").is_err());
+        let e = SummarizationRequest::for_positions("g", &t, &[1, 0], 1, "p").expect_err("order");
+        assert_eq!(
+            e.to_string(),
+            "Summarization request 'g' names positions that are not increasing or not in the \
+             transcript."
+        );
+        assert_eq!(e.details()["group_id"], "g");
         assert!(SummarizationRequest::for_positions("g", &t, &[0, 0], 1, "p").is_err());
         assert!(SummarizationRequest::for_positions("g", &t, &[2], 1, "p").is_err());
         assert!(SummarizationRequest::for_positions("g", &t, &[], 1, "p").is_err());

@@ -328,9 +328,10 @@ pub struct Transcript {
     columns: Columns,
 }
 
-/// Per-position copies of the turns' estimates, roles and system-or-pinned flags.
+/// Per-position copies of the turns' ids, estimates, roles and system-or-pinned flags.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 struct Columns {
+    ids: Vec<Arc<str>>,
     estimates: Vec<u64>,
     roles: Vec<Role>,
     fixed: Vec<bool>,
@@ -339,6 +340,7 @@ struct Columns {
 impl Columns {
     fn of(turns: &[TranscriptTurn]) -> Self {
         Self {
+            ids: turns.iter().map(|t| Arc::clone(&t.turn_id)).collect(),
             estimates: turns.iter().map(|t| t.token_estimate).collect(),
             roles: turns.iter().map(|t| t.role).collect(),
             fixed: turns
@@ -446,6 +448,12 @@ impl Transcript {
     #[must_use]
     pub const fn token_estimate(&self) -> u64 {
         self.total
+    }
+
+    /// Per position, each turn's id, shared with the turn: what plans and reports copy.
+    #[must_use]
+    pub fn turn_id_arcs(&self) -> &[Arc<str>] {
+        &self.columns.ids
     }
 
     /// Per position, each turn's estimate: the same figures as the turns', laid out together.
@@ -910,6 +918,12 @@ mod tests {
                 .map(|x| x.role() == Role::System || x.pinned())
                 .collect();
             assert_eq!(t.token_estimates(), estimates);
+            for (id, turn) in t.turn_id_arcs().iter().zip(turns) {
+                assert!(
+                    Arc::ptr_eq(id, turn.turn_id_arc()),
+                    "the column shares the turn's id"
+                );
+            }
             assert_eq!(t.roles(), roles);
             assert_eq!(t.system_or_pinned(), fixed);
         };

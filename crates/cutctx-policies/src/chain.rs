@@ -717,11 +717,11 @@ impl CompactionPolicy for PolicyChain {
         requests.sort_by_key(|(first, _)| *first);
         let jobs = state.jobs;
         let actions = t
-            .turns()
+            .turn_id_arcs()
             .iter()
             .zip(state.resolved)
-            .map(|(turn, r)| {
-                let id = turn.turn_id_arc().clone();
+            .map(|(id, r)| {
+                let id = id.clone();
                 match r {
                     Resolved::Keep => TurnAction::keep(id),
                     Resolved::Mask { content, estimate } => TurnAction::mask(

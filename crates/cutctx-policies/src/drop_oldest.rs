@@ -83,17 +83,17 @@ impl CompactionPolicy for DropOldestPolicy {
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
-        let turns = t.turns();
-        let mut dropped = vec![false; turns.len()];
+        let mut dropped = vec![false; t.len()];
         let estimates = t.token_estimates();
         for p in Self::dropped(t.token_estimate(), |p| estimates[p], b, analysis) {
             dropped[p] = true;
         }
-        let actions = turns
+        let actions = t
+            .turn_id_arcs()
             .iter()
             .zip(&dropped)
-            .map(|(turn, &d)| {
-                let id = turn.turn_id_arc().clone();
+            .map(|(id, &d)| {
+                let id = id.clone();
                 if d {
                     TurnAction::drop_turn(id)
                 } else {

@@ -343,9 +343,10 @@ impl CompactionPolicy for ObservationMaskingPolicy {
             })
             .collect();
         let stubs = realize_all(&jobs, t);
-        let mut actions: Vec<TurnAction> = turns
+        let mut actions: Vec<TurnAction> = t
+            .turn_id_arcs()
             .iter()
-            .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
+            .map(|id| TurnAction::keep(id.clone()))
             .collect();
         for (m, content) in masks.iter().zip(stubs) {
             actions[m.position] = TurnAction::mask(

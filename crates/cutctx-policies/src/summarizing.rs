@@ -7,7 +7,7 @@ use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
 use cutctx_model::canonical::{py_float_repr, sha256_of_joined};
 use cutctx_model::{
     CompactionBudget, CompactionError, GROUP_ID_PREFIX, SummarizationRequest, Transcript,
-    TranscriptTurn, TurnAction, details, py_repr_str,
+    TurnAction, details, py_repr_str,
 };
 
 use crate::{CompactionPolicy, POLICY_VERSION};
@@ -380,13 +380,13 @@ impl CompactionPolicy for SummarizingPolicy {
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
         analysis.require_satisfiable(b)?;
-        let turns = t.turns();
         let estimates = t.token_estimates();
         let chosen = self.choose(t.token_estimate(), |p| estimates[p], b, analysis);
         let Some((span, target)) = chosen else {
-            let actions = turns
+            let actions = t
+                .turn_id_arcs()
                 .iter()
-                .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
+                .map(|id| TurnAction::keep(id.clone()))
                 .collect();
             return build_plan(
                 t,
@@ -399,14 +399,14 @@ impl CompactionPolicy for SummarizingPolicy {
                 None,
             );
         };
-        let group_id: Arc<str> =
-            group_id_for(turns[span.clone()].iter().map(TranscriptTurn::turn_id)).into();
+        let ids = t.turn_id_arcs();
+        let group_id: Arc<str> = group_id_for(&ids[span.clone()]).into();
         // One pass: a turn is summarized exactly when it lies in the span.
-        let actions = turns
+        let actions = ids
             .iter()
             .enumerate()
-            .map(|(p, turn)| {
-                let id = turn.turn_id_arc().clone();
+            .map(|(p, id)| {
+                let id = id.clone();
                 if span.contains(&p) {
                     TurnAction::summarize(id, group_id.clone())
                 } else {
