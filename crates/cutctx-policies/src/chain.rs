@@ -453,7 +453,7 @@ impl State<'_> {
     fn set(&mut self, shape: &Shape, j: usize, new: &Resolved) {
         let t = self.transcript;
         let group = match shape.origin[j] {
-            Some(p) => t.turns()[p].turn_id().strip_prefix(SUMMARY_TURN_ID_PREFIX),
+            Some(p) => t.turn_id_arcs()[p].strip_prefix(SUMMARY_TURN_ID_PREFIX),
             None => shape.stand_ins.get(&j).map(|g| &**g),
         };
         match group {
@@ -501,7 +501,7 @@ impl State<'_> {
         };
         let t = self.transcript;
         let ids = span.clone().map(|j| match shape.origin[j] {
-            Some(p) => Cow::Borrowed(t.turns()[p].turn_id()),
+            Some(p) => Cow::Borrowed(&*t.turn_id_arcs()[p]),
             None => Cow::Owned(format!(
                 "{SUMMARY_TURN_ID_PREFIX}{}",
                 shape.stand_ins.get(&j).map_or("", |g| &**g)
