@@ -423,3 +423,139 @@ fn the_chain_refuses_an_unsatisfiable_budget_before_any_member_runs() {
     );
     assert!(seen.lock().expect("not poisoned").is_empty());
 }
+
+/// A member that hides what it is: the chain takes its decisions through `decide` over a
+/// projected transcript, never through the shortcuts it has for the shipped policies.
+struct Opaque(Box<dyn CompactionPolicy>);
+
+impl CompactionPolicy for Opaque {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn version(&self) -> &str {
+        self.0.version()
+    }
+
+    fn decide(
+        &self,
+        t: &cutctx_model::Transcript,
+        b: &cutctx_model::CompactionBudget,
+    ) -> Result<CompactionPlan, cutctx_model::CompactionError> {
+        self.0.decide(t, b)
+    }
+}
+
+/// Random agent-like transcripts: system turns, user and assistant turns, tool exchanges
+/// with one or two results, some of them displaced, some turns pinned.
+fn agent_case() -> impl proptest::strategy::Strategy<Value = (cutctx_model::Transcript, u64, u64)> {
+    use cutctx_model::{Role, TranscriptTurn};
+    use proptest::prelude::*;
+    let step = (0_u8..6, 1_u64..400, any::<bool>(), 0_u8..8);
+    (proptest::collection::vec(step, 1..40), 0_u64..100, 0_u64..6).prop_map(
+        |(steps, percent, protected)| {
+            let mut turns = Vec::new();
+            let mut open: Vec<String> = Vec::new();
+            for (i, (kind, tokens, pin, shape)) in steps.into_iter().enumerate() {
+                let content = "log line \"x\"\n".repeat(usize::from(shape) + 1);
+                let made = match kind {
+                    0 => TranscriptTurn::new(format!("s{i}"), Role::System, "rules", tokens),
+                    1 => TranscriptTurn::new(format!("u{i}"), Role::User, content, tokens),
+                    2 => TranscriptTurn::new(format!("a{i}"), Role::Assistant, content, tokens),
+                    3 => {
+                        let call = format!("c{i}");
+                        open.push(call.clone());
+                        TranscriptTurn::new(format!("a{i}"), Role::Assistant, "call", tokens)
+                            .map(|t| t.with_tool_call_id(call))
+                    }
+                    _ => match open.pop() {
+                        Some(call) => {
+                            // Sometimes a second result for the same call.
+                            if shape % 3 == 0 {
+                                open.push(call.clone());
+                            }
+                            TranscriptTurn::new(format!("t{i}"), Role::Tool, content, tokens)
+                                .map(|t| t.with_tool_call_id(call))
+                        }
+                        None => TranscriptTurn::new(format!("t{i}"), Role::Tool, content, tokens),
+                    },
+                };
+                let made = made.expect("a valid turn");
+                turns.push(if pin && shape == 0 {
+                    made.with_pinned(true)
+                } else {
+                    made
+                });
+            }
+            let t = cutctx_model::Transcript::new(turns).expect("unique ids");
+            let max = t.token_estimate() * percent / 100;
+            (t, max, protected)
+        },
+    )
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(400))]
+
+    /// The chain decides the shipped drop-oldest and summarizing members over the shape of a
+    /// projection, and defers masking's digests; an opaque member goes the long way. Both
+    /// must give the same bytes, or the same refusal.
+    #[test]
+    fn shipped_members_plan_as_opaque_members_do((t, max, protected) in agent_case()) {
+        let b = cutctx_model::CompactionBudget::new(max).with_protected_recent_turns(protected);
+        let fast = default_chain(PROMPT).expect("valid");
+        let slow = chain(vec![
+            Box::new(Opaque(Box::new(masking(2)))),
+            Box::new(Opaque(Box::new(summarizing()))),
+            Box::new(Opaque(Box::new(DropOldestPolicy))),
+        ]);
+        match (fast.decide(&t, &b), slow.decide(&t, &b)) {
+            (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a.canonical_json(), b.canonical_json()),
+            (Err(a), Err(b)) => {
+                proptest::prop_assert_eq!(a.code(), b.code());
+                proptest::prop_assert_eq!(a.details(), b.details());
+            }
+            (a, b) => proptest::prop_assert!(
+                false,
+                "one path plans, the other refuses: {:?} / {:?}",
+                a.map(|p| p.canonical_json()),
+                b.map(|p| p.canonical_json())
+            ),
+        }
+    }
+}
+
+/// The cases above reach every kind of decision, and refusals, so the property is not vacuous.
+#[test]
+fn random_agent_cases_reach_masks_summaries_drops_and_refusals() {
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = agent_case();
+    let fast = default_chain(PROMPT).expect("valid");
+    let (mut masks, mut summaries, mut drops, mut refusals) = (0, 0, 0, 0);
+    for _ in 0..2_000 {
+        let (t, max, protected) = strategy.new_tree(&mut runner).expect("a case").current();
+        let b = cutctx_model::CompactionBudget::new(max).with_protected_recent_turns(protected);
+        match fast.decide(&t, &b) {
+            Ok(plan) => {
+                let kinds: Vec<cutctx_model::Action> = plan
+                    .actions
+                    .iter()
+                    .map(cutctx_model::TurnAction::action)
+                    .collect();
+                masks += usize::from(kinds.contains(&cutctx_model::Action::Mask));
+                summaries += usize::from(!plan.summarization_requests.is_empty());
+                drops += usize::from(kinds.contains(&cutctx_model::Action::Drop));
+            }
+            Err(_) => refusals += 1,
+        }
+    }
+    for (what, count) in [
+        ("masks", masks),
+        ("summaries", summaries),
+        ("drops", drops),
+        ("refusals", refusals),
+    ] {
+        assert!(count >= 50, "{what}: {count} of 2000 cases");
+    }
+}
