@@ -695,6 +695,7 @@ mod tests {
     use crate::canonical::canonical_json;
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
     fn an_action_is_an_id_and_one_tagged_field() {
         // 16 bytes of id, 24 of stub, a tag: a plan of 100,000 actions is 4.8 MB, not 6.4.
         assert_eq!(std::mem::size_of::<TurnAction>(), 48);

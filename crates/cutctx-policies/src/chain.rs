@@ -647,28 +647,41 @@ impl CompactionPolicy for PolicyChain {
             content_needed[i] = content_needed[i + 1] || reads;
         }
         for (index, policy) in self.policies.iter().enumerate() {
-            let total = if stale {
-                state.projected_total()
-            } else {
+            // Drop-oldest and summarizing read only the projection's shape: once members have
+            // decided, its total is the one to test, so the shape is taken once, here.
+            let shipped = policy.as_drop_oldest().is_some() || policy.as_summarizing().is_some();
+            let mut shape = None;
+            let total = if !stale {
                 t.token_estimate()
+            } else if shipped {
+                let taken = state.shape()?;
+                let total = taken.total;
+                shape = Some(taken);
+                total
+            } else {
+                state.projected_total()
             };
             if total <= b.max_tokens {
                 break;
             }
+            if shipped && shape.is_none() {
+                shape = Some(state.shape()?);
+            }
             let deferring = policy.as_masking().filter(|m| m.defers_digests());
-            // A member that reads content must see real stubs, not placeholders.
+            // A member that reads content must see real stubs, not placeholders. (The shipped
+            // members read none, so a shape taken above stays true.)
             if deferring.is_none() && policy.reads_content() && state.has_pending() {
                 state.realize_everything();
                 stale = true;
             }
-            if policy.as_drop_oldest().is_some() {
-                let shape = state.shape()?;
+            if let Some(shape) = shape {
                 let shape_analysis = shape.analysis(t, b, analysis);
-                state.absorb_drops(&shape, b, &shape_analysis)?;
-            } else if let Some(summarizing) = policy.as_summarizing() {
-                let shape = state.shape()?;
-                let shape_analysis = shape.analysis(t, b, analysis);
-                state.absorb_summary(summarizing, &shape, b, &shape_analysis)?;
+                match policy.as_summarizing() {
+                    Some(summarizing) => {
+                        state.absorb_summary(summarizing, &shape, b, &shape_analysis)?;
+                    }
+                    None => state.absorb_drops(&shape, b, &shape_analysis)?,
+                }
             } else {
                 let projected;
                 let (view, origin, view_analysis) = if stale {
