@@ -158,15 +158,14 @@ struct Walk {
 }
 
 /// Walks the turns once, building the view (as a transcript, so that this work too overlaps
-/// the plan's hash) and the id lists of the report.
+/// the plan's hash) and the id lists of the report. The view's turns stream straight into
+/// [`Transcript::derive`]: no list of parts is built first.
 fn walk(
     transcript: &Transcript,
     plan: &CompactionPlan,
     summaries: &BTreeMap<String, String>,
     requests: &BTreeMap<&str, &SummarizationRequest>,
 ) -> Result<Walk, CompactionError> {
-    let n = transcript.len();
-    let mut view: Vec<DerivedTurn> = Vec::with_capacity(n);
     let (mut kept, mut masked, mut summarized, mut dropped) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut summary_turn_ids = Vec::with_capacity(requests.len());
@@ -174,15 +173,22 @@ fn walk(
     // The last metadata map marked as masked, and its marked copy: turns often share one map
     // (all turns without metadata share the empty one), so one copy serves a run of them.
     let mut marked: Option<(Metadata, Metadata)> = None;
-    for (position, (turn, action)) in transcript.turns().iter().zip(&plan.actions).enumerate() {
-        let id = turn.turn_id_arc().clone();
-        match action.action() {
-            Action::Keep => {
-                view.push(DerivedTurn::Kept(position, turn.clone()));
-                kept.push(id);
-            }
-            Action::Mask => {
-                if let Some(r) = action.replacement() {
+    let mut failure: Option<CompactionError> = None;
+    let parts = transcript
+        .turns()
+        .iter()
+        .zip(&plan.actions)
+        .enumerate()
+        .filter_map(|(position, (turn, action))| {
+            let id = turn.turn_id_arc().clone();
+            match action.action() {
+                Action::Keep => {
+                    kept.push(id);
+                    Some(DerivedTurn::Kept(position, turn.clone()))
+                }
+                Action::Mask => {
+                    masked.push(id);
+                    let r = action.replacement()?;
                     let metadata = match &marked {
                         Some((source, copy)) if Arc::ptr_eq(source, turn.metadata()) => {
                             Arc::clone(copy)
@@ -195,48 +201,56 @@ fn walk(
                             copy
                         }
                     };
-                    view.push(DerivedTurn::Kept(
+                    Some(DerivedTurn::Kept(
                         position,
                         turn.with_replaced_content(r.content.clone(), r.token_estimate)
                             .with_metadata(metadata),
-                    ));
+                    ))
                 }
-                masked.push(id);
-            }
-            Action::Summarize => {
-                summarized.push(id);
-                let group = action.summary_group().unwrap_or_default();
-                if emitted.insert(group)
-                    && let (Some(request), Some(text)) = (requests.get(group), summaries.get(group))
-                {
-                    {
-                        let summary_id = format!("{SUMMARY_TURN_ID_PREFIX}{group}");
-                        let metadata = BTreeMap::from([
-                            (META_KIND.to_owned(), "summary".to_owned()),
-                            (META_SUMMARY_GROUP.to_owned(), group.to_owned()),
-                            (
-                                META_REPLACED_TURN_COUNT.to_owned(),
-                                request.turn_ids().len().to_string(),
-                            ),
-                        ]);
-                        view.push(DerivedTurn::New(
-                            TranscriptTurn::new(
-                                summary_id.as_str(),
-                                Role::Assistant,
-                                text.as_str(),
-                                request.target_tokens(),
-                            )?
-                            .with_metadata(Arc::new(metadata)),
-                        ));
-                        summary_turn_ids.push(summary_id);
+                Action::Summarize => {
+                    summarized.push(id);
+                    let group = action.summary_group().unwrap_or_default();
+                    if !emitted.insert(group) {
+                        return None;
+                    }
+                    let (request, text) = (requests.get(group)?, summaries.get(group)?);
+                    let summary_id = format!("{SUMMARY_TURN_ID_PREFIX}{group}");
+                    let metadata = BTreeMap::from([
+                        (META_KIND.to_owned(), "summary".to_owned()),
+                        (META_SUMMARY_GROUP.to_owned(), group.to_owned()),
+                        (
+                            META_REPLACED_TURN_COUNT.to_owned(),
+                            request.turn_ids().len().to_string(),
+                        ),
+                    ]);
+                    match TranscriptTurn::new(
+                        summary_id.as_str(),
+                        Role::Assistant,
+                        text.as_str(),
+                        request.target_tokens(),
+                    ) {
+                        Ok(summary) => {
+                            summary_turn_ids.push(summary_id);
+                            Some(DerivedTurn::New(summary.with_metadata(Arc::new(metadata))))
+                        }
+                        Err(e) => {
+                            failure.get_or_insert(e);
+                            None
+                        }
                     }
                 }
+                Action::Drop => {
+                    dropped.push(id);
+                    None
+                }
             }
-            Action::Drop => dropped.push(id),
-        }
+        });
+    let view = transcript.derive(parts);
+    if let Some(e) = failure {
+        return Err(e);
     }
     Ok(Walk {
-        view: transcript.derive(view)?,
+        view: view?,
         kept,
         masked,
         summarized,

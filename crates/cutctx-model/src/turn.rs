@@ -751,21 +751,29 @@ fn partition(turns: &[TranscriptTurn]) -> (Vec<usize>, usize) {
 ///
 /// Ids are read on every pass a policy makes, while content is read by masking alone. Parsed
 /// or built turn by turn, each id sits next to its turn's content, one cache miss per id per
-/// pass; packed, the ids of a whole transcript share a few megabytes. This pays for itself
-/// many times over on transcripts larger than the cache.
+/// pass; packed, the ids of a whole transcript share a few megabytes that the hardware reads
+/// ahead of a pass. All the new ids are made before any old one is freed, and the ids before
+/// the `tool_call_id`s: an allocator hands a freed block to the next request of its size, so
+/// freeing as we go would put each new id where an old one was.
 fn pack_ids(mut turns: Vec<TranscriptTurn>) -> Vec<TranscriptTurn> {
+    let ids: Vec<Arc<str>> = turns.iter().map(|t| Arc::from(&*t.turn_id)).collect();
     let mut last: Option<Arc<str>> = None;
-    for turn in &mut turns {
-        turn.turn_id = Arc::from(&*turn.turn_id);
-        if let Some(call) = &turn.tool_call_id {
+    let calls: Vec<Option<Arc<str>>> = turns
+        .iter()
+        .map(|t| {
+            let call = t.tool_call_id.as_ref()?;
             // A result right after its call shares the call's string.
             let packed = match &last {
                 Some(prev) if **prev == **call => Arc::clone(prev),
                 _ => Arc::from(&**call),
             };
             last = Some(Arc::clone(&packed));
-            turn.tool_call_id = Some(packed);
-        }
+            Some(packed)
+        })
+        .collect();
+    for ((turn, id), call) in turns.iter_mut().zip(ids).zip(calls) {
+        turn.turn_id = id;
+        turn.tool_call_id = call;
     }
     turns
 }
@@ -898,6 +906,41 @@ mod tests {
 
     fn turn(id: &str, est: u64) -> TranscriptTurn {
         TranscriptTurn::new(id, Role::User, format!("content of {id}"), est).expect("valid turn")
+    }
+
+    #[test]
+    fn packing_ids_keeps_every_value_and_shares_a_calls_id_with_its_result() {
+        let call: Arc<str> = Arc::from("c1");
+        let given = vec![
+            TranscriptTurn::new("a", Role::Assistant, "", 1)
+                .expect("valid")
+                .with_tool_call_id(Arc::clone(&call)),
+            TranscriptTurn::new("t", Role::Tool, "out", 2)
+                .expect("valid")
+                .with_tool_call_id("c1"),
+            turn("u", 3),
+            TranscriptTurn::new("b", Role::Assistant, "", 1)
+                .expect("valid")
+                .with_tool_call_id("c2"),
+        ];
+        let t = Transcript::new(given.clone()).expect("unique ids");
+        assert_eq!(t.turns(), &given[..], "packing changes no value");
+        let turns = t.turns();
+        let (a, r, b) = (&turns[0], &turns[1], &turns[3]);
+        assert!(
+            !Arc::ptr_eq(a.turn_id_arc(), given[0].turn_id_arc()),
+            "ids are copied"
+        );
+        let (Some(ca), Some(cr), Some(cb)) = (&a.tool_call_id, &r.tool_call_id, &b.tool_call_id)
+        else {
+            panic!("tool_call_ids are kept");
+        };
+        assert!(
+            Arc::ptr_eq(ca, cr),
+            "a result right after its call shares its string"
+        );
+        assert!(!Arc::ptr_eq(ca, &call), "the shared string is a fresh copy");
+        assert!(!Arc::ptr_eq(ca, cb));
     }
 
     #[test]
