@@ -324,12 +324,26 @@ pub struct Transcript {
     /// The partition laid out by exchange, made on first use.
     layout: Layout,
     /// Per position, what most passes read of a turn, kept beside the turns: a pass over
-    /// these reads a few bytes a turn where a pass over the turns reads seventy-two.
-    columns: Columns,
+    /// these reads a few bytes a turn where a pass over the turns reads seventy-two. Made on
+    /// first use: a compacted view that is only read or sent on never pays for them.
+    columns: LazyColumns,
 }
 
+/// A transcript's [`Columns`], made when first asked for. Derived from the turns, so it
+/// takes no part in equality.
+#[derive(Debug, Clone, Default)]
+struct LazyColumns(OnceLock<Columns>);
+
+impl PartialEq for LazyColumns {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LazyColumns {}
+
 /// Per-position copies of the turns' ids, estimates, roles and system-or-pinned flags.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Default)]
 struct Columns {
     ids: Vec<Arc<str>>,
     estimates: Vec<u64>,
@@ -415,14 +429,13 @@ impl Transcript {
             })?;
         let turns = pack_ids(turns);
         let (exchange_of, exchanges) = partition(&turns);
-        let columns = Columns::of(&turns);
         Ok(Self {
             turns,
             total,
             exchange_of,
             exchanges,
             layout: Layout::default(),
-            columns,
+            columns: LazyColumns::default(),
         })
     }
 
@@ -453,26 +466,30 @@ impl Transcript {
     /// Per position, each turn's id, shared with the turn: what plans and reports copy.
     #[must_use]
     pub fn turn_id_arcs(&self) -> &[Arc<str>] {
-        &self.columns.ids
+        &self.columns().ids
     }
 
     /// Per position, each turn's estimate: the same figures as the turns', laid out together.
     #[must_use]
     pub fn token_estimates(&self) -> &[u64] {
-        &self.columns.estimates
+        &self.columns().estimates
     }
 
     /// Per position, each turn's role.
     #[must_use]
     pub fn roles(&self) -> &[Role] {
-        &self.columns.roles
+        &self.columns().roles
     }
 
     /// Per position, whether the turn is a system turn or pinned: the turns no policy may
     /// touch wherever they stand.
     #[must_use]
     pub fn system_or_pinned(&self) -> &[bool] {
-        &self.columns.fixed
+        &self.columns().fixed
+    }
+
+    fn columns(&self) -> &Columns {
+        self.columns.0.get_or_init(|| Columns::of(&self.turns))
     }
 
     /// The ids in order.
@@ -561,7 +578,6 @@ impl Transcript {
             turns.push(turn);
         }
         let (exchange_of, exchanges) = self.derived_partition(&turns, &sources, &fresh);
-        let columns = Columns::of(&turns);
         if !fresh.is_empty() {
             let mut repeated: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
             let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
@@ -596,7 +612,7 @@ impl Transcript {
             exchange_of,
             exchanges,
             layout: Layout::default(),
-            columns,
+            columns: LazyColumns::default(),
         })
     }
 
@@ -941,6 +957,20 @@ mod tests {
         );
         assert!(!Arc::ptr_eq(ca, &call), "the shared string is a fresh copy");
         assert!(!Arc::ptr_eq(ca, cb));
+    }
+
+    #[test]
+    fn columns_are_made_on_first_use_and_take_no_part_in_equality() {
+        let a = Transcript::new(vec![turn("u", 7), turn("v", 2)]).expect("unique ids");
+        let b = a.clone();
+        assert!(a.columns.0.get().is_none(), "a new transcript has no columns yet");
+        assert_eq!(a.token_estimates(), [7, 2]);
+        assert!(a.columns.0.get().is_some());
+        assert!(b.columns.0.get().is_none());
+        assert_eq!(a, b);
+        let view = a.derive([DerivedTurn::Kept(1, a.turns()[1].clone())]).expect("valid");
+        assert!(view.columns.0.get().is_none(), "nor has a derived one");
+        assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["v"]);
     }
 
     #[test]
