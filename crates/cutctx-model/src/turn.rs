@@ -963,12 +963,17 @@ mod tests {
     fn columns_are_made_on_first_use_and_take_no_part_in_equality() {
         let a = Transcript::new(vec![turn("u", 7), turn("v", 2)]).expect("unique ids");
         let b = a.clone();
-        assert!(a.columns.0.get().is_none(), "a new transcript has no columns yet");
+        assert!(
+            a.columns.0.get().is_none(),
+            "a new transcript has no columns yet"
+        );
         assert_eq!(a.token_estimates(), [7, 2]);
         assert!(a.columns.0.get().is_some());
         assert!(b.columns.0.get().is_none());
         assert_eq!(a, b);
-        let view = a.derive([DerivedTurn::Kept(1, a.turns()[1].clone())]).expect("valid");
+        let view = a
+            .derive([DerivedTurn::Kept(1, a.turns()[1].clone())])
+            .expect("valid");
         assert!(view.columns.0.get().is_none(), "nor has a derived one");
         assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["v"]);
     }

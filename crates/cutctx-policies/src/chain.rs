@@ -166,7 +166,9 @@ impl<'a> Emitted<'a> {
 /// content, where projecting a transcript clones every turn.
 struct Shape {
     /// Per projection turn: the real position it stands for, `None` for a summary stand-in.
-    origin: Vec<Option<usize>>,
+    /// Itself `None` while every real turn is retained and no stand-in exists: the projection
+    /// then has the transcript's turns, in place.
+    origin: Option<Vec<Option<usize>>>,
     /// The group of each stand-in, by projection position.
     stand_ins: BTreeMap<usize, Arc<str>>,
     estimates: Vec<u64>,
@@ -174,15 +176,40 @@ struct Shape {
 }
 
 impl Shape {
+    /// The real position projection turn `j` stands for, `None` for a stand-in.
+    fn real(&self, j: usize) -> Option<usize> {
+        match &self.origin {
+            None => Some(j),
+            Some(origin) => origin[j],
+        }
+    }
+
     /// The projection's analysis, derived from the transcript's.
     fn analysis(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Analysis {
         let fixed = t.system_or_pinned();
-        analysis.project_shape(
-            b,
-            &self.origin,
-            |j| self.origin[j].is_some_and(|p| fixed[p]),
-            |j| self.estimates[j],
-        )
+        match &self.origin {
+            Some(origin) => analysis.project_shape(
+                b,
+                origin,
+                |j| origin[j].is_some_and(|p| fixed[p]),
+                |j| self.estimates[j],
+            ),
+            // The same turns in the same places: the same exchanges and the same untouchable
+            // and removable turns. Only the estimates may differ, so the floor is summed again.
+            None => Analysis {
+                exchanges: Arc::clone(&analysis.exchanges),
+                untouchable: analysis.untouchable.clone(),
+                removable: analysis.removable.clone(),
+                untouchable_tokens: analysis
+                    .untouchable
+                    .iter()
+                    .zip(&self.estimates)
+                    .filter(|(u, _)| **u)
+                    .map(|(_, e)| *e)
+                    .sum(),
+                untouchable_count: analysis.untouchable_count,
+            },
+        }
     }
 }
 
@@ -203,6 +230,17 @@ impl Origin<'_> {
             Self::Map(map) => map.get(j).copied().flatten(),
         }
     }
+}
+
+/// The error for a projection whose estimates sum past `u64::MAX`, at its `turn_count`th turn.
+fn projected_overflow(turn_count: usize) -> CompactionError {
+    CompactionError::validation(
+        format!(
+            "The projected transcript's estimates sum beyond {}.",
+            u64::MAX
+        ),
+        details! { "turn_count" => turn_count },
+    )
 }
 
 /// Whether two group ids are equal, by pointer first: the ids of one group share one string.
@@ -299,14 +337,37 @@ impl State<'_> {
 
     /// The projection's shape: the turns [`State::project`] would build, without building them.
     fn shape(&self) -> Result<Shape, CompactionError> {
+        let estimates = self.transcript.token_estimates();
+        if self.resolved.iter().all(Resolved::retained) {
+            let mut total = 0_u64;
+            let mut shape_estimates = Vec::with_capacity(self.resolved.len());
+            for (&kept, r) in estimates.iter().zip(&self.resolved) {
+                let estimate = match r {
+                    Resolved::Mask { estimate, .. } | Resolved::PendingMask { estimate, .. } => {
+                        *estimate
+                    }
+                    _ => kept,
+                };
+                total = total
+                    .checked_add(estimate)
+                    .ok_or_else(|| projected_overflow(shape_estimates.len() + 1))?;
+                shape_estimates.push(estimate);
+            }
+            return Ok(Shape {
+                origin: None,
+                stand_ins: BTreeMap::new(),
+                estimates: shape_estimates,
+                total,
+            });
+        }
+        let mut origin = Vec::with_capacity(self.resolved.len());
         let mut shape = Shape {
-            origin: Vec::with_capacity(self.resolved.len()),
+            origin: None,
             stand_ins: BTreeMap::new(),
             estimates: Vec::with_capacity(self.resolved.len()),
             total: 0,
         };
         let mut emitted = Emitted::default();
-        let estimates = self.transcript.token_estimates();
         for (p, (&kept, r)) in estimates.iter().zip(&self.resolved).enumerate() {
             let (slot, estimate) = match r {
                 Resolved::Keep => (Some(p), kept),
@@ -315,25 +376,21 @@ impl State<'_> {
                 }
                 Resolved::Summarize(gid) => match self.groups.get(gid) {
                     Some(group) if emitted.first_time(gid) => {
-                        shape.stand_ins.insert(shape.origin.len(), gid.clone());
+                        shape.stand_ins.insert(origin.len(), gid.clone());
                         (None, group.target_tokens)
                     }
                     _ => continue,
                 },
                 Resolved::Drop => continue,
             };
-            shape.total = shape.total.checked_add(estimate).ok_or_else(|| {
-                CompactionError::validation(
-                    format!(
-                        "The projected transcript's estimates sum beyond {}.",
-                        u64::MAX
-                    ),
-                    details! { "turn_count" => shape.origin.len() + 1 },
-                )
-            })?;
-            shape.origin.push(slot);
+            shape.total = shape
+                .total
+                .checked_add(estimate)
+                .ok_or_else(|| projected_overflow(origin.len() + 1))?;
+            origin.push(slot);
             shape.estimates.push(estimate);
         }
+        shape.origin = Some(origin);
         Ok(shape)
     }
 
@@ -452,7 +509,7 @@ impl State<'_> {
     /// prefix is read as a stand-in.
     fn set(&mut self, shape: &Shape, j: usize, new: &Resolved) {
         let t = self.transcript;
-        let group = match shape.origin[j] {
+        let group = match shape.real(j) {
             Some(p) => t.turn_id_arcs()[p].strip_prefix(SUMMARY_TURN_ID_PREFIX),
             None => shape.stand_ins.get(&j).map(|g| &**g),
         };
@@ -465,7 +522,7 @@ impl State<'_> {
                 }
             }
             None => {
-                if let Some(p) = shape.origin[j] {
+                if let Some(p) = shape.real(j) {
                     self.resolved[p] = new.clone();
                 }
             }
@@ -500,7 +557,7 @@ impl State<'_> {
             return Ok(());
         };
         let t = self.transcript;
-        let ids = span.clone().map(|j| match shape.origin[j] {
+        let ids = span.clone().map(|j| match shape.real(j) {
             Some(p) => Cow::Borrowed(&*t.turn_id_arcs()[p]),
             None => Cow::Owned(format!(
                 "{SUMMARY_TURN_ID_PREFIX}{}",
@@ -768,5 +825,75 @@ impl CompactionPolicy for PolicyChain {
             POLICY_VERSION,
             ratio,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use cutctx_model::TranscriptTurn;
+
+    use super::*;
+
+    /// A system turn, then `n` call / result / user triples; results are estimated at 300.
+    fn agent(n: usize) -> Transcript {
+        let mut turns =
+            vec![TranscriptTurn::new("s", Role::System, "rules", 20).expect("valid turn")];
+        for i in 0..n {
+            let call = format!("c{i}");
+            turns.push(
+                TranscriptTurn::new(format!("a{i}"), Role::Assistant, "", 10)
+                    .expect("valid turn")
+                    .with_tool_call_id(call.as_str()),
+            );
+            turns.push(
+                TranscriptTurn::new(format!("t{i}"), Role::Tool, "x".repeat(1200), 300)
+                    .expect("valid turn")
+                    .with_tool_call_id(call.as_str()),
+            );
+            turns.push(TranscriptTurn::new(format!("u{i}"), Role::User, "ok", 5).expect("valid"));
+        }
+        Transcript::new(turns).expect("unique ids")
+    }
+
+    #[test]
+    fn a_shape_with_every_turn_in_place_is_analysed_as_the_explicit_identity_projection() {
+        let t = agent(6);
+        let b = CompactionBudget::new(400).with_protected_recent_turns(4);
+        let analysis = Analysis::of(&t, &b);
+        let mut state = State {
+            transcript: &t,
+            resolved: vec![Resolved::Keep; t.len()],
+            groups: BTreeMap::new(),
+            jobs: Vec::new(),
+        };
+        // Masks on two results, one of them in the protected tail, which no shipped member
+        // would do: the floor must still count the estimate the shape shows.
+        for p in [2, t.len() - 2] {
+            state.resolved[p] = Resolved::PendingMask {
+                job: 0,
+                estimate: 30,
+            };
+        }
+        let shape = state.shape().expect("no overflow");
+        assert!(
+            shape.origin.is_none(),
+            "no turn removed: the identity shape"
+        );
+        assert_eq!(shape.total, t.token_estimate() - 2 * 270);
+        let identity: Vec<Option<usize>> = (0..t.len()).map(Some).collect();
+        let fixed = t.system_or_pinned();
+        let explicit = analysis.project_shape(&b, &identity, |j| fixed[j], |j| shape.estimates[j]);
+        let fast = shape.analysis(&t, &b, &analysis);
+        assert_eq!(fast, explicit);
+        assert_eq!(fast.untouchable_tokens, analysis.untouchable_tokens - 270);
+
+        state.resolved[5] = Resolved::Drop;
+        let shape = state.shape().expect("no overflow");
+        assert_eq!(
+            shape.origin.as_ref().map(Vec::len),
+            Some(t.len() - 1),
+            "a removal gives an explicit origin"
+        );
+        assert_eq!(shape.real(5), Some(6));
     }
 }
