@@ -231,9 +231,10 @@ fn escape_words(dst: &mut [u8], mut at: usize, src: &[u8]) -> (usize, usize) {
             // Little-endian: bit 8k + 7 of the mask flags byte k.
             let i = (mask.trailing_zeros() / 8) as usize;
             at += i - from;
-            let (sequence, len) = escape_of(word[i]);
-            dst[at..at + 8].copy_from_slice(&sequence);
-            at += len;
+            // Only the low byte is wanted: the cast truncates on purpose.
+            let (sequence, len) = ESCAPES[usize::from((x >> (8 * i)) as u8)];
+            dst[at..at + 8].copy_from_slice(&sequence.to_le_bytes());
+            at += usize::from(len);
             from = i + 1;
             let rest = if from < 8 { x >> (8 * from) } else { 0 };
             dst[at..at + 8].copy_from_slice(&rest.to_le_bytes());
@@ -273,6 +274,27 @@ const fn escape_mask(x: u64) -> u64 {
         | zero_bytes(x ^ (ONES * b'"' as u64))
         | zero_bytes(x ^ (ONES * b'\\' as u64))
 }
+
+/// [`escape_of`] for every byte, as a little-endian word and a length, so that the loop over
+/// escapes reads a table instead of branching on the byte. Bytes needing no escape map to
+/// themselves and are never looked up.
+static ESCAPES: [(u64, u8); 256] = {
+    let mut table = [(0_u64, 1_u8); 256];
+    let mut b = 0;
+    while b < 256 {
+        // `b` is below 256, so the cast cannot truncate.
+        let byte = b as u8;
+        table[b] = if needs_escape(byte) {
+            let (sequence, len) = escape_of(byte);
+            // An escape is at most six bytes long.
+            (u64::from_le_bytes(sequence), len as u8)
+        } else {
+            (byte as u64, 1)
+        };
+        b += 1;
+    }
+    table
+};
 
 /// Whether JSON must escape `b`: a control byte, `"` or `\\`.
 const fn needs_escape(b: u8) -> bool {
