@@ -207,8 +207,7 @@ pub fn sha256_of<T: Serialize + ?Sized>(value: &T) -> Result<String, CompactionE
 /// ```
 #[must_use]
 pub fn sha256_of_str(text: &str) -> String {
-    // Room for the literal and an escape every eight bytes.
-    let mut sink = HashSink::with_expected(text.len() + text.len() / 8 + 2);
+    let mut sink = HashSink::on_stack();
     put_str(&mut sink, text);
     sink.finish_hex()
 }
@@ -252,8 +251,7 @@ pub fn sha256_of_joined<S: AsRef<str>>(
 /// assert_eq!(stub, format!("sha256:{}", sha256_of_str("text")));
 /// ```
 pub fn push_sha256_of_str(out: &mut String, text: &str) {
-    // Room for the literal and an escape every eight bytes.
-    let mut sink = HashSink::with_expected(text.len() + text.len() / 8 + 2);
+    let mut sink = HashSink::on_stack();
     put_str(&mut sink, text);
     push_hex(out, &sink.finish());
 }

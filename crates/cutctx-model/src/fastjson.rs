@@ -41,15 +41,17 @@ impl Sink for Vec<u8> {
     }
 }
 
-/// Feeds a SHA-256 hasher through a buffer of up to 64 KiB, so small writes cost little.
-pub(crate) struct HashSink {
+/// Feeds a SHA-256 hasher through a buffer, so small writes cost little: on the heap, up to
+/// 64 KiB, for long writers such as plans; on the stack for one string's digest, the common
+/// case, which then allocates nothing.
+pub(crate) struct HashSink<B = Vec<u8>> {
     hasher: Sha256,
     /// Always at its full length; `used` says how much holds bytes to hash.
-    buf: Vec<u8>,
+    buf: B,
     used: usize,
 }
 
-impl HashSink {
+impl HashSink<Vec<u8>> {
     const CAPACITY: usize = 64 * 1024;
 
     /// A sink for about `expected` bytes: a short string's hash does not pay for a large buffer.
@@ -63,9 +65,26 @@ impl HashSink {
             used: 0,
         }
     }
+}
 
+/// The size of [`HashSink::on_stack`]'s buffer: a tool result of a few KiB takes a few
+/// flushes, each a call into the hasher.
+const STACK_BUFFER: usize = 1024;
+
+impl HashSink<[u8; STACK_BUFFER]> {
+    /// A sink whose buffer lives on the stack.
+    pub(crate) fn on_stack() -> Self {
+        Self {
+            hasher: Sha256::new(),
+            buf: [0; STACK_BUFFER],
+            used: 0,
+        }
+    }
+}
+
+impl<B: AsRef<[u8]> + AsMut<[u8]>> HashSink<B> {
     fn flush(&mut self) {
-        self.hasher.update(&self.buf[..self.used]);
+        self.hasher.update(&self.buf.as_ref()[..self.used]);
         self.used = 0;
     }
 
@@ -81,17 +100,17 @@ impl HashSink {
     }
 }
 
-impl Sink for HashSink {
+impl<B: AsRef<[u8]> + AsMut<[u8]>> Sink for HashSink<B> {
     #[inline]
     fn put(&mut self, bytes: &[u8]) {
-        if self.used + bytes.len() > self.buf.len() {
+        if self.used + bytes.len() > self.buf.as_ref().len() {
             self.flush();
-            if bytes.len() > self.buf.len() {
+            if bytes.len() > self.buf.as_ref().len() {
                 self.hasher.update(bytes);
                 return;
             }
         }
-        self.buf[self.used..self.used + bytes.len()].copy_from_slice(bytes);
+        self.buf.as_mut()[self.used..self.used + bytes.len()].copy_from_slice(bytes);
         self.used += bytes.len();
     }
 
@@ -102,7 +121,7 @@ impl Sink for HashSink {
         }
         let mut rest = bytes;
         loop {
-            let (end, taken) = escape_words(&mut self.buf, self.used, rest);
+            let (end, taken) = escape_words(self.buf.as_mut(), self.used, rest);
             self.used = end;
             rest = &rest[taken..];
             if rest.is_empty() {
