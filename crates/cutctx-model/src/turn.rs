@@ -537,7 +537,9 @@ impl Transcript {
         let (low, high) = parts.size_hint();
         let mut turns: Vec<TranscriptTurn> = Vec::with_capacity(high.unwrap_or(low));
         let mut fresh: Vec<usize> = Vec::new();
-        let mut sources: Vec<Option<usize>> = Vec::with_capacity(turns.capacity());
+        // The partition, derived from the source's as the turns come (see
+        // `DerivedPartition`).
+        let mut derived = DerivedPartition::new(self.exchanges, turns.capacity());
         let mut next = 0_usize;
         let mut total = 0_u64;
         for part in parts {
@@ -557,12 +559,16 @@ impl Transcript {
                         ));
                     }
                     next = position + 1;
-                    sources.push(Some(position));
+                    let orig = &self.turns[position];
+                    derived.kept(
+                        self.exchange_of[position],
+                        same_call(&turn.tool_call_id, &orig.tool_call_id),
+                    );
                     turn
                 }
                 DerivedTurn::New(turn) => {
                     fresh.push(turns.len());
-                    sources.push(None);
+                    derived.new_turn(turn.tool_call_id.is_none());
                     turn
                 }
             };
@@ -577,7 +583,7 @@ impl Transcript {
             })?;
             turns.push(turn);
         }
-        let (exchange_of, exchanges) = self.derived_partition(&turns, &sources, &fresh);
+        let (exchange_of, exchanges) = derived.finish().unwrap_or_else(|| partition(&turns));
         if !fresh.is_empty() {
             let mut repeated: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
             let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
@@ -614,51 +620,6 @@ impl Transcript {
             layout: Layout::default(),
             columns: LazyColumns::default(),
         })
-    }
-
-    /// The exchange partition of a derived transcript, from its source's where it can.
-    ///
-    /// Kept turns with their source's `tool_call_id` stay in their source exchange (which only
-    /// loses members); new turns without one are exchanges of their own. Anything else (a new
-    /// turn with a `tool_call_id`, a kept turn whose `tool_call_id` changed) is partitioned
-    /// afresh.
-    fn derived_partition(
-        &self,
-        turns: &[TranscriptTurn],
-        sources: &[Option<usize>],
-        fresh: &[usize],
-    ) -> (Vec<usize>, usize) {
-        let unchanged = fresh.iter().all(|&i| turns[i].tool_call_id.is_none())
-            && turns
-                .iter()
-                .zip(sources)
-                .all(|(turn, source)| match source {
-                    Some(p) => match (&turn.tool_call_id, &self.turns[*p].tool_call_id) {
-                        (None, None) => true,
-                        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
-                        _ => false,
-                    },
-                    None => true,
-                });
-        if !unchanged {
-            return partition(turns);
-        }
-        let mut renumber: Vec<Option<usize>> = vec![None; self.exchanges];
-        let mut count = 0_usize;
-        let of = sources
-            .iter()
-            .map(|source| match source {
-                Some(p) => *renumber[self.exchange_of[*p]].get_or_insert_with(|| {
-                    count += 1;
-                    count - 1
-                }),
-                None => {
-                    count += 1;
-                    count - 1
-                }
-            })
-            .collect();
-        (of, count)
     }
 
     /// Per position, the index of the turn's exchange: turns sharing a `tool_call_id` share an
@@ -761,6 +722,70 @@ fn partition(turns: &[TranscriptTurn]) -> (Vec<usize>, usize) {
         of.push(exchange);
     }
     (of, count)
+}
+
+/// Whether two `tool_call_id`s are the same, by pointer first.
+fn same_call(a: &Option<Arc<str>>, b: &Option<Arc<str>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b) || a == b,
+        _ => false,
+    }
+}
+
+/// The exchange partition of a derived transcript, built from its source's while the turns
+/// are taken in.
+///
+/// Kept turns with their source's `tool_call_id` stay in their source exchange (which only
+/// loses members), renumbered by first appearance; new turns without one are exchanges of
+/// their own. Anything else (a new turn with a `tool_call_id`, a kept turn whose
+/// `tool_call_id` changed) breaks the derivation, and the caller partitions afresh.
+struct DerivedPartition {
+    /// Per source exchange, its number in the derived transcript; `usize::MAX` until seen.
+    renumber: Vec<usize>,
+    of: Vec<usize>,
+    count: usize,
+    broken: bool,
+}
+
+impl DerivedPartition {
+    fn new(source_exchanges: usize, turns: usize) -> Self {
+        Self {
+            renumber: vec![usize::MAX; source_exchanges],
+            of: Vec::with_capacity(turns),
+            count: 0,
+            broken: false,
+        }
+    }
+
+    /// A kept turn from source exchange `exchange`, its `tool_call_id` unchanged or not.
+    fn kept(&mut self, exchange: usize, unchanged: bool) {
+        if self.broken || !unchanged {
+            self.broken = true;
+            return;
+        }
+        let slot = &mut self.renumber[exchange];
+        if *slot == usize::MAX {
+            *slot = self.count;
+            self.count += 1;
+        }
+        self.of.push(*slot);
+    }
+
+    /// A new turn, with no `tool_call_id` or with one.
+    fn new_turn(&mut self, without_call: bool) {
+        if self.broken || !without_call {
+            self.broken = true;
+            return;
+        }
+        self.of.push(self.count);
+        self.count += 1;
+    }
+
+    /// The assignment and the number of exchanges, unless the derivation broke.
+    fn finish(self) -> Option<(Vec<usize>, usize)> {
+        (!self.broken).then_some((self.of, self.count))
+    }
 }
 
 /// Copies every turn's id and `tool_call_id` into fresh allocations made one after another.
@@ -957,6 +982,54 @@ mod tests {
         );
         assert!(!Arc::ptr_eq(ca, &call), "the shared string is a fresh copy");
         assert!(!Arc::ptr_eq(ca, cb));
+    }
+
+    proptest::proptest! {
+        /// A derived transcript's partition, derived from its source's or made afresh when
+        /// the derivation breaks, is the one a transcript of the same turns would have.
+        #[test]
+        fn a_derived_partition_equals_a_fresh_one(
+            calls in proptest::collection::vec(proptest::option::of(0_u8..4), 1..14),
+            plan in proptest::collection::vec(0_u8..6, 14),
+        ) {
+            let turns: Vec<TranscriptTurn> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let t = turn(&format!("t{i}"), 1);
+                    match c {
+                        Some(c) => t.with_tool_call_id(format!("c{c}")),
+                        None => t,
+                    }
+                })
+                .collect();
+            let source = Transcript::new(turns).expect("unique ids");
+            let mut parts = Vec::new();
+            for (p, (t, action)) in source.turns().iter().zip(&plan).enumerate() {
+                match action {
+                    // Dropped.
+                    0 => {}
+                    // Kept with another tool_call_id: the derivation breaks.
+                    1 => parts.push(DerivedTurn::Kept(p, t.clone().with_tool_call_id("other"))),
+                    // A new turn before this one, with a tool_call_id or without.
+                    2 => {
+                        parts.push(DerivedTurn::New(turn(&format!("n{p}"), 1)));
+                        parts.push(DerivedTurn::Kept(p, t.clone()));
+                    }
+                    3 => {
+                        parts.push(DerivedTurn::New(
+                            turn(&format!("n{p}"), 1).with_tool_call_id("c0"),
+                        ));
+                        parts.push(DerivedTurn::Kept(p, t.clone()));
+                    }
+                    _ => parts.push(DerivedTurn::Kept(p, t.clone())),
+                }
+            }
+            let derived = source.derive(parts).expect("valid derivation");
+            let fresh = Transcript::new(derived.turns().to_vec()).expect("unique ids");
+            proptest::prop_assert_eq!(derived.exchange_assignment(), fresh.exchange_assignment());
+            proptest::prop_assert_eq!(derived.exchange_count(), fresh.exchange_count());
+        }
     }
 
     #[test]
