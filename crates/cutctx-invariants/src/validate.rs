@@ -103,7 +103,7 @@ pub(crate) fn structure_holds(
         };
     }
     if grouped || !plan.summarization_requests.is_empty() {
-        summary_groups(plan, transcript).ok()?;
+        summary_groups_hold(plan, transcript).then_some(())?;
         after += plan
             .summarization_requests
             .iter()
@@ -272,6 +272,96 @@ fn exchanges(actions: &[TurnAction], analysis: &Analysis) -> Result<(), Compacti
     Ok(())
 }
 
+/// Rule 4, last part: no summary turn a request would produce takes the id of a turn of the
+/// transcript.
+fn summary_ids_free(
+    requests: &[cutctx_model::SummarizationRequest],
+    transcript: &Transcript,
+) -> Result<(), CompactionError> {
+    let wanted: BTreeSet<String> = requests
+        .iter()
+        .map(|r| format!("{SUMMARY_TURN_ID_PREFIX}{}", r.group_id()))
+        .collect();
+    if !wanted.is_empty() {
+        // Only an id with the summary prefix can collide; most ids are ruled out by it. The
+        // id column is read, not the turns: a few bytes a turn instead of seventy-two.
+        let taken: BTreeSet<&str> = transcript
+            .turn_id_arcs()
+            .iter()
+            .map(|id| &**id)
+            .filter(|id| id.starts_with(SUMMARY_TURN_ID_PREFIX) && wanted.contains(*id))
+            .collect();
+        if !taken.is_empty() {
+            let mut collisions: Vec<&str> = requests
+                .iter()
+                .filter(|r| taken.contains(r.summary_turn_id().as_str()))
+                .map(|r| r.group_id())
+                .collect();
+            collisions.sort_unstable();
+            return fail(
+                format!(
+                    "{} summarization groups would produce a summary turn whose id already \
+                     names a turn of the transcript; summary ids are derived, not generated, \
+                     so the collision is refused.",
+                    collisions.len()
+                ),
+                details! { "group_ids" => sample(&collisions) },
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Rule 4 as a yes or no, without the lists of positions [`summary_groups`] builds to name a
+/// fault: each summarized action is matched against its request's next turn id as the actions
+/// are read.
+fn summary_groups_hold(plan: &PlanDraft, transcript: &Transcript) -> bool {
+    let requests = &plan.summarization_requests;
+    let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+    for (i, r) in requests.iter().enumerate() {
+        if index.insert(r.group_id(), i).is_some() {
+            return false;
+        }
+    }
+    // Per request: how many of its turns the actions have named, and where the first was.
+    let mut matched = vec![0_usize; requests.len()];
+    let mut first = vec![0_usize; requests.len()];
+    // A group's actions are usually adjacent and share one string: look it up once a run.
+    let mut last: Option<(&std::sync::Arc<str>, usize)> = None;
+    for (p, a) in plan.actions.iter().enumerate() {
+        let Some(g) = a.summary_group_arc() else {
+            continue;
+        };
+        let i = match last {
+            Some((run, i)) if std::sync::Arc::ptr_eq(run, g) => i,
+            _ => {
+                let Some(&i) = index.get(&**g) else {
+                    return false;
+                };
+                last = Some((g, i));
+                i
+            }
+        };
+        let Some(expected) = requests[i].turn_ids().get(matched[i]) else {
+            return false;
+        };
+        let named = a.turn_id_arc();
+        if !(std::sync::Arc::ptr_eq(named, expected) || **named == **expected) {
+            return false;
+        }
+        if matched[i] == 0 {
+            first[i] = p;
+        }
+        matched[i] += 1;
+    }
+    requests
+        .iter()
+        .zip(&matched)
+        .all(|(r, &m)| m > 0 && m == r.turn_ids().len())
+        && first.windows(2).all(|w| w[0] <= w[1])
+        && summary_ids_free(requests, transcript).is_ok()
+}
+
 /// Rule 4: summary groups and requests agree, and are well ordered and named.
 fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), CompactionError> {
     let requests = &plan.summarization_requests;
@@ -349,34 +439,7 @@ fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), Compa
             );
         }
     }
-    let wanted: BTreeSet<String> = requests
-        .iter()
-        .map(|r| format!("{SUMMARY_TURN_ID_PREFIX}{}", r.group_id()))
-        .collect();
-    if !wanted.is_empty() {
-        // Only an id with the summary prefix can collide; most ids are ruled out by it.
-        let taken: BTreeSet<&str> = transcript
-            .turn_ids()
-            .filter(|id| id.starts_with(SUMMARY_TURN_ID_PREFIX) && wanted.contains(*id))
-            .collect();
-        if !taken.is_empty() {
-            let mut collisions: Vec<&str> = requests
-                .iter()
-                .filter(|r| taken.contains(r.summary_turn_id().as_str()))
-                .map(|r| r.group_id())
-                .collect();
-            collisions.sort_unstable();
-            return fail(
-                format!(
-                    "{} summarization groups would produce a summary turn whose id already \
-                     names a turn of the transcript; summary ids are derived, not generated, \
-                     so the collision is refused.",
-                    collisions.len()
-                ),
-                details! { "group_ids" => sample(&collisions) },
-            );
-        }
-    }
+    summary_ids_free(requests, transcript)?;
     // Each request's first turn is its group's first action, by the check above.
     let firsts: Vec<usize> = requests
         .iter()

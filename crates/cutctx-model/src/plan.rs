@@ -412,6 +412,57 @@ impl SummarizationRequest {
         })
     }
 
+    /// A request for the contiguous turns at `span` of `transcript`: what
+    /// [`SummarizationRequest::for_positions`] gives for the positions of `span`, without
+    /// listing them.
+    ///
+    /// ```
+    /// use cutctx_model::{Role, SummarizationRequest, Transcript, TranscriptTurn};
+    /// let t = Transcript::new(vec![
+    ///     TranscriptTurn::new("a", Role::User, "", 1)?,
+    ///     TranscriptTurn::new("b", Role::User, "", 1)?,
+    ///     TranscriptTurn::new("c", Role::User, "", 1)?,
+    /// ])?;
+    /// let r = SummarizationRequest::for_span("g", &t, 1..3, 1, "p")?;
+    /// assert_eq!(r, SummarizationRequest::for_positions("g", &t, &[1, 2], 1, "p")?);
+    /// assert!(SummarizationRequest::for_span("g", &t, 2..4, 1, "p").is_err());
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`SummarizationRequest::for_positions`]; a span reaching past the transcript, or
+    /// ending before it starts, names positions not in it.
+    pub fn for_span(
+        group_id: impl Into<Arc<str>>,
+        transcript: &Transcript,
+        span: std::ops::Range<usize>,
+        target_tokens: u64,
+        prompt_id: impl Into<Arc<str>>,
+    ) -> Result<Self, CompactionError> {
+        let group_id = group_id.into();
+        let prompt_id = prompt_id.into();
+        let Some(ids) = transcript.turn_id_arcs().get(span) else {
+            return Err(CompactionError::validation(
+                format!(
+                    "Summarization request {} names positions that are not increasing or not \
+                     in the transcript.",
+                    py_repr_str(&group_id)
+                ),
+                details! { "group_id" => &*group_id },
+            ));
+        };
+        if group_id.is_empty() || prompt_id.is_empty() || ids.is_empty() {
+            return Self::new(group_id, Vec::new(), target_tokens, prompt_id);
+        }
+        Ok(Self {
+            group_id,
+            prompt_id,
+            target_tokens,
+            turn_ids: ids.to_vec(),
+        })
+    }
+
     /// The group id.
     #[must_use]
     pub fn group_id(&self) -> &str {

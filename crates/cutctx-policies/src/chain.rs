@@ -442,6 +442,8 @@ impl State<'_> {
                 self.resolved[p] = Resolved::Mask { content, estimate };
             }
         }
+        // No stub is pending any more: free the jobs before the plan is built.
+        self.jobs = Vec::new();
     }
 
     fn forget_group_of(&mut self, id: &str) {

@@ -414,11 +414,10 @@ impl CompactionPolicy for SummarizingPolicy {
                 }
             })
             .collect();
-        let positions: Vec<usize> = span.collect();
-        let requests = vec![SummarizationRequest::for_positions(
+        let requests = vec![SummarizationRequest::for_span(
             group_id,
             t,
-            &positions,
+            span,
             target,
             self.prompt_id.clone(),
         )?];

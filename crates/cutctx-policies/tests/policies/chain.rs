@@ -525,6 +525,70 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    // About one case in fifty reaches the second round of masking (see the test below).
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    /// A member that reads content makes the chain compute every pending digest mid-chain;
+    /// a masking member after it defers its own again. Both rounds must give the bytes the
+    /// long way gives.
+    #[test]
+    fn masking_after_a_content_reading_member_plans_as_opaque_members_do(
+        (t, max, protected) in agent_case()
+    ) {
+        let b = cutctx_model::CompactionBudget::new(max).with_protected_recent_turns(protected);
+        let fast = chain(vec![
+            Box::new(masking(3)),
+            Box::new(Opaque(Box::new(DropOldestPolicy))),
+            Box::new(masking(0)),
+        ]);
+        let slow = chain(vec![
+            Box::new(Opaque(Box::new(masking(3)))),
+            Box::new(Opaque(Box::new(DropOldestPolicy))),
+            Box::new(Opaque(Box::new(masking(0)))),
+        ]);
+        match (fast.decide(&t, &b), slow.decide(&t, &b)) {
+            (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a.canonical_json(), b.canonical_json()),
+            (Err(a), Err(b)) => proptest::prop_assert_eq!(a.details(), b.details()),
+            (a, b) => proptest::prop_assert!(false, "{:?} / {:?}", a.is_ok(), b.is_ok()),
+        }
+    }
+}
+
+/// In the cases above, the last masking member does mask turns after the mid-chain digests.
+#[test]
+fn random_agent_cases_mask_again_after_a_content_reading_member() {
+    use proptest::strategy::{Strategy, ValueTree};
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = agent_case();
+    let masks = |p: &CompactionPlan| {
+        p.actions
+            .iter()
+            .filter(|a| a.action() == cutctx_model::Action::Mask)
+            .count()
+    };
+    let mut again = 0;
+    for _ in 0..2_000 {
+        let (t, max, protected) = strategy.new_tree(&mut runner).expect("a case").current();
+        let b = cutctx_model::CompactionBudget::new(max).with_protected_recent_turns(protected);
+        let first_two = chain(vec![
+            Box::new(masking(3)),
+            Box::new(Opaque(Box::new(DropOldestPolicy))),
+        ]);
+        let all_three = chain(vec![
+            Box::new(masking(3)),
+            Box::new(Opaque(Box::new(DropOldestPolicy))),
+            Box::new(masking(0)),
+        ]);
+        if let (Ok(a), Ok(b)) = (first_two.decide(&t, &b), all_three.decide(&t, &b))
+            && masks(&b) > masks(&a)
+        {
+            again += 1;
+        }
+    }
+    assert!(again >= 20, "{again} of 2000 cases");
+}
+
 /// The cases above reach every kind of decision, and refusals, so the property is not vacuous.
 #[test]
 fn random_agent_cases_reach_masks_summaries_drops_and_refusals() {
