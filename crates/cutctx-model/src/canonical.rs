@@ -229,7 +229,7 @@ pub fn sha256_of_joined<S: AsRef<str>>(
 ) -> String {
     let mut escaped_separator: Vec<u8> = Vec::new();
     escaped_separator.put_escaped(separator.as_bytes());
-    let mut sink = HashSink::with_expected(usize::MAX);
+    let mut sink = HashSink::on_heap();
     sink.put(b"\"");
     for (i, part) in parts.into_iter().enumerate() {
         if i > 0 {

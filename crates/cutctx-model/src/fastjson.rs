@@ -52,16 +52,11 @@ pub(crate) struct HashSink<B = Vec<u8>> {
 }
 
 impl HashSink<Vec<u8>> {
-    const CAPACITY: usize = 64 * 1024;
-
-    /// A sink for about `expected` bytes: a short string's hash does not pay for a large buffer.
-    pub(crate) fn with_expected(expected: usize) -> Self {
-        let size = expected
-            .saturating_add(2 * ROOM_PER_WORD)
-            .min(Self::CAPACITY);
+    /// A sink with a 64 KiB buffer on the heap, for long writers such as plans.
+    pub(crate) fn on_heap() -> Self {
         Self {
             hasher: Sha256::new(),
-            buf: vec![0; size],
+            buf: vec![0; 64 * 1024],
             used: 0,
         }
     }
@@ -198,7 +193,7 @@ pub(crate) fn hash_pipelined<W: WritesCanonical + ?Sized>(value: &W) -> String {
         hasher.join().ok().filter(|_| !lost)
     });
     digest.unwrap_or_else(|| {
-        let mut sink = HashSink::with_expected(usize::MAX);
+        let mut sink = HashSink::on_heap();
         value.write_canonical(&mut sink);
         sink.finish_hex()
     })

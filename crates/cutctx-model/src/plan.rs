@@ -585,7 +585,7 @@ impl PlanDraft {
         if self.actions.len() >= PIPELINED_ACTIONS {
             crate::fastjson::hash_pipelined(self)
         } else {
-            let mut sink = HashSink::with_expected(usize::MAX);
+            let mut sink = HashSink::on_heap();
             self.write(&mut sink);
             sink.finish_hex()
         }
