@@ -317,6 +317,18 @@ pub struct SummarizationRequest {
     turn_ids: Vec<Arc<str>>,
 }
 
+/// The error for a request whose positions are not increasing or not in the transcript.
+fn positions_outside(group_id: &str) -> CompactionError {
+    CompactionError::validation(
+        format!(
+            "Summarization request {} names positions that are not increasing or not in the \
+             transcript.",
+            py_repr_str(group_id)
+        ),
+        details! { "group_id" => group_id },
+    )
+}
+
 impl SummarizationRequest {
     /// A request, checked as the reference checks it, in the same order.
     ///
@@ -390,14 +402,7 @@ impl SummarizationRequest {
         let ids = transcript.turn_id_arcs();
         let increasing = positions.windows(2).all(|w| w[0] < w[1]);
         if !increasing || positions.last().is_some_and(|&p| p >= ids.len()) {
-            return Err(CompactionError::validation(
-                format!(
-                    "Summarization request {} names positions that are not increasing or not \
-                     in the transcript.",
-                    py_repr_str(&group_id)
-                ),
-                details! { "group_id" => &*group_id },
-            ));
+            return Err(positions_outside(&group_id));
         }
         // Checks 1-3 of `new` on an empty list, which cannot repeat an id.
         if group_id.is_empty() || prompt_id.is_empty() || positions.is_empty() {
@@ -443,14 +448,7 @@ impl SummarizationRequest {
         let group_id = group_id.into();
         let prompt_id = prompt_id.into();
         let Some(ids) = transcript.turn_id_arcs().get(span) else {
-            return Err(CompactionError::validation(
-                format!(
-                    "Summarization request {} names positions that are not increasing or not \
-                     in the transcript.",
-                    py_repr_str(&group_id)
-                ),
-                details! { "group_id" => &*group_id },
-            ));
+            return Err(positions_outside(&group_id));
         };
         if group_id.is_empty() || prompt_id.is_empty() || ids.is_empty() {
             return Self::new(group_id, Vec::new(), target_tokens, prompt_id);

@@ -12,13 +12,10 @@ use std::collections::BTreeMap;
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use cutctx::{
-    CompactionBudget, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy,
-    SummarizingPolicy, Transcript, default_chain,
-};
+use cutctx::{CompactionBudget, CompactionPolicy, DropOldestPolicy, Transcript, default_chain};
 
 mod support;
-use support::agent_transcript;
+use support::{agent_transcript, every_policy};
 
 fn budget(t: &Transcript, percent: u64) -> CompactionBudget {
     CompactionBudget::new(t.token_estimate() * percent / 100)
@@ -72,21 +69,7 @@ fn bench_drop_oldest(c: &mut Criterion) {
 
 /// Every policy at 10k and 100k turns: the ratio of the two is the scaling factor.
 fn bench_scaling(c: &mut Criterion) {
-    let policies: Vec<(&str, Box<dyn CompactionPolicy>)> = vec![
-        ("drop_oldest", Box::new(DropOldestPolicy)),
-        (
-            "observation_masking",
-            Box::new(ObservationMaskingPolicy::new(2).expect("valid")),
-        ),
-        (
-            "summarizing",
-            Box::new(SummarizingPolicy::new("compaction.summarize.v1").expect("valid")),
-        ),
-        (
-            "default_chain",
-            Box::new(default_chain("compaction.summarize.v1").expect("valid")),
-        ),
-    ];
+    let policies = every_policy();
     let sizes: Vec<(usize, Transcript)> = [10_000, 100_000]
         .into_iter()
         .map(|n| (n, agent_transcript(n, 1024)))

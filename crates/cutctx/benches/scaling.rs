@@ -13,13 +13,10 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cutctx::{
-    CompactionBudget, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy,
-    SummarizingPolicy, Transcript, default_chain,
-};
+use cutctx::{CompactionBudget, CompactionPolicy, Transcript};
 
 mod support;
-use support::agent_transcript;
+use support::{agent_transcript, every_policy};
 
 /// The most time 10× the turns may take, as a multiple of the smaller case's.
 const TARGET: f64 = 11.0;
@@ -47,21 +44,7 @@ fn main() {
     // `cargo bench` passes `--bench`, and a filter when one is given: run the policies whose
     // name contains it.
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
-    let policies: Vec<(&str, Box<dyn CompactionPolicy>)> = vec![
-        ("drop_oldest", Box::new(DropOldestPolicy)),
-        (
-            "observation_masking",
-            Box::new(ObservationMaskingPolicy::new(2).expect("valid")),
-        ),
-        (
-            "summarizing",
-            Box::new(SummarizingPolicy::new("compaction.summarize.v1").expect("valid")),
-        ),
-        (
-            "default_chain",
-            Box::new(default_chain("compaction.summarize.v1").expect("valid")),
-        ),
-    ];
+    let policies = every_policy();
     let small = agent_transcript(10_000, 1024);
     let large = agent_transcript(100_000, 1024);
     println!(

@@ -1,6 +1,9 @@
 //! The generated agent transcripts every benchmark runs on.
 
-use cutctx::{Role, Transcript, TranscriptTurn};
+use cutctx::{
+    CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, Role, SummarizingPolicy,
+    Transcript, TranscriptTurn, default_chain,
+};
 
 /// A system turn, then `n - 1` turns cycling assistant-call, tool-result, user.
 /// Tool results are `result_bytes` long and estimated at a quarter of that.
@@ -38,4 +41,23 @@ pub(crate) fn agent_transcript(n: usize, result_bytes: usize) -> Transcript {
         turns.push(turn);
     }
     Transcript::new(turns).expect("unique ids")
+}
+
+/// Every shipped policy, by name: masking keeps the two most recent results.
+pub(crate) fn every_policy() -> Vec<(&'static str, Box<dyn CompactionPolicy>)> {
+    vec![
+        ("drop_oldest", Box::new(DropOldestPolicy)),
+        (
+            "observation_masking",
+            Box::new(ObservationMaskingPolicy::new(2).expect("valid")),
+        ),
+        (
+            "summarizing",
+            Box::new(SummarizingPolicy::new("compaction.summarize.v1").expect("valid")),
+        ),
+        (
+            "default_chain",
+            Box::new(default_chain("compaction.summarize.v1").expect("valid")),
+        ),
+    ]
 }
