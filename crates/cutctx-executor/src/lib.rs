@@ -18,9 +18,9 @@ use std::sync::Arc;
 
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
-    Action, CompactedTranscript, CompactionError, CompactionReport, DerivedTurn, ID_SAMPLE_LIMIT,
-    Metadata, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn,
-    TurnAction, details, py_repr_str,
+    ActionView, CompactedTranscript, CompactionError, CompactionReport, DerivedTurn,
+    ID_SAMPLE_LIMIT, Metadata, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript,
+    TranscriptTurn, TurnAction, details, py_repr_str,
 };
 
 /// Metadata key every turn the executor writes carries: `"masked"` or `"summary"`.
@@ -89,6 +89,15 @@ pub fn apply(
     summaries: &BTreeMap<String, String>,
 ) -> Result<CompactedTranscript, CompactionError> {
     check_match(transcript, &plan.actions)?;
+    // A plan validated against another transcript with the same ids may still break a rule
+    // here (a turn pinned here and not there): it is validated again, under its own budget.
+    let revalidated;
+    let plan = if plan.is_for(transcript) {
+        plan
+    } else {
+        revalidated = plan.revalidated_for(transcript)?;
+        &revalidated
+    };
     for request in &plan.summarization_requests {
         if !summaries.contains_key(request.group_id()) {
             return Err(summary_missing(request));
@@ -169,7 +178,7 @@ fn walk(
     let (mut kept, mut masked, mut summarized, mut dropped) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut summary_turn_ids = Vec::with_capacity(requests.len());
-    let mut emitted: BTreeSet<&str> = BTreeSet::new();
+    let mut emitted: BTreeSet<&Arc<str>> = BTreeSet::new();
     // The last metadata map marked as masked, and its marked copy: turns often share one map
     // (all turns without metadata share the empty one), so one copy serves a run of them.
     let mut marked: Option<(Metadata, Metadata)> = None;
@@ -181,14 +190,13 @@ fn walk(
         .enumerate()
         .filter_map(|(position, (turn, action))| {
             let id = turn.turn_id_arc().clone();
-            match action.action() {
-                Action::Keep => {
+            match action.view() {
+                ActionView::Keep => {
                     kept.push(id);
                     Some(DerivedTurn::Kept(position, turn.clone()))
                 }
-                Action::Mask => {
+                ActionView::Mask(r) => {
                     masked.push(id);
-                    let r = action.replacement()?;
                     let metadata = match &marked {
                         Some((source, copy)) if Arc::ptr_eq(source, turn.metadata()) => {
                             Arc::clone(copy)
@@ -207,31 +215,15 @@ fn walk(
                             .with_metadata(metadata),
                     ))
                 }
-                Action::Summarize => {
+                ActionView::Summarize(group) => {
                     summarized.push(id);
-                    let group = action.summary_group().unwrap_or_default();
                     if !emitted.insert(group) {
                         return None;
                     }
-                    let (request, text) = (requests.get(group)?, summaries.get(group)?);
-                    let summary_id = format!("{SUMMARY_TURN_ID_PREFIX}{group}");
-                    let metadata = BTreeMap::from([
-                        (META_KIND.to_owned(), "summary".to_owned()),
-                        (META_SUMMARY_GROUP.to_owned(), group.to_owned()),
-                        (
-                            META_REPLACED_TURN_COUNT.to_owned(),
-                            request.turn_ids().len().to_string(),
-                        ),
-                    ]);
-                    match TranscriptTurn::new(
-                        summary_id.as_str(),
-                        Role::Assistant,
-                        text.as_str(),
-                        request.target_tokens(),
-                    ) {
+                    match summary_turn(group, requests, summaries) {
                         Ok(summary) => {
-                            summary_turn_ids.push(summary_id);
-                            Some(DerivedTurn::New(summary.with_metadata(Arc::new(metadata))))
+                            summary_turn_ids.push(summary.turn_id().to_owned());
+                            Some(DerivedTurn::New(summary))
                         }
                         Err(e) => {
                             failure.get_or_insert(e);
@@ -239,7 +231,7 @@ fn walk(
                         }
                     }
                 }
-                Action::Drop => {
+                ActionView::Drop => {
                     dropped.push(id);
                     None
                 }
@@ -257,6 +249,46 @@ fn walk(
         dropped,
         summary_turn_ids,
     })
+}
+
+/// The summary turn of `group`: the caller's text at the request's target estimate, marked
+/// in its metadata.
+///
+/// A validated plan has a request for every group it names, and [`apply`] has checked that
+/// every request has a summary; a missing one is still an error here, never a turn left out.
+fn summary_turn(
+    group: &str,
+    requests: &BTreeMap<&str, &SummarizationRequest>,
+    summaries: &BTreeMap<String, String>,
+) -> Result<TranscriptTurn, CompactionError> {
+    let Some(request) = requests.get(group) else {
+        debug_assert!(false, "a validated plan has a request for every group");
+        return Err(CompactionError::validation(
+            format!(
+                "The plan names summary group {} but has no request for it.",
+                py_repr_str(group)
+            ),
+            details! { "group_id" => group },
+        ));
+    };
+    let Some(text) = summaries.get(group) else {
+        return Err(summary_missing(request));
+    };
+    let metadata = BTreeMap::from([
+        (META_KIND.to_owned(), "summary".to_owned()),
+        (META_SUMMARY_GROUP.to_owned(), group.to_owned()),
+        (
+            META_REPLACED_TURN_COUNT.to_owned(),
+            request.turn_ids().len().to_string(),
+        ),
+    ]);
+    let turn = TranscriptTurn::new(
+        format!("{SUMMARY_TURN_ID_PREFIX}{group}"),
+        Role::Assistant,
+        text.as_str(),
+        request.target_tokens(),
+    )?;
+    Ok(turn.with_metadata(Arc::new(metadata)))
 }
 
 /// Checks that `actions` name the turns of `transcript` exactly, in order.

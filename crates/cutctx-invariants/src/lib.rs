@@ -44,7 +44,7 @@ mod plan;
 mod sets;
 mod validate;
 
-pub use plan::{CompactionPlan, build_plan, estimate_after};
+pub use plan::{CompactionPlan, Decisions, build_plan, estimate_after};
 pub use sets::{Analysis, require_satisfiable_budget};
 
 pub use cutctx_model::Exchanges;

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cutctx_model::{
-    Action, CompactionBudget, CompactionError, Details, ID_SAMPLE_LIMIT, PlanDraft,
+    Action, ActionView, CompactionBudget, CompactionError, Details, ID_SAMPLE_LIMIT, PlanDraft,
     SUMMARY_TURN_ID_PREFIX, Transcript, TurnAction, details, py_repr_str,
 };
 use serde_json::Value;
@@ -31,7 +31,7 @@ pub(crate) fn validate(
     budget: &CompactionBudget,
     analysis: &Analysis,
 ) -> Result<(), CompactionError> {
-    analysis.require_satisfiable(budget)?;
+    analysis.require_satisfiable()?;
     if all_hold(plan, transcript, budget, analysis) {
         return Ok(());
     }
@@ -94,12 +94,10 @@ pub(crate) fn structure_holds(
             return None;
         }
         grouped |= action.summary_group().is_some();
-        after += match kind {
-            Action::Keep => u128::from(estimates[p]),
-            Action::Mask => action
-                .replacement()
-                .map_or(0, |r| u128::from(r.token_estimate)),
-            Action::Drop | Action::Summarize => 0,
+        after += match action.view() {
+            ActionView::Keep => u128::from(estimates[p]),
+            ActionView::Mask(r) => u128::from(r.token_estimate),
+            ActionView::Drop | ActionView::Summarize(_) => 0,
         };
     }
     if grouped || !plan.summarization_requests.is_empty() {

@@ -35,8 +35,8 @@ pub mod wire;
 pub use error::{CompactionError, Details, ErrorCode};
 pub use exchanges::Exchanges;
 pub use plan::{
-    Action, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest, TurnAction,
-    TurnReplacement,
+    Action, ActionView, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest,
+    TurnAction, TurnReplacement,
 };
 pub use pyrepr::py_repr_str;
 pub use turn::{

@@ -266,6 +266,39 @@ impl TurnAction {
             _ => None,
         }
     }
+
+    /// The action with what only it carries: a stub for `mask`, a group for `summarize`.
+    ///
+    /// Matching on this instead of [`TurnAction::action`] leaves no "mask without a stub" or
+    /// "summarize without a group" case to handle: the type has none.
+    ///
+    /// ```
+    /// use cutctx_model::{ActionView, TurnAction};
+    /// let action = TurnAction::summarize("t1", "g".into());
+    /// assert!(matches!(action.view(), ActionView::Summarize(g) if &**g == "g"));
+    /// ```
+    #[must_use]
+    pub const fn view(&self) -> ActionView<'_> {
+        match &self.what {
+            What::Keep => ActionView::Keep,
+            What::Drop => ActionView::Drop,
+            What::Mask(r) => ActionView::Mask(r),
+            What::Summarize(g) => ActionView::Summarize(g),
+        }
+    }
+}
+
+/// A [`TurnAction`]'s action together with what only it carries; see [`TurnAction::view`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionView<'a> {
+    /// The turn stays as it is.
+    Keep,
+    /// The turn leaves the view.
+    Drop,
+    /// The turn is replaced by this stub.
+    Mask(&'a TurnReplacement),
+    /// The turn is folded into this summary group.
+    Summarize(&'a Arc<str>),
 }
 
 /// The wire form of a [`TurnAction`]: all four keys, absent values as `null`.

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 use cutctx_model::{
     Action, CompactionBudget, CompactionError, DerivedTurn, Role, SUMMARY_TURN_ID_PREFIX,
     SummarizationRequest, Transcript, TranscriptTurn, TurnAction, TurnReplacement, details,
@@ -13,7 +13,8 @@ use cutctx_model::{
 use crate::masking::{StubJob, StubSource, realize_all};
 use crate::summarizing::group_id_for;
 use crate::{
-    CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, POLICY_VERSION, SummarizingPolicy,
+    CompactionPolicy, DeferredMasks, DropOldestPolicy, ObservationMaskingPolicy, POLICY_VERSION,
+    Parallelism, Reads, Shape, ShapeDecision, SummarizingPolicy,
 };
 
 /// Runs policies in order, each over the projection of what the previous ones decided, and
@@ -38,6 +39,7 @@ use crate::{
 pub struct PolicyChain {
     policies: Vec<Box<dyn CompactionPolicy>>,
     name: String,
+    parallelism: Parallelism,
 }
 
 impl std::fmt::Debug for PolicyChain {
@@ -86,7 +88,20 @@ impl PolicyChain {
             .map(|p| format!("{}@{}", p.name(), p.version()))
             .collect();
         let name = format!("chain({})", members.join("+"));
-        Ok(Self { policies, name })
+        Ok(Self {
+            policies,
+            name,
+            parallelism: Parallelism::Automatic,
+        })
+    }
+
+    /// The same chain computing the digests of deferred masks on at most as many threads as
+    /// `parallelism` allows. (A member that computes digests itself follows its own setting.)
+    /// Plans do not depend on it.
+    #[must_use]
+    pub const fn with_parallelism(mut self, parallelism: Parallelism) -> Self {
+        self.parallelism = parallelism;
+        self
     }
 
     /// The members, in order.
@@ -139,6 +154,8 @@ struct State<'t> {
     groups: BTreeMap<Arc<str>, Group>,
     /// The stubs whose digests are deferred, referred to by `Resolved::PendingMask`.
     jobs: Vec<StubJob>,
+    /// How many threads digests may be computed on.
+    parallelism: Parallelism,
 }
 
 /// The groups whose stand-in a walk over the turns has already emitted.
@@ -161,10 +178,10 @@ impl<'a> Emitted<'a> {
     }
 }
 
-/// A projection reduced to what the drop-oldest and summarizing members read: which real turn
+/// A projection reduced to what shape-reading members ([`Reads::Shape`]) read: which real turn
 /// or stand-in each of its turns is, and the estimates. Building it touches no turn's id or
 /// content, where projecting a transcript clones every turn.
-struct Shape {
+struct Projected {
     /// Per projection turn: the real position it stands for, `None` for a summary stand-in.
     /// Itself `None` while every real turn is retained and no stand-in exists: the projection
     /// then has the transcript's turns, in place.
@@ -175,7 +192,7 @@ struct Shape {
     total: u64,
 }
 
-impl Shape {
+impl Projected {
     /// The real position projection turn `j` stands for, `None` for a stand-in.
     fn real(&self, j: usize) -> Option<usize> {
         match &self.origin {
@@ -184,31 +201,19 @@ impl Shape {
         }
     }
 
-    /// The projection's analysis, derived from the transcript's.
-    fn analysis(&self, t: &Transcript, b: &CompactionBudget, analysis: &Analysis) -> Analysis {
+    /// The projection's analysis, derived from the transcript's. Bound to no transcript: it
+    /// informs a member's decisions, never vouches for a plan.
+    fn analysis(&self, t: &Transcript, analysis: &Analysis) -> Result<Analysis, CompactionError> {
         let fixed = t.system_or_pinned();
         match &self.origin {
-            Some(origin) => analysis.project_shape(
-                b,
+            Some(origin) => Ok(analysis.project_shape(
                 origin,
                 |j| origin[j].is_some_and(|p| fixed[p]),
                 |j| self.estimates[j],
-            ),
+            )),
             // The same turns in the same places: the same exchanges and the same untouchable
             // and removable turns. Only the estimates may differ, so the floor is summed again.
-            None => Analysis {
-                exchanges: Arc::clone(&analysis.exchanges),
-                untouchable: analysis.untouchable.clone(),
-                removable: analysis.removable.clone(),
-                untouchable_tokens: analysis
-                    .untouchable
-                    .iter()
-                    .zip(&self.estimates)
-                    .filter(|(u, _)| **u)
-                    .map(|(_, e)| *e)
-                    .sum(),
-                untouchable_count: analysis.untouchable_count,
-            },
+            None => analysis.with_estimates(&self.estimates),
         }
     }
 }
@@ -336,7 +341,7 @@ impl State<'_> {
     }
 
     /// The projection's shape: the turns [`State::project`] would build, without building them.
-    fn shape(&self) -> Result<Shape, CompactionError> {
+    fn shape(&self) -> Result<Projected, CompactionError> {
         let estimates = self.transcript.token_estimates();
         if self.resolved.iter().all(Resolved::retained) {
             let mut total = 0_u64;
@@ -353,7 +358,7 @@ impl State<'_> {
                     .ok_or_else(|| projected_overflow(shape_estimates.len() + 1))?;
                 shape_estimates.push(estimate);
             }
-            return Ok(Shape {
+            return Ok(Projected {
                 origin: None,
                 stand_ins: BTreeMap::new(),
                 estimates: shape_estimates,
@@ -361,7 +366,7 @@ impl State<'_> {
             });
         }
         let mut origin = Vec::with_capacity(self.resolved.len());
-        let mut shape = Shape {
+        let mut shape = Projected {
             origin: None,
             stand_ins: BTreeMap::new(),
             estimates: Vec::with_capacity(self.resolved.len()),
@@ -434,9 +439,10 @@ impl State<'_> {
                 _ => None,
             })
             .unzip();
-        for (p, content) in positions
-            .into_iter()
-            .zip(realize_all(&jobs, self.transcript))
+        for (p, content) in
+            positions
+                .into_iter()
+                .zip(realize_all(&jobs, self.transcript, self.parallelism))
         {
             if let Resolved::PendingMask { estimate, .. } = self.resolved[p] {
                 self.resolved[p] = Resolved::Mask { content, estimate };
@@ -509,7 +515,7 @@ impl State<'_> {
     /// Sets `new` (a removal) on the real turns projection turn `j` stands for; removing a
     /// summary stand-in also forgets its group. As in the reference, any id with the summary
     /// prefix is read as a stand-in.
-    fn set(&mut self, shape: &Shape, j: usize, new: &Resolved) {
+    fn set(&mut self, shape: &Projected, j: usize, new: &Resolved) {
         let t = self.transcript;
         let group = match shape.real(j) {
             Some(p) => t.turn_id_arcs()[p].strip_prefix(SUMMARY_TURN_ID_PREFIX),
@@ -531,33 +537,47 @@ impl State<'_> {
         }
     }
 
-    /// A drop-oldest member's decisions over the projection, taken without a plan.
-    fn absorb_drops(
+    /// A shape-reading member's decision over the projection, taken without a plan. The
+    /// decision's positions are checked here; what it does to the rules is checked when the
+    /// final plan is built.
+    fn absorb_shape(
         &mut self,
-        shape: &Shape,
-        budget: &CompactionBudget,
-        analysis: &Analysis,
+        decision: ShapeDecision,
+        shape: &Projected,
+        member: &str,
     ) -> Result<(), CompactionError> {
-        analysis.require_satisfiable(budget)?;
-        for j in DropOldestPolicy::dropped(shape.total, |j| shape.estimates[j], budget, analysis) {
-            self.set(shape, j, &Resolved::Drop);
+        let len = shape.estimates.len();
+        match decision {
+            ShapeDecision::Nothing => Ok(()),
+            ShapeDecision::Drop(positions) => {
+                require_increasing(member, &positions, len)?;
+                for j in positions {
+                    self.set(shape, j, &Resolved::Drop);
+                }
+                Ok(())
+            }
+            ShapeDecision::Summarize {
+                span,
+                target_tokens,
+                prompt_id,
+            } => {
+                if span.is_empty() || span.end > len {
+                    return Err(out_of_shape(member, span.end.max(span.start), len));
+                }
+                self.absorb_summary(span, target_tokens, prompt_id, shape);
+                Ok(())
+            }
         }
-        Ok(())
     }
 
-    /// A summarizing member's decision over the projection, taken without a plan.
+    /// Folds projection turns `span` into one new group.
     fn absorb_summary(
         &mut self,
-        policy: &SummarizingPolicy,
-        shape: &Shape,
-        budget: &CompactionBudget,
-        analysis: &Analysis,
-    ) -> Result<(), CompactionError> {
-        analysis.require_satisfiable(budget)?;
-        let chosen = policy.choose(shape.total, |j| shape.estimates[j], budget, analysis);
-        let Some((span, target)) = chosen else {
-            return Ok(());
-        };
+        span: std::ops::Range<usize>,
+        target_tokens: u64,
+        prompt_id: Arc<str>,
+        shape: &Projected,
+    ) {
         let t = self.transcript;
         let ids = span.clone().map(|j| match shape.real(j) {
             Some(p) => Cow::Borrowed(&*t.turn_id_arcs()[p]),
@@ -580,25 +600,24 @@ impl State<'_> {
             .collect();
         let group = Group {
             members,
-            target_tokens: target,
-            prompt_id: policy.prompt_id_arc().clone(),
+            target_tokens,
+            prompt_id,
         };
         self.groups.insert(gid, group);
-        Ok(())
     }
 
-    /// Masks decided by a masking member over the projection, digests deferred.
+    /// Masks a member decided over `projection`, their digests deferred. A mask on a summary
+    /// stand-in masks nothing: a stand-in has no content of its own yet.
     fn absorb_masks(
         &mut self,
-        policy: &ObservationMaskingPolicy,
+        deferred: &DeferredMasks,
         projection: &Transcript,
         origin: Origin<'_>,
-        budget: &CompactionBudget,
-        analysis: &Analysis,
-    ) -> Result<bool, CompactionError> {
-        analysis.require_satisfiable(budget)?;
-        let masks = policy.pending_masks(projection, budget, analysis);
-        for m in &masks {
+        member: &str,
+    ) -> Result<(), CompactionError> {
+        let positions: Vec<usize> = deferred.masks.iter().map(|m| m.position).collect();
+        require_increasing(member, &positions, projection.len())?;
+        for m in &deferred.masks {
             let Some(p) = origin.real(m.position) else {
                 continue;
             };
@@ -608,19 +627,22 @@ impl State<'_> {
                 Resolved::Mask { content, .. } => StubSource::Text(content.clone()),
                 _ => StubSource::Turn(p),
             };
-            let original = projection.token_estimates()[m.position];
-            self.jobs.push(policy.job(original, source));
+            self.jobs.push(StubJob {
+                placeholder: deferred.placeholder.clone(),
+                original_tokens: projection.token_estimates()[m.position],
+                source,
+            });
             self.resolved[p] = Resolved::PendingMask {
                 job: self.jobs.len() - 1,
                 estimate: m.estimate,
             };
         }
-        Ok(!masks.is_empty())
+        Ok(())
     }
 
     /// Makes every exchange travel together again after members decided turn by turn.
     fn reconcile(&mut self, analysis: &Analysis) {
-        for members in analysis.exchanges.iter() {
+        for members in analysis.exchanges().iter() {
             if members.iter().all(|&p| self.resolved[p].retained()) {
                 continue;
             }
@@ -665,6 +687,234 @@ impl State<'_> {
     }
 }
 
+/// The error for a member's decision that names a position outside the projection it was
+/// given, or positions out of order.
+fn out_of_shape(member: &str, position: usize, len: usize) -> CompactionError {
+    CompactionError::validation(
+        format!(
+            "Chain member {} decided on position {position} of a projection of {len} turns, \
+             or on positions out of order.",
+            cutctx_model::py_repr_str(member)
+        ),
+        details! { "policy_name" => member, "position" => position, "turn_count" => len },
+    )
+}
+
+/// Refuses positions that are not strictly increasing and below `len`.
+fn require_increasing(
+    member: &str,
+    positions: &[usize],
+    len: usize,
+) -> Result<(), CompactionError> {
+    let mut next = 0;
+    for &j in positions {
+        if j < next || j >= len {
+            return Err(out_of_shape(member, j, len));
+        }
+        next = j + 1;
+    }
+    Ok(())
+}
+
+/// One run of a chain over a transcript: what members decided so far, and what the chain
+/// knows of the projection they leave.
+struct Run<'t> {
+    state: State<'t>,
+    analysis: &'t Analysis,
+    /// The first estimator ratio a member reported.
+    ratio: Option<f64>,
+    /// Whether members have decided anything yet: until then the projection is the transcript
+    /// itself.
+    stale: bool,
+}
+
+/// Whether the chain goes on to its next member.
+enum Next {
+    Member,
+    Stop,
+}
+
+impl<'t> Run<'t> {
+    fn new(t: &'t Transcript, analysis: &'t Analysis, parallelism: Parallelism) -> Self {
+        Self {
+            state: State {
+                transcript: t,
+                resolved: vec![Resolved::Keep; t.len()],
+                groups: BTreeMap::new(),
+                jobs: Vec::new(),
+                parallelism,
+            },
+            analysis,
+            ratio: None,
+            stale: false,
+        }
+    }
+
+    /// Runs one member over the projection, unless the projection already fits.
+    /// `content` says whether this member or a later one reads content.
+    fn member(
+        &mut self,
+        policy: &dyn CompactionPolicy,
+        content: bool,
+    ) -> Result<Next, CompactionError> {
+        let t = self.state.transcript;
+        let reads = policy.reads();
+        // A shape-reading member reads only the projection's shape: once members have decided,
+        // its total is the one to test, so the shape is taken once, here.
+        let mut shape = None;
+        let total = if !self.stale {
+            t.token_estimate()
+        } else if reads == Reads::Shape {
+            let taken = self.state.shape()?;
+            let total = taken.total;
+            shape = Some(taken);
+            total
+        } else {
+            self.state.projected_total()
+        };
+        if total <= self.analysis.budget().max_tokens {
+            return Ok(Next::Stop);
+        }
+        if reads == Reads::Shape && shape.is_none() {
+            shape = Some(self.state.shape()?);
+        }
+        // A member that reads content must see real stubs, not placeholders. (A shape-reading
+        // member reads none, so a shape taken above stays true.)
+        if reads == Reads::Content && self.state.has_pending() {
+            self.state.realize_everything();
+            self.stale = true;
+        }
+        let decided_on_shape = match shape {
+            Some(shape) => self.on_shape(policy, &shape)?,
+            None => false,
+        };
+        if !decided_on_shape {
+            self.on_projection(policy, content)?;
+        }
+        self.stale = true;
+        Ok(Next::Member)
+    }
+
+    /// A member's decision over the projection's shape, if it gives one.
+    fn on_shape(
+        &mut self,
+        policy: &dyn CompactionPolicy,
+        shape: &Projected,
+    ) -> Result<bool, CompactionError> {
+        let t = self.state.transcript;
+        let shape_analysis = shape.analysis(t, self.analysis)?;
+        let view = Shape::with_total(&shape.estimates, shape.total, &shape_analysis)?;
+        let Some(decision) = policy.decide_shape(&view) else {
+            return Ok(false);
+        };
+        self.state.absorb_shape(decision?, shape, policy.name())?;
+        Ok(true)
+    }
+
+    /// A member's decisions over the projection as a transcript: deferred masks if it offers
+    /// them, else its plan.
+    fn on_projection(
+        &mut self,
+        policy: &dyn CompactionPolicy,
+        content: bool,
+    ) -> Result<(), CompactionError> {
+        let t = self.state.transcript;
+        let projected;
+        let (view, origin, view_analysis) = if self.stale {
+            let (view, origin) = self.state.project(content)?;
+            let view_analysis = Analysis::of(&view, self.analysis.budget());
+            projected = (view, origin, view_analysis);
+            (
+                &projected.0,
+                Origin::Map(projected.1.as_slice()),
+                &projected.2,
+            )
+        } else {
+            (t, Origin::Identity, self.analysis)
+        };
+        if let Some(deferred) = policy.decide_masks(view, view_analysis) {
+            let deferred = deferred?;
+            self.state
+                .absorb_masks(&deferred, view, origin, policy.name())?;
+            self.ratio = self.ratio.or(deferred.estimator_ratio);
+        } else {
+            let plan = policy.decide_with_analysis(view, view_analysis)?;
+            self.ratio = self.ratio.or(plan.estimator_ratio);
+            self.state.absorb(&plan, origin);
+        }
+        Ok(())
+    }
+
+    /// The plan: exchanges reconciled, every digest computed, requests ordered by each
+    /// group's first turn, built and validated against the transcript.
+    fn finish(mut self, name: &str) -> Result<CompactionPlan, CompactionError> {
+        let t = self.state.transcript;
+        self.state.reconcile(self.analysis);
+        self.state.realize_everything();
+        let mut requests: Vec<(usize, SummarizationRequest)> =
+            Vec::with_capacity(self.state.groups.len());
+        for (gid, g) in &self.state.groups {
+            // Reconciling removes every group left without members.
+            let Some(&first) = g.members.first() else {
+                debug_assert!(false, "a group without members survived reconciling");
+                return Err(CompactionError::validation(
+                    format!(
+                        "Summary group {} lost every turn.",
+                        cutctx_model::py_repr_str(gid)
+                    ),
+                    details! { "group_id" => &**gid },
+                ));
+            };
+            let request = SummarizationRequest::for_positions(
+                gid.clone(),
+                t,
+                &g.members,
+                g.target_tokens,
+                g.prompt_id.clone(),
+            )?;
+            requests.push((first, request));
+        }
+        requests.sort_by_key(|(first, _)| *first);
+        let actions = t
+            .turn_id_arcs()
+            .iter()
+            .zip(self.state.resolved)
+            .map(|(id, r)| {
+                let id = id.clone();
+                match r {
+                    Resolved::Keep => Ok(TurnAction::keep(id)),
+                    Resolved::Mask { content, estimate } => Ok(TurnAction::mask(
+                        id,
+                        TurnReplacement {
+                            content,
+                            token_estimate: estimate,
+                        },
+                    )),
+                    // Every digest was computed above.
+                    Resolved::PendingMask { .. } => {
+                        debug_assert!(false, "a stub left pending after realizing every one");
+                        Err(CompactionError::validation(
+                            format!(
+                                "The stub of turn {} was never computed.",
+                                cutctx_model::py_repr_str(&id)
+                            ),
+                            details! { "turn_id" => &*id },
+                        ))
+                    }
+                    Resolved::Summarize(g) => Ok(TurnAction::summarize(id, g)),
+                    Resolved::Drop => Ok(TurnAction::drop_turn(id)),
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let decisions = Decisions {
+            actions,
+            summarization_requests: requests.into_iter().map(|(_, r)| r).collect(),
+            estimator_ratio: self.ratio,
+        };
+        build_plan(t, self.analysis, decisions, name, POLICY_VERSION)
+    }
+}
+
 impl CompactionPolicy for PolicyChain {
     fn name(&self) -> &str {
         &self.name
@@ -679,154 +929,39 @@ impl CompactionPolicy for PolicyChain {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+        self.decide_with_analysis(t, &Analysis::of(t, b))
     }
 
     fn decide_with_analysis(
         &self,
         t: &Transcript,
-        b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        analysis.require_satisfiable(b)?;
-        let mut state = State {
-            transcript: t,
-            resolved: vec![Resolved::Keep; t.len()],
-            groups: BTreeMap::new(),
-            jobs: Vec::new(),
-        };
-        let mut ratio: Option<f64> = None;
-        // Whether members have decided anything yet: until then the projection is the
-        // transcript itself. The last member's decisions are never projected.
-        let mut stale = false;
-        // Whether a member from this one on reads content, and so needs it in its projection.
+        analysis.require_for(t, analysis.budget())?;
+        analysis.require_satisfiable()?;
+        // Per member: whether it or a later one reads content, and so needs it in its
+        // projection.
         let mut content_needed = vec![false; self.policies.len() + 1];
         for (i, p) in self.policies.iter().enumerate().rev() {
-            let reads = p.reads_content() && p.as_masking().is_none_or(|m| !m.defers_digests());
-            content_needed[i] = content_needed[i + 1] || reads;
+            content_needed[i] = content_needed[i + 1] || p.reads() == Reads::Content;
         }
-        for (index, policy) in self.policies.iter().enumerate() {
-            // Drop-oldest and summarizing read only the projection's shape: once members have
-            // decided, its total is the one to test, so the shape is taken once, here.
-            let shipped = policy.as_drop_oldest().is_some() || policy.as_summarizing().is_some();
-            let mut shape = None;
-            let total = if !stale {
-                t.token_estimate()
-            } else if shipped {
-                let taken = state.shape()?;
-                let total = taken.total;
-                shape = Some(taken);
-                total
-            } else {
-                state.projected_total()
-            };
-            if total <= b.max_tokens {
+        let mut run = Run::new(t, analysis, self.parallelism);
+        for (policy, &content) in self.policies.iter().zip(&content_needed) {
+            if let Next::Stop = run.member(policy.as_ref(), content)? {
                 break;
             }
-            if shipped && shape.is_none() {
-                shape = Some(state.shape()?);
-            }
-            let deferring = policy.as_masking().filter(|m| m.defers_digests());
-            // A member that reads content must see real stubs, not placeholders. (The shipped
-            // members read none, so a shape taken above stays true.)
-            if deferring.is_none() && policy.reads_content() && state.has_pending() {
-                state.realize_everything();
-                stale = true;
-            }
-            if let Some(shape) = shape {
-                let shape_analysis = shape.analysis(t, b, analysis);
-                match policy.as_summarizing() {
-                    Some(summarizing) => {
-                        state.absorb_summary(summarizing, &shape, b, &shape_analysis)?;
-                    }
-                    None => state.absorb_drops(&shape, b, &shape_analysis)?,
-                }
-            } else {
-                let projected;
-                let (view, origin, view_analysis) = if stale {
-                    let (view, origin) = state.project(content_needed[index])?;
-                    let view_analysis = analysis.project(&view, b, &origin);
-                    projected = (view, origin, view_analysis);
-                    (
-                        &projected.0,
-                        Origin::Map(projected.1.as_slice()),
-                        &projected.2,
-                    )
-                } else {
-                    (t, Origin::Identity, analysis)
-                };
-                if let Some(masking) = deferring {
-                    if state.absorb_masks(masking, view, origin, b, view_analysis)?
-                        && ratio.is_none()
-                    {
-                        ratio = masking.ratio();
-                    }
-                } else {
-                    let plan = policy.decide_with_analysis(view, b, view_analysis)?;
-                    if ratio.is_none() {
-                        ratio = plan.estimator_ratio;
-                    }
-                    state.absorb(&plan, origin);
-                }
-            }
-            stale = true;
         }
-        state.reconcile(analysis);
-        state.realize_everything();
-        let mut requests: Vec<(usize, SummarizationRequest)> =
-            Vec::with_capacity(state.groups.len());
-        for (gid, g) in &state.groups {
-            let first = g.members.first().copied().unwrap_or(0);
-            let request = SummarizationRequest::for_positions(
-                gid.clone(),
-                t,
-                &g.members,
-                g.target_tokens,
-                g.prompt_id.clone(),
-            )?;
-            requests.push((first, request));
+        run.finish(&self.name)
+    }
+
+    /// The least any member reads: a chain gives each member what it reads, but it reads
+    /// content itself whenever a member does.
+    fn reads(&self) -> Reads {
+        if self.policies.iter().any(|p| p.reads() == Reads::Content) {
+            Reads::Content
+        } else {
+            Reads::Structure
         }
-        requests.sort_by_key(|(first, _)| *first);
-        let jobs = state.jobs;
-        let actions = t
-            .turn_id_arcs()
-            .iter()
-            .zip(state.resolved)
-            .map(|(id, r)| {
-                let id = id.clone();
-                match r {
-                    Resolved::Keep => TurnAction::keep(id),
-                    Resolved::Mask { content, estimate } => TurnAction::mask(
-                        id,
-                        TurnReplacement {
-                            content,
-                            token_estimate: estimate,
-                        },
-                    ),
-                    // Realized above; kept for completeness.
-                    Resolved::PendingMask { job, estimate } => TurnAction::mask(
-                        id,
-                        TurnReplacement {
-                            content: jobs.get(job).map_or_else(pending_content, |j| j.realize(t)),
-                            token_estimate: estimate,
-                        },
-                    ),
-                    Resolved::Summarize(g) => TurnAction::summarize(id, g),
-                    Resolved::Drop => TurnAction::drop_turn(id),
-                }
-            })
-            .collect();
-        let requests = requests.into_iter().map(|(_, r)| r).collect();
-        build_plan(
-            t,
-            b,
-            analysis,
-            actions,
-            requests,
-            &self.name,
-            POLICY_VERSION,
-            ratio,
-        )
     }
 }
 
@@ -867,6 +1002,7 @@ mod tests {
             resolved: vec![Resolved::Keep; t.len()],
             groups: BTreeMap::new(),
             jobs: Vec::new(),
+            parallelism: Parallelism::Automatic,
         };
         // Masks on two results, one of them in the protected tail, which no shipped member
         // would do: the floor must still count the estimate the shape shows.
@@ -884,10 +1020,13 @@ mod tests {
         assert_eq!(shape.total, t.token_estimate() - 2 * 270);
         let identity: Vec<Option<usize>> = (0..t.len()).map(Some).collect();
         let fixed = t.system_or_pinned();
-        let explicit = analysis.project_shape(&b, &identity, |j| fixed[j], |j| shape.estimates[j]);
-        let fast = shape.analysis(&t, &b, &analysis);
+        let explicit = analysis.project_shape(&identity, |j| fixed[j], |j| shape.estimates[j]);
+        let fast = shape.analysis(&t, &analysis).expect("same length");
         assert_eq!(fast, explicit);
-        assert_eq!(fast.untouchable_tokens, analysis.untouchable_tokens - 270);
+        assert_eq!(
+            fast.untouchable_tokens(),
+            analysis.untouchable_tokens() - 270
+        );
 
         state.resolved[5] = Resolved::Drop;
         let shape = state.shape().expect("no overflow");

@@ -1,9 +1,9 @@
 //! Drop-oldest: remove whole exchanges, oldest first, until the budget fits.
 
-use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 use cutctx_model::{CompactionBudget, CompactionError, Transcript, TurnAction};
 
-use crate::{CompactionPolicy, POLICY_VERSION};
+use crate::{CompactionPolicy, POLICY_VERSION, Reads, Shape, ShapeDecision};
 
 /// Drops removable exchanges in order of their earliest turn until the estimate fits.
 ///
@@ -32,26 +32,23 @@ impl DropOldestPolicy {
 
 impl DropOldestPolicy {
     /// The positions to drop, in order: whole removable exchanges, oldest first, until the
-    /// estimate fits. `total` is the transcript's estimate and `estimate(p)` that of turn `p`:
-    /// a chain passes a projection's figures without building it.
-    pub(crate) fn dropped(
-        total: u64,
-        estimate: impl Fn(usize) -> u64,
-        b: &CompactionBudget,
-        analysis: &Analysis,
-    ) -> Vec<usize> {
+    /// shape's estimate fits its budget.
+    fn dropped(shape: &Shape<'_>) -> Vec<usize> {
+        let analysis = shape.analysis();
+        let (estimates, removable) = (shape.estimates(), analysis.removable());
+        let max_tokens = shape.budget().max_tokens;
         let mut dropped = Vec::new();
-        let mut running = total;
-        for members in analysis.exchanges.iter() {
-            if running <= b.max_tokens {
+        let mut running = shape.total();
+        for members in analysis.exchanges().iter() {
+            if running <= max_tokens {
                 break;
             }
-            if !analysis.removable[members[0]] {
+            if !removable[members[0]] {
                 continue;
             }
             for &p in members {
                 dropped.push(p);
-                running = running.saturating_sub(estimate(p));
+                running = running.saturating_sub(estimates[p]);
             }
         }
         dropped.sort_unstable();
@@ -73,19 +70,18 @@ impl CompactionPolicy for DropOldestPolicy {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+        self.decide_with_analysis(t, &Analysis::of(t, b))
     }
 
     fn decide_with_analysis(
         &self,
         t: &Transcript,
-        b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        analysis.require_satisfiable(b)?;
+        analysis.require_satisfiable()?;
+        let shape = Shape::with_total(t.token_estimates(), t.token_estimate(), analysis)?;
         let mut dropped = vec![false; t.len()];
-        let estimates = t.token_estimates();
-        for p in Self::dropped(t.token_estimate(), |p| estimates[p], b, analysis) {
+        for p in Self::dropped(&shape) {
             dropped[p] = true;
         }
         let actions = t
@@ -103,21 +99,23 @@ impl CompactionPolicy for DropOldestPolicy {
             .collect();
         build_plan(
             t,
-            b,
             analysis,
-            actions,
-            Vec::new(),
+            Decisions::actions(actions),
             Self::NAME,
             POLICY_VERSION,
-            None,
         )
     }
 
-    fn reads_content(&self) -> bool {
-        false
+    fn reads(&self) -> Reads {
+        Reads::Shape
     }
 
-    fn as_drop_oldest(&self) -> Option<&DropOldestPolicy> {
-        Some(self)
+    fn decide_shape(&self, shape: &Shape<'_>) -> Option<Result<ShapeDecision, CompactionError>> {
+        Some(
+            shape
+                .analysis()
+                .require_satisfiable()
+                .map(|()| ShapeDecision::Drop(Self::dropped(shape))),
+        )
     }
 }

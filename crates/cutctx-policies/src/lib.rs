@@ -20,16 +20,20 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+mod capability;
 mod chain;
 mod drop_oldest;
 mod estimator;
 mod masking;
+mod parallelism;
 mod summarizing;
 
+pub use capability::{DeferredMask, DeferredMasks, Reads, Shape, ShapeDecision};
 pub use chain::{PolicyChain, default_chain};
 pub use drop_oldest::DropOldestPolicy;
 pub use estimator::{CharRatioEstimator, TokenEstimator};
 pub use masking::ObservationMaskingPolicy;
+pub use parallelism::Parallelism;
 pub use summarizing::SummarizingPolicy;
 
 use cutctx_invariants::{Analysis, CompactionPlan};
@@ -45,7 +49,7 @@ pub const POLICY_VERSION: &str = "1.0.0";
 /// shipped ones in a [`PolicyChain`].
 ///
 /// ```
-/// use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+/// use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 /// use cutctx_model::{CompactionBudget, CompactionError, Transcript, TurnAction};
 /// use cutctx_policies::CompactionPolicy;
 ///
@@ -57,14 +61,23 @@ pub const POLICY_VERSION: &str = "1.0.0";
 ///     fn version(&self) -> &str { "1" }
 ///     fn decide(&self, t: &Transcript, b: &CompactionBudget) -> Result<CompactionPlan, CompactionError> {
 ///         let analysis = Analysis::of(t, b);
-///         let actions = t.turns().iter().map(|turn| TurnAction::keep(turn.turn_id_arc().clone())).collect();
-///         build_plan(t, b, &analysis, actions, vec![], self.name(), self.version(), None)
+///         let actions = t.turn_id_arcs().iter().map(|id| TurnAction::keep(id.clone())).collect();
+///         build_plan(t, &analysis, Decisions::actions(actions), self.name(), self.version())
 ///     }
 /// }
 /// let plan = KeepAll.decide(&Transcript::default(), &CompactionBudget::new(0))?;
 /// assert_eq!(plan.policy_name, "keep_all");
 /// # Ok::<(), CompactionError>(())
 /// ```
+///
+/// # Capabilities
+///
+/// Besides deciding, a policy can say how little it needs to see ([`CompactionPolicy::reads`])
+/// and offer cheaper ways to decide ([`CompactionPolicy::decide_shape`],
+/// [`CompactionPolicy::decide_masks`]). A [`PolicyChain`] uses them to skip building
+/// projected transcripts and to defer digests a later member may discard; the shipped policies
+/// answer them exactly as a user's own can. Whatever a policy answers, the chain's final plan
+/// is validated against every rule.
 pub trait CompactionPolicy: Send + Sync {
     /// The policy's name, as plans record it.
     fn name(&self) -> &str;
@@ -84,48 +97,46 @@ pub trait CompactionPolicy: Send + Sync {
         budget: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError>;
 
-    /// As [`CompactionPolicy::decide`], given the analysis of `transcript` under `budget`, which
-    /// a chain has at hand for every projection. Policies that compute an [`Analysis`] should
-    /// override it; the default ignores the analysis.
+    /// As [`CompactionPolicy::decide`], given [`Analysis::of`] `transcript` under the budget
+    /// to fit ([`Analysis::budget`]), which a chain has at hand for every projection. Policies
+    /// that compute an analysis should override it; the default ignores it.
     ///
     /// # Errors
     ///
-    /// As [`CompactionPolicy::decide`].
+    /// As [`CompactionPolicy::decide`]; and `VALIDATION_ERROR` when a plan is built with an
+    /// analysis not computed for `transcript`.
     fn decide_with_analysis(
         &self,
         transcript: &Transcript,
-        budget: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        let _ = analysis;
-        self.decide(transcript, budget)
+        self.decide(transcript, analysis.budget())
     }
 
-    /// The masking policy behind this member, if it is one: lets a chain defer digests that
-    /// a later member may discard. Other policies keep the default.
-    #[doc(hidden)]
-    fn as_masking(&self) -> Option<&ObservationMaskingPolicy> {
+    /// What the policy reads of a transcript. The default, [`Reads::Content`], is always
+    /// safe; a chain builds less for a policy that reads less.
+    fn reads(&self) -> Reads {
+        Reads::Content
+    }
+
+    /// The policy's decision over a transcript's [`Shape`] (estimates and analysis only), if
+    /// it can decide from that alone. Policies that read only the shape answer it and say
+    /// [`Reads::Shape`]; the default is `None`.
+    fn decide_shape(&self, shape: &Shape<'_>) -> Option<Result<ShapeDecision, CompactionError>> {
+        let _ = shape;
         None
     }
 
-    /// The drop-oldest policy behind this member, if it is one: lets a chain take its
-    /// decisions without building an intermediate plan. Other policies keep the default.
-    #[doc(hidden)]
-    fn as_drop_oldest(&self) -> Option<&DropOldestPolicy> {
+    /// The masks the policy would make over `transcript` (with [`Analysis::of`] it), with
+    /// their digests left for the caller to compute, if it masks with the standard digest stub
+    /// and its stubs' estimates never depend on the digest. The default is `None`.
+    fn decide_masks(
+        &self,
+        transcript: &Transcript,
+        analysis: &Analysis,
+    ) -> Option<Result<DeferredMasks, CompactionError>> {
+        let _ = (transcript, analysis);
         None
-    }
-
-    /// The summarizing policy behind this member, if it is one; as
-    /// [`CompactionPolicy::as_drop_oldest`].
-    #[doc(hidden)]
-    fn as_summarizing(&self) -> Option<&SummarizingPolicy> {
-        None
-    }
-
-    /// Whether the policy reads turn content. A chain computes deferred digests before it
-    /// runs a member that does. The default is the safe answer, `true`.
-    fn reads_content(&self) -> bool {
-        true
     }
 }
 
@@ -149,25 +160,24 @@ impl<P: CompactionPolicy + ?Sized> CompactionPolicy for Box<P> {
     fn decide_with_analysis(
         &self,
         t: &Transcript,
-        b: &CompactionBudget,
         a: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        (**self).decide_with_analysis(t, b, a)
+        (**self).decide_with_analysis(t, a)
     }
 
-    fn as_masking(&self) -> Option<&ObservationMaskingPolicy> {
-        (**self).as_masking()
+    fn reads(&self) -> Reads {
+        (**self).reads()
     }
 
-    fn as_drop_oldest(&self) -> Option<&DropOldestPolicy> {
-        (**self).as_drop_oldest()
+    fn decide_shape(&self, shape: &Shape<'_>) -> Option<Result<ShapeDecision, CompactionError>> {
+        (**self).decide_shape(shape)
     }
 
-    fn as_summarizing(&self) -> Option<&SummarizingPolicy> {
-        (**self).as_summarizing()
-    }
-
-    fn reads_content(&self) -> bool {
-        (**self).reads_content()
+    fn decide_masks(
+        &self,
+        t: &Transcript,
+        a: &Analysis,
+    ) -> Option<Result<DeferredMasks, CompactionError>> {
+        (**self).decide_masks(t, a)
     }
 }

@@ -3,14 +3,17 @@
 use std::fmt::Write as _;
 use std::sync::Arc;
 
-use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 use cutctx_model::canonical::push_sha256_of_str;
 use cutctx_model::{
     CompactionBudget, CompactionError, DEFAULT_PLACEHOLDER, Role, Transcript, TurnAction,
     TurnReplacement, details,
 };
 
-use crate::{CharRatioEstimator, CompactionPolicy, POLICY_VERSION, TokenEstimator};
+use crate::{
+    CharRatioEstimator, CompactionPolicy, DeferredMask, DeferredMasks, POLICY_VERSION, Parallelism,
+    Reads, TokenEstimator,
+};
 
 /// Masks tool results, oldest first, until the budget fits.
 ///
@@ -40,6 +43,7 @@ pub struct ObservationMaskingPolicy {
     keep_recent_results: usize,
     placeholder: Arc<str>,
     estimator: Option<Box<dyn TokenEstimator>>,
+    parallelism: Parallelism,
 }
 
 impl std::fmt::Debug for ObservationMaskingPolicy {
@@ -48,17 +52,9 @@ impl std::fmt::Debug for ObservationMaskingPolicy {
             .field("keep_recent_results", &self.keep_recent_results)
             .field("placeholder", &self.placeholder)
             .field("custom_estimator", &self.estimator.is_some())
+            .field("parallelism", &self.parallelism)
             .finish()
     }
-}
-
-/// One decided mask, before its digest is computed.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct PendingMask {
-    /// Position in the transcript the policy looked at.
-    pub(crate) position: usize,
-    /// The stub's estimate.
-    pub(crate) estimate: u64,
 }
 
 /// A stub to write: what it says, and the content its digest covers.
@@ -86,9 +82,11 @@ pub(crate) enum StubSource {
 impl StubJob {
     /// `"{placeholder} (original: {n} tokens, sha256:{digest})"`, with the digest of the source
     /// read from `transcript`.
+    ///
+    /// A job's position is always one of `transcript`'s: jobs are made from its positions.
     pub(crate) fn realize(&self, transcript: &Transcript) -> Arc<str> {
         let text = match &self.source {
-            StubSource::Turn(p) => transcript.turns().get(*p).map_or("", |t| t.content()),
+            StubSource::Turn(p) => transcript.turns()[*p].content(),
             StubSource::Text(text) => text,
         };
         let mut stub = String::with_capacity(self.placeholder.len() + STUB_FRAME_CHARS + 20);
@@ -105,7 +103,7 @@ impl StubJob {
     /// The length of the text the digest covers, to share hashing work out evenly.
     fn source_len(&self, transcript: &Transcript) -> usize {
         match &self.source {
-            StubSource::Turn(p) => transcript.turns().get(*p).map_or(0, |t| t.content().len()),
+            StubSource::Turn(p) => transcript.turns()[*p].content().len(),
             StubSource::Text(text) => text.len(),
         }
     }
@@ -130,6 +128,7 @@ impl ObservationMaskingPolicy {
             keep_recent_results,
             placeholder: Arc::from(DEFAULT_PLACEHOLDER),
             estimator: None,
+            parallelism: Parallelism::Automatic,
         })
     }
 
@@ -162,6 +161,14 @@ impl ObservationMaskingPolicy {
     #[must_use]
     pub fn with_estimator(mut self, estimator: Box<dyn TokenEstimator>) -> Self {
         self.estimator = Some(estimator);
+        self
+    }
+
+    /// The same policy computing digests on at most as many threads as `parallelism` allows.
+    /// Plans do not depend on it.
+    #[must_use]
+    pub const fn with_parallelism(mut self, parallelism: Parallelism) -> Self {
+        self.parallelism = parallelism;
         self
     }
 
@@ -209,13 +216,10 @@ impl ObservationMaskingPolicy {
 
     /// Decides which turns to mask. Digests are not computed when the estimator depends on
     /// length alone, since a digest's length never varies.
-    pub(crate) fn pending_masks(
-        &self,
-        t: &Transcript,
-        b: &CompactionBudget,
-        analysis: &Analysis,
-    ) -> Vec<PendingMask> {
+    fn pending_masks(&self, t: &Transcript, analysis: &Analysis) -> Vec<DeferredMask> {
+        let b = analysis.budget();
         let estimates = t.token_estimates();
+        let untouchable = analysis.untouchable();
         let results: Vec<usize> = t
             .roles()
             .iter()
@@ -231,7 +235,7 @@ impl ObservationMaskingPolicy {
             if running <= b.max_tokens {
                 break;
             }
-            if analysis.untouchable[p] || (self.keep_recent_results > 0 && rank >= recent_from) {
+            if untouchable[p] || (self.keep_recent_results > 0 && rank >= recent_from) {
                 continue;
             }
             let original = estimates[p];
@@ -245,7 +249,7 @@ impl ObservationMaskingPolicy {
                 continue;
             }
             running -= original - estimate;
-            masks.push(PendingMask {
+            masks.push(DeferredMask {
                 position: p,
                 estimate,
             });
@@ -263,15 +267,17 @@ fn decimal_digits(mut n: u64) -> usize {
     digits
 }
 
-/// Realizes every job, on all available cores when the work is large enough to pay for the
-/// threads. The output order is the input order.
-pub(crate) fn realize_all(jobs: &[StubJob], transcript: &Transcript) -> Vec<Arc<str>> {
+/// Realizes every job, on as many cores as `parallelism` allows when the work is large enough
+/// to pay for the threads. The output order is the input order.
+pub(crate) fn realize_all(
+    jobs: &[StubJob],
+    transcript: &Transcript,
+    parallelism: Parallelism,
+) -> Vec<Arc<str>> {
     const PARALLEL_BYTES: usize = 1 << 20;
     let realize = |job: &StubJob| job.realize(transcript);
     let bytes: usize = jobs.iter().map(|j| j.source_len(transcript)).sum();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(8);
+    let threads = parallelism.threads();
     if bytes < PARALLEL_BYTES || threads < 2 || jobs.len() < 2 {
         return jobs.iter().map(realize).collect();
     }
@@ -321,17 +327,16 @@ impl CompactionPolicy for ObservationMaskingPolicy {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+        self.decide_with_analysis(t, &Analysis::of(t, b))
     }
 
     fn decide_with_analysis(
         &self,
         t: &Transcript,
-        b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        analysis.require_satisfiable(b)?;
-        let masks = self.pending_masks(t, b, analysis);
+        analysis.require_satisfiable()?;
+        let masks = self.pending_masks(t, analysis);
         let turns = t.turns();
         let jobs: Vec<StubJob> = masks
             .iter()
@@ -342,7 +347,7 @@ impl CompactionPolicy for ObservationMaskingPolicy {
                 )
             })
             .collect();
-        let stubs = realize_all(&jobs, t);
+        let stubs = realize_all(&jobs, t, self.parallelism);
         let mut actions: Vec<TurnAction> = t
             .turn_id_arcs()
             .iter()
@@ -357,20 +362,40 @@ impl CompactionPolicy for ObservationMaskingPolicy {
                 },
             );
         }
-        let ratio = if masks.is_empty() { None } else { self.ratio() };
-        build_plan(
-            t,
-            b,
-            analysis,
+        let decisions = Decisions {
             actions,
-            Vec::new(),
-            Self::NAME,
-            POLICY_VERSION,
-            ratio,
-        )
+            summarization_requests: Vec::new(),
+            estimator_ratio: if masks.is_empty() { None } else { self.ratio() },
+        };
+        build_plan(t, analysis, decisions, Self::NAME, POLICY_VERSION)
     }
 
-    fn as_masking(&self) -> Option<&ObservationMaskingPolicy> {
-        Some(self)
+    /// Content only when the estimator needs a stub's text; the default estimator counts
+    /// characters, and a stub's length never depends on its digest.
+    fn reads(&self) -> Reads {
+        if self.defers_digests() {
+            Reads::Structure
+        } else {
+            Reads::Content
+        }
+    }
+
+    fn decide_masks(
+        &self,
+        t: &Transcript,
+        analysis: &Analysis,
+    ) -> Option<Result<DeferredMasks, CompactionError>> {
+        if !self.defers_digests() {
+            return None;
+        }
+        let decided = analysis.require_satisfiable().map(|()| {
+            let masks = self.pending_masks(t, analysis);
+            DeferredMasks {
+                placeholder: self.placeholder.clone(),
+                estimator_ratio: if masks.is_empty() { None } else { self.ratio() },
+                masks,
+            }
+        });
+        Some(decided)
     }
 }

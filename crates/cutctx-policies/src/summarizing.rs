@@ -3,14 +3,14 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 use cutctx_model::canonical::{py_float_repr, sha256_of_joined};
 use cutctx_model::{
     CompactionBudget, CompactionError, GROUP_ID_PREFIX, SummarizationRequest, Transcript,
     TurnAction, details, py_repr_str,
 };
 
-use crate::{CompactionPolicy, POLICY_VERSION};
+use crate::{CompactionPolicy, POLICY_VERSION, Reads, Shape, ShapeDecision};
 
 /// Plans one summary of the oldest span of removable turns that is long enough and worth it.
 ///
@@ -122,11 +122,6 @@ impl SummarizingPolicy {
         Ok(self)
     }
 
-    /// The prompt id, shared.
-    pub(crate) fn prompt_id_arc(&self) -> &Arc<str> {
-        &self.prompt_id
-    }
-
     /// The prompt record the summaries should be written with.
     #[must_use]
     pub fn prompt_id(&self) -> &str {
@@ -136,24 +131,24 @@ impl SummarizingPolicy {
 
 /// The candidate spans, oldest first, as position ranges `start..end`.
 fn spans(analysis: &Analysis) -> Vec<Range<usize>> {
-    let n = analysis.removable.len();
+    let n = analysis.removable().len();
     let mut out = Vec::new();
     let mut i = 0;
     while i < n {
-        if !analysis.removable[i] {
+        if !analysis.removable()[i] {
             i += 1;
             continue;
         }
         let start = i;
-        while i < n && analysis.removable[i] {
+        while i < n && analysis.removable()[i] {
             i += 1;
         }
         let end = i;
         // Keep the turns whose whole exchange lies in start..end, then split into runs.
         let inside = |p: usize| {
             let members = analysis
-                .exchanges
-                .members(analysis.exchanges.exchange_of(p));
+                .exchanges()
+                .members(analysis.exchanges().exchange_of(p));
             members.first().is_some_and(|&f| f >= start) && members.last().is_some_and(|&l| l < end)
         };
         let mut run_start: Option<usize> = None;
@@ -190,8 +185,8 @@ pub(crate) fn summary_target(span_tokens: u64, ratio: f64) -> u64 {
 fn closed(span: &Range<usize>, analysis: &Analysis) -> bool {
     span.clone().all(|p| {
         let members = analysis
-            .exchanges
-            .members(analysis.exchanges.exchange_of(p));
+            .exchanges()
+            .members(analysis.exchanges().exchange_of(p));
         members.first().is_some_and(|&f| f >= span.start)
             && members.last().is_some_and(|&l| l < span.end)
     })
@@ -204,7 +199,7 @@ fn closed(span: &Range<usize>, analysis: &Analysis) -> bool {
 /// exchange split. This repeats until nothing more goes. Each exchange is examined once, found
 /// through a max-tree over the exchanges' last positions, so the cost is `O(n log n)`.
 fn refine(span: &Range<usize>, analysis: &Analysis) -> Vec<Range<usize>> {
-    let ex = &analysis.exchanges;
+    let ex = analysis.exchanges();
     let bounds = |e: usize| {
         let m = ex.members(e);
         (
@@ -319,7 +314,7 @@ impl SummarizingPolicy {
         (target < tokens).then_some(target)
     }
 
-    /// The span to summarize and its target, if any.
+    /// The span of `shape` to summarize and its target, if any.
     ///
     /// The reference's spans are taken oldest first. One that qualifies but is not closed (an
     /// exchange reaches across its edge, which happens when a pinned turn cuts a run between
@@ -327,18 +322,13 @@ impl SummarizingPolicy {
     /// refined into the closed spans it contains, and those are tried in turn. Whenever the
     /// reference produces a plan, this chooses the same span.
     ///
-    /// `total` is the transcript's estimate and `estimate(p)` that of turn `p`: a chain passes
-    /// a projection's figures without building it.
-    pub(crate) fn choose(
-        &self,
-        total: u64,
-        estimate: impl Fn(usize) -> u64,
-        b: &CompactionBudget,
-        analysis: &Analysis,
-    ) -> Option<(Range<usize>, u64)> {
-        if total <= b.max_tokens {
+    fn choose(&self, shape: &Shape<'_>) -> Option<(Range<usize>, u64)> {
+        let analysis = shape.analysis();
+        if shape.total() <= shape.budget().max_tokens {
             return None;
         }
+        let estimates = shape.estimates();
+        let estimate = |p: usize| estimates[p];
         for span in spans(analysis) {
             let Some(target) = self.target_for(&estimate, &span) else {
                 continue;
@@ -370,36 +360,27 @@ impl CompactionPolicy for SummarizingPolicy {
         t: &Transcript,
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
-        self.decide_with_analysis(t, b, &Analysis::of(t, b))
+        self.decide_with_analysis(t, &Analysis::of(t, b))
     }
 
     fn decide_with_analysis(
         &self,
         t: &Transcript,
-        b: &CompactionBudget,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        analysis.require_satisfiable(b)?;
-        let estimates = t.token_estimates();
-        let chosen = self.choose(t.token_estimate(), |p| estimates[p], b, analysis);
-        let Some((span, target)) = chosen else {
-            let actions = t
-                .turn_id_arcs()
-                .iter()
-                .map(|id| TurnAction::keep(id.clone()))
-                .collect();
+        analysis.require_satisfiable()?;
+        let shape = Shape::with_total(t.token_estimates(), t.token_estimate(), analysis)?;
+        let ids = t.turn_id_arcs();
+        let Some((span, target)) = self.choose(&shape) else {
+            let actions = ids.iter().map(|id| TurnAction::keep(id.clone())).collect();
             return build_plan(
                 t,
-                b,
                 analysis,
-                actions,
-                Vec::new(),
+                Decisions::actions(actions),
                 Self::NAME,
                 POLICY_VERSION,
-                None,
             );
         };
-        let ids = t.turn_id_arcs();
         let group_id: Arc<str> = group_id_for(&ids[span.clone()]).into();
         // One pass: a turn is summarized exactly when it lies in the span.
         let actions = ids
@@ -421,24 +402,30 @@ impl CompactionPolicy for SummarizingPolicy {
             target,
             self.prompt_id.clone(),
         )?];
-        build_plan(
-            t,
-            b,
-            analysis,
+        let decisions = Decisions {
             actions,
-            requests,
-            Self::NAME,
-            POLICY_VERSION,
-            None,
-        )
+            summarization_requests: requests,
+            estimator_ratio: None,
+        };
+        build_plan(t, analysis, decisions, Self::NAME, POLICY_VERSION)
     }
 
-    fn reads_content(&self) -> bool {
-        false
+    fn reads(&self) -> Reads {
+        Reads::Shape
     }
 
-    fn as_summarizing(&self) -> Option<&SummarizingPolicy> {
-        Some(self)
+    fn decide_shape(&self, shape: &Shape<'_>) -> Option<Result<ShapeDecision, CompactionError>> {
+        let decision = shape.analysis().require_satisfiable().map(|()| {
+            self.choose(shape)
+                .map_or(ShapeDecision::Nothing, |(span, target_tokens)| {
+                    ShapeDecision::Summarize {
+                        span,
+                        target_tokens,
+                        prompt_id: self.prompt_id.clone(),
+                    }
+                })
+        });
+        Some(decision)
     }
 }
 

@@ -7,6 +7,7 @@ mod goldens;
 mod oracle;
 mod plans;
 mod rules;
+mod sealed;
 mod sets;
 
 use std::sync::Arc;

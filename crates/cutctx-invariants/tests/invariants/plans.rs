@@ -1,6 +1,6 @@
 //! `build_plan` and `estimate_after` (BEHAVIOUR.md §6.3), and a plan's canonical bytes (§4).
 
-use cutctx_invariants::{Analysis, CompactionPlan, build_plan, estimate_after};
+use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan, estimate_after};
 use cutctx_model::canonical::{canonical_json_value, sha256_hex};
 use cutctx_model::{CompactionBudget, ErrorCode, Transcript, TurnAction, TurnReplacement};
 use serde_json::json;
@@ -41,13 +41,14 @@ fn mixed_actions() -> Vec<TurnAction> {
 fn build(t: &Transcript, b: &CompactionBudget, actions: Vec<TurnAction>) -> CompactionPlan {
     build_plan(
         t,
-        b,
         &Analysis::of(t, b),
-        actions,
-        vec![req("g", &["u1", "a1", "t1"], 12)],
+        Decisions {
+            actions,
+            summarization_requests: vec![req("g", &["u1", "a1", "t1"], 12)],
+            estimator_ratio: Some(4.0),
+        },
         "mine",
         "2.0.0",
-        Some(4.0),
     )
     .expect("a valid plan")
 }
@@ -91,13 +92,10 @@ fn build_plan_all_keep_counts_every_turn() {
     let b = budget(791, 1);
     let plan = build_plan(
         &t,
-        &b,
         &Analysis::of(&t, &b),
-        keep_all(&t),
-        vec![],
+        Decisions::actions(keep_all(&t)),
         "p",
         "1",
-        None,
     )
     .expect("all keep is valid");
     assert_eq!(
@@ -119,13 +117,10 @@ fn build_plan_refuses_what_validate_refuses() {
     actions[0] = drop_("s1");
     let err = build_plan(
         &t,
-        &b,
         &Analysis::of(&t, &b),
-        actions,
-        vec![],
+        Decisions::actions(actions),
         "p",
         "1",
-        None,
     )
     .expect_err("s1 is untouchable");
     assert_eq!(err.code(), ErrorCode::Validation);
@@ -137,13 +132,10 @@ fn build_plan_refuses_what_validate_refuses() {
     let b = budget(16, 1);
     let err = build_plan(
         &t,
-        &b,
         &Analysis::of(&t, &b),
-        vec![],
-        vec![],
+        Decisions::actions(vec![]),
         "p",
         "1",
-        None,
     )
     .expect_err("floor 17 > 16");
     assert_eq!(err.code(), ErrorCode::BudgetUnsatisfiable);
@@ -287,13 +279,10 @@ fn build_plan_reports_rule2_before_an_overflowing_estimate() {
     assert_eq!(serde_json::to_value(err.details()).expect("json"), expected);
     let err = build_plan(
         &t,
-        &b,
         &Analysis::of(&t, &b),
-        actions,
-        vec![],
+        Decisions::actions(actions),
         "p",
         "1",
-        None,
     )
     .expect_err("s0 is dropped");
     assert_eq!(err.code(), ErrorCode::Validation);

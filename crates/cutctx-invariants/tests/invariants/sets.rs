@@ -111,8 +111,8 @@ fn orphaned_result_is_an_exchange_of_one_and_removable() {
     ]);
     assert_eq!(partition_ids(&t), vec![vec!["t0"], vec!["u1"], vec!["a1"]]);
     let a = Analysis::of(&t, &budget(45, 1));
-    assert_eq!(a.untouchable, [false, false, true]);
-    assert_eq!(a.removable, [true, true, false]);
+    assert_eq!(a.untouchable(), [false, false, true]);
+    assert_eq!(a.removable(), [true, true, false]);
 }
 
 #[test]
@@ -123,8 +123,8 @@ fn empty_transcript_has_no_exchanges() {
     assert_eq!(x.len(), 0);
     assert_eq!(x.iter().count(), 0);
     let a = Analysis::of(&t, &budget(0, 4));
-    assert!(a.untouchable.is_empty() && a.removable.is_empty());
-    assert_eq!((a.untouchable_tokens, a.untouchable_count), (0, 0));
+    assert!(a.untouchable().is_empty() && a.removable().is_empty());
+    assert_eq!((a.untouchable_tokens(), a.untouchable_count()), (0, 0));
 }
 
 #[test]
@@ -137,9 +137,9 @@ fn every_system_turn_is_untouchable_wherever_it_is() {
         sys("s4", 7),
     ]);
     let a = Analysis::of(&t, &budget(100, 0));
-    assert_eq!(a.untouchable, [true, false, true, false, true]);
-    assert_eq!(a.untouchable_tokens, 15);
-    assert_eq!(a.untouchable_count, 3);
+    assert_eq!(a.untouchable(), [true, false, true, false, true]);
+    assert_eq!(a.untouchable_tokens(), 15);
+    assert_eq!(a.untouchable_count(), 3);
 }
 
 #[test]
@@ -152,8 +152,8 @@ fn pinned_turns_are_untouchable() {
         user("u4", 10),
     ]);
     let a = Analysis::of(&t, &budget(100, 0));
-    assert_eq!(a.untouchable, [false, true, false, true, false]);
-    assert_eq!((a.untouchable_tokens, a.untouchable_count), (10, 2));
+    assert_eq!(a.untouchable(), [false, true, false, true, false]);
+    assert_eq!((a.untouchable_tokens(), a.untouchable_count()), (10, 2));
 }
 
 #[test]
@@ -166,19 +166,19 @@ fn the_protected_tail_is_untouchable() {
         user("u4", 16),
     ]);
     let a = Analysis::of(&t, &budget(100, 2));
-    assert_eq!(a.untouchable, [false, false, false, true, true]);
-    assert_eq!((a.untouchable_tokens, a.untouchable_count), (24, 2));
+    assert_eq!(a.untouchable(), [false, false, false, true, true]);
+    assert_eq!((a.untouchable_tokens(), a.untouchable_count()), (24, 2));
     // Zero protects nothing.
     let a = Analysis::of(&t, &budget(100, 0));
-    assert_eq!(a.untouchable, [false; 5]);
-    assert_eq!(a.removable, [true; 5]);
-    assert_eq!((a.untouchable_tokens, a.untouchable_count), (0, 0));
+    assert_eq!(a.untouchable(), [false; 5]);
+    assert_eq!(a.removable(), [true; 5]);
+    assert_eq!((a.untouchable_tokens(), a.untouchable_count()), (0, 0));
     // Exactly the length protects everything, and so does more, up to u64::MAX.
     for protected in [5, 6, 1000, u64::MAX] {
         let a = Analysis::of(&t, &budget(100, protected));
-        assert_eq!(a.untouchable, [true; 5], "protected {protected}");
-        assert_eq!(a.removable, [false; 5], "protected {protected}");
-        assert_eq!((a.untouchable_tokens, a.untouchable_count), (31, 5));
+        assert_eq!(a.untouchable(), [true; 5], "protected {protected}");
+        assert_eq!(a.removable(), [false; 5], "protected {protected}");
+        assert_eq!((a.untouchable_tokens(), a.untouchable_count()), (31, 5));
     }
 }
 
@@ -187,8 +187,8 @@ fn untouchable_sources_overlap_without_double_counting() {
     // A pinned system turn in the tail counts once.
     let t = transcript(vec![user("u0", 1), sys("s1", 100).with_pinned(true)]);
     let a = Analysis::of(&t, &budget(100, 1));
-    assert_eq!(a.untouchable, [false, true]);
-    assert_eq!((a.untouchable_tokens, a.untouchable_count), (100, 1));
+    assert_eq!(a.untouchable(), [false, true]);
+    assert_eq!((a.untouchable_tokens(), a.untouchable_count()), (100, 1));
 }
 
 #[test]
@@ -205,19 +205,19 @@ fn protection_spreads_through_an_exchange() {
     ]);
     let a = Analysis::of(&t, &budget(100, 3));
     assert_eq!(
-        a.untouchable,
+        a.untouchable(),
         [true, false, false, true, false, true, true, true]
     );
     // Every exchange holds an untouchable turn, so nothing is removable.
-    assert_eq!(a.removable, [false; 8]);
+    assert_eq!(a.removable(), [false; 8]);
     // With a tail of 2, t5 is free and so is its call a1; a4 stays locked by t6.
     let a = Analysis::of(&t, &budget(100, 2));
     assert_eq!(
-        a.untouchable,
+        a.untouchable(),
         [true, false, false, true, false, false, true, true]
     );
     assert_eq!(
-        a.removable,
+        a.removable(),
         [false, true, false, false, false, true, false, false]
     );
     // A system turn carrying a call id locks that exchange as well.
@@ -227,7 +227,7 @@ fn protection_spreads_through_an_exchange() {
         user("u2", 1),
     ]);
     let a = Analysis::of(&t, &budget(100, 0));
-    assert_eq!(a.removable, [false, false, true]);
+    assert_eq!(a.removable(), [false, false, true]);
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn budget_equal_to_the_floor_is_satisfiable() {
     let t = transcript(vec![sys("s0", 12), user("u1", 30), asst("a1", 25)]);
     require_satisfiable_budget(&t, &budget(37, 1)).expect("37 == 12 + 25");
     Analysis::of(&t, &budget(37, 1))
-        .require_satisfiable(&budget(37, 1))
+        .require_satisfiable()
         .expect("equality fits");
     require_satisfiable_budget(&Transcript::default(), &budget(0, 4)).expect("empty fits zero");
     let zero = transcript(vec![sys("s0", 0), user("u1", 9)]);
@@ -268,7 +268,7 @@ fn budget_below_the_floor_is_unsatisfiable_with_exact_details() {
         err.message()
     );
     let via_analysis = Analysis::of(&t, &b)
-        .require_satisfiable(&b)
+        .require_satisfiable()
         .expect_err("same refusal");
     assert_eq!(via_analysis, err);
     // The protected figure in details is the budget's, even when it exceeds the transcript.

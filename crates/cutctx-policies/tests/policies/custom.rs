@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use cutctx_invariants::{Analysis, CompactionPlan, build_plan};
+use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 use cutctx_model::{
     CompactionBudget, CompactionError, Role, Transcript, TurnAction, canonical::canonical_json,
 };
@@ -39,13 +39,13 @@ impl CompactionPolicy for DropLargestExchange {
         b: &CompactionBudget,
     ) -> Result<CompactionPlan, CompactionError> {
         let analysis = Analysis::of(t, b);
-        analysis.require_satisfiable(b)?;
+        analysis.require_satisfiable()?;
         let turns = t.turns();
         let mut candidates: Vec<(u64, usize, &[usize])> = analysis
-            .exchanges
+            .exchanges()
             .iter()
             .enumerate()
-            .filter(|(_, members)| analysis.removable[members[0]])
+            .filter(|(_, members)| analysis.removable()[members[0]])
             .map(|(i, members)| {
                 let size = members.iter().map(|&p| turns[p].token_estimate()).sum();
                 (size, i, members)
@@ -77,13 +77,10 @@ impl CompactionPolicy for DropLargestExchange {
             .collect();
         build_plan(
             t,
-            b,
             &analysis,
-            actions,
-            vec![],
+            Decisions::actions(actions),
             self.name(),
             self.version(),
-            None,
         )
     }
 }
@@ -153,7 +150,7 @@ impl CompactionPolicy for Recorder {
             .iter()
             .map(|turn| TurnAction::keep(turn.turn_id_arc().clone()))
             .collect();
-        build_plan(t, b, &analysis, actions, vec![], "recorder", "1", None)
+        build_plan(t, &analysis, Decisions::actions(actions), "recorder", "1")
     }
 }
 
