@@ -1,5 +1,5 @@
 //! Writing the CLI's outputs so that none is lost quietly: standard output, whose failure is
-//! an [`OUTPUT_ERROR`](crate::OUTPUT_ERROR), and whole files such as `--report`, written
+//! an [`OUTPUT_ERROR`], and whole files such as `--report`, written
 //! atomically through a temporary file in the same directory.
 //!
 //! * Standard output gets the output in one `write_all` and a flush. A failure (a full disk,
@@ -148,7 +148,8 @@ fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, File)> 
 mod tests {
     use super::*;
 
-    /// A fresh, empty folder for one test.
+    /// A fresh, empty folder for one test, under the system's temporary folder; a test that
+    /// passes removes it with [`done`].
     fn scratch(test: &str) -> PathBuf {
         let dir = std::env::temp_dir()
             .join(format!("cutctx-output-{}", std::process::id()))
@@ -156,6 +157,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("a scratch folder can be created");
         dir
+    }
+
+    /// Removes a passing test's folder; a failing test leaves it for a look.
+    fn done(dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// The names in `dir`, sorted.
@@ -228,6 +234,7 @@ mod tests {
         write_atomically(&path, b"new\n", "report").expect("the report is written");
         assert_eq!(std::fs::read(&path).expect("read"), b"new\n");
         assert_eq!(listing(&dir), ["report.json"]);
+        done(&dir);
     }
 
     #[test]
@@ -243,6 +250,7 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::StorageFull);
         assert_eq!(std::fs::read(&path).expect("read"), b"old");
         assert_eq!(listing(&dir), ["report.json"]);
+        done(&dir);
     }
 
     #[test]
@@ -260,6 +268,7 @@ mod tests {
         );
         assert_eq!(listing(&dir), ["report.json"]);
         assert!(path.is_dir(), "the directory is left as it was");
+        done(&dir);
     }
 
     #[test]
@@ -271,6 +280,7 @@ mod tests {
             .expect_err("no folder to write in");
         assert_eq!(err.details["kind"], "NotADirectory");
         assert_eq!(listing(&dir), ["request.json"]);
+        done(&dir);
     }
 
     #[test]
@@ -284,5 +294,6 @@ mod tests {
             std::fs::read(dir.join("report.json")).expect("read"),
             b"new\n"
         );
+        done(&dir);
     }
 }
