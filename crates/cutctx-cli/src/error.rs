@@ -18,6 +18,8 @@ pub struct CliError {
 pub const INPUT_ERROR: &str = "INPUT_ERROR";
 /// The command line itself is wrong.
 pub const USAGE_ERROR: &str = "USAGE_ERROR";
+/// An output could not be written: standard output, or a file such as `--report`.
+pub const OUTPUT_ERROR: &str = "OUTPUT_ERROR";
 
 impl CliError {
     /// An [`INPUT_ERROR`].
@@ -47,6 +49,9 @@ impl CliError {
             "COMPACTION_PLAN_MISMATCH" => 5,
             // The ledger was read and found wanting: a verdict, not unreadable input.
             "LEDGER_UNVERIFIED" => 1,
+            // Its own status: the command worked, and only its result was lost, which a caller
+            // may retry with another destination.
+            OUTPUT_ERROR => 6,
             _ => 2,
         }
     }

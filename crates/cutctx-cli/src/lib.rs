@@ -4,15 +4,17 @@
 //! on standard output, or a [`CliError`] with the stable code, exit status and details the
 //! binary reports. `plan`, `compact` and `apply` touch no files or streams, so they run
 //! in-process in tests exactly as they run behind the binary; [`ledger`] reads and appends
-//! the ledger file it is given, and [`formats`] starts the `--summarize-with` command.
+//! the ledger file it is given, [`formats`] starts the `--summarize-with` command, and
+//! [`output`] writes standard output and whole files so that a failure is never quiet.
 #![forbid(unsafe_code)]
 
 mod error;
 pub mod formats;
 pub mod ledger;
+pub mod output;
 pub mod request;
 
-pub use error::{CliError, INPUT_ERROR, USAGE_ERROR};
+pub use error::{CliError, INPUT_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 
 use cutctx::model::wire::ObjectOnly;
 use cutctx::{CompactionPlan, PlanDraft};

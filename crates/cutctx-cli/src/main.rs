@@ -3,7 +3,8 @@
 //! The contract (request document, outputs, error codes and exit statuses) is the one every
 //! language relies on; see the README. Every output is canonical JSON and one newline, written
 //! in one piece only after the whole command succeeded: a failure writes nothing on standard
-//! output.
+//! output. An output that cannot be written (standard output, `--report`) is `OUTPUT_ERROR`;
+//! a closed pipe on standard output ends the command quietly with status 141.
 #![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
@@ -12,6 +13,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+use cutctx_cli::output::{self, Delivery};
 use cutctx_cli::{CliError, USAGE_ERROR};
 
 /// Fit an LLM transcript into a token budget, deterministically and auditably.
@@ -151,20 +153,22 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match run(&cli.command) {
-        Ok((status, out)) => {
-            let mut stdout = std::io::stdout().lock();
-            // A closed pipe is the reader's choice, not our failure.
-            let _ = stdout
-                .write_all(out.as_bytes())
-                .and_then(|()| stdout.flush());
-            ExitCode::from(status)
-        }
+    let delivered = run(&cli.command).and_then(|(status, out)| {
+        output::deliver(&mut std::io::stdout().lock(), out.as_bytes()).map(|d| (status, d))
+    });
+    match delivered {
+        Ok((status, Delivery::Written)) => ExitCode::from(status),
+        // A closed pipe is the reader's choice: no message, only the status a shell gives a
+        // program the closed pipe ended, so `set -o pipefail` still sees the output unread.
+        Ok((_, Delivery::ReaderGone)) => ExitCode::from(output::CLOSED_PIPE_STATUS),
         Err(err) => {
-            match cli.error_format {
-                ErrorFormat::Text => eprintln!("error[{}]: {}", err.code, err.message),
-                ErrorFormat::Json => eprintln!("{}", err.to_json_line()),
-            }
+            let line = match cli.error_format {
+                ErrorFormat::Text => format!("error[{}]: {}\n", err.code, err.message),
+                ErrorFormat::Json => format!("{}\n", err.to_json_line()),
+            };
+            // Standard error is the last channel: when it fails too, the exit status still
+            // says what happened, and panicking would only replace it with 101.
+            let _ = std::io::stderr().lock().write_all(line.as_bytes());
             ExitCode::from(err.exit_status())
         }
     }
@@ -254,7 +258,9 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
 }
 
 /// `compact --format F`: a provider request, compacted in its own format; `--report FILE` is
-/// written once the compaction has succeeded.
+/// written once the compaction has succeeded, atomically, and before anything reaches standard
+/// output: a report that cannot be written leaves standard output empty, and a standard output
+/// that fails after it leaves the report whole.
 fn compact_format(
     request: &Path,
     format: &cutctx_cli::formats::FormatArgs,
@@ -267,12 +273,7 @@ fn compact_format(
         .transpose()?;
     let out = cutctx_cli::formats::compact(format, &input, summaries.as_deref())?;
     if let Some(path) = &format.report {
-        std::fs::write(path, &out.report).map_err(|e| {
-            CliError::input(
-                format!("cannot write the report to {}: {e}", path.display()),
-                cutctx::model::details! { "path" => path.display().to_string(), "document" => "the report" },
-            )
-        })?;
+        output::write_atomically(path, out.report.as_bytes(), "report")?;
     }
     Ok(out.output)
 }

@@ -200,7 +200,7 @@ fn measure(probe: &Probe, dir: &Path) -> Result<(Duration, Duration), String> {
     let repeats = if probe.xfail.is_some() { 1 } else { REPEATS };
     for _ in 0..repeats {
         for (slot, size) in [probe.size, probe.size * 10].into_iter().enumerate() {
-            let run = process::run(&args, &dir.join(format!("{size}")), None);
+            let run = process::run(&args, &dir.join(format!("{size}")), None, None);
             if run.killed || run.status != Some(probe.status) {
                 return Err(format!(
                     "at N = {size}: exit status {:?} (killed: {}), expected {}: {}",

@@ -72,6 +72,8 @@ pub(crate) struct Case {
     pub(crate) args: Vec<String>,
     /// Standard input; closed and empty when absent.
     pub(crate) stdin: Option<String>,
+    /// A file standard output goes to (`/dev/full`) instead of the pipe the runner reads.
+    pub(crate) stdout: Option<String>,
     /// Inputs written at test time, by file name.
     pub(crate) generate: Vec<(String, Generator)>,
     /// The expected outcome.
@@ -91,10 +93,11 @@ pub(crate) struct Case {
 }
 
 /// The keys a descriptor may have.
-const KEYS: [&str; 12] = [
+const KEYS: [&str; 13] = [
     "about",
     "args",
     "stdin",
+    "stdout",
     "generate",
     "code",
     "verdict",
@@ -245,6 +248,7 @@ impl Case {
             about: string(get("about")?, "about")?,
             args: strings(get("args")?, "args")?,
             stdin: o.get("stdin").map(|s| string(s, "stdin")).transpose()?,
+            stdout: o.get("stdout").map(|s| string(s, "stdout")).transpose()?,
             generate,
             expect,
             status,

@@ -288,7 +288,13 @@ fn run_case(case: &Case) -> (Outcome, Vec<u128>) {
             let before = snapshot(&dir, &case.untouched);
             let mut args = vec!["--error-format".to_owned(), format.to_owned()];
             args.extend(case.args.iter().cloned());
-            let run = process::run(&args, &dir, case.stdin.as_deref().map(str::as_bytes));
+            let run = process::run(
+                &args,
+                &dir,
+                case.stdin.as_deref().map(str::as_bytes),
+                // Relative to the case's copy, like `args`; `/dev/full` stays itself.
+                case.stdout.as_deref().map(|out| dir.join(out)).as_deref(),
+            );
             let after = snapshot(&dir, &case.untouched);
             millis.push(run.elapsed.as_millis());
             problems.extend(check(case, format, &run, &before, &after));
@@ -392,7 +398,7 @@ fn every_case_fails_cleanly_with_its_code_and_status() {
 /// Runs `cutctx ARGS` on the controls in `dir` and insists on success.
 fn succeeds(dir: &Path, args: &[&str]) -> String {
     let args: Vec<String> = args.iter().map(|&a| a.to_owned()).collect();
-    let run = process::run(&args, dir, None);
+    let run = process::run(&args, dir, None, None);
     assert_eq!(
         run.status,
         Some(0),

@@ -33,9 +33,20 @@ fn drain(mut from: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
     })
 }
 
-/// Runs `cutctx ARGS` in `cwd`, with `stdin` on standard input (nothing, closed, when `None`).
-pub(crate) fn run(args: &[String], cwd: &Path, stdin: Option<&[u8]>) -> Run {
+/// Runs `cutctx ARGS` in `cwd`, with `stdin` on standard input (nothing, closed, when `None`),
+/// and standard output into the file `stdout` when given (then [`Run::stdout`] is empty), or
+/// else into a pipe this function reads.
+pub(crate) fn run(args: &[String], cwd: &Path, stdin: Option<&[u8]>, stdout: Option<&Path>) -> Run {
     let start = Instant::now();
+    let out = match stdout {
+        Some(path) => Stdio::from(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .expect("the case's standard output can be opened"),
+        ),
+        None => Stdio::piped(),
+    };
     let mut child = Command::new(env!("CARGO_BIN_EXE_cutctx"))
         .args(args)
         .current_dir(cwd)
@@ -44,7 +55,7 @@ pub(crate) fn run(args: &[String], cwd: &Path, stdin: Option<&[u8]>) -> Run {
         } else {
             Stdio::null()
         })
-        .stdout(Stdio::piped())
+        .stdout(out)
         .stderr(Stdio::piped())
         .spawn()
         .expect("the cutctx binary starts");
@@ -56,7 +67,11 @@ pub(crate) fn run(args: &[String], cwd: &Path, stdin: Option<&[u8]>) -> Run {
             let _ = pipe.write_all(&bytes);
         })
     });
-    let stdout = drain(child.stdout.take().expect("stdout is piped"));
+    // Standard output into a file leaves nothing to read: an empty drain.
+    let stdout = match child.stdout.take() {
+        Some(pipe) => drain(pipe),
+        None => thread::spawn(Vec::new),
+    };
     let stderr = drain(child.stderr.take().expect("stderr is piped"));
     let mut killed = false;
     let status = loop {

@@ -7,6 +7,7 @@
 //! of standard error on failure, whose details never carry turn content.
 
 mod failures;
+mod lost;
 mod outputs;
 mod success;
 mod support;

@@ -1,0 +1,299 @@
+//! Writing the CLI's outputs so that none is lost quietly: standard output, whose failure is
+//! an [`OUTPUT_ERROR`], and whole files such as `--report`, written
+//! atomically through a temporary file in the same directory.
+//!
+//! * Standard output gets the output in one `write_all` and a flush. A failure (a full disk,
+//!   a device error) is `OUTPUT_ERROR` with `{"target": "stdout", "kind": …}`; part of the output
+//!   may have reached the stream before the failure, which the exit status then disowns. A
+//!   closed pipe is the reader's choice, not a fault: it is [`Delivery::ReaderGone`], reported
+//!   by nothing but the exit status [`CLOSED_PIPE_STATUS`].
+//! * A whole file is written to `.NAME.tmp-<pid>` beside it, flushed and synced, then renamed
+//!   over it, so the file is either as it was or entirely the new content. On any failure the
+//!   temporary file is removed and the error is `OUTPUT_ERROR` with
+//!   `{"target": …, "kind": …, "path": …}`.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+
+use crate::{CliError, OUTPUT_ERROR};
+
+/// The exit status when standard output is a pipe whose reader has gone: 128 + `SIGPIPE` (13),
+/// what a shell reports for a program the closed pipe ended.
+pub const CLOSED_PIPE_STATUS: u8 = 141;
+
+/// How many temporary names a file write tries before giving up: another process with the
+/// same id (in another container, or a leftover of a crashed run) may hold the first.
+const TEMPORARY_NAMES: u32 = 16;
+
+/// What became of an output on standard output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// Written whole and flushed.
+    Written,
+    /// The reader closed the pipe: nobody wants the rest.
+    ReaderGone,
+}
+
+/// The stable name of an I/O error's kind, as it appears in `details.kind`: the
+/// `std::io::ErrorKind` variant, for example `StorageFull`, `NotFound` or `IsADirectory`.
+fn kind_name(kind: ErrorKind) -> String {
+    format!("{kind:?}")
+}
+
+/// An [`OUTPUT_ERROR`] for writing `target` (`stdout`, `report`), at `path` for a file.
+fn output_error(target: &str, path: Option<&Path>, e: &std::io::Error) -> CliError {
+    let mut details = cutctx::model::details! { "target" => target, "kind" => kind_name(e.kind()) };
+    let message = match path {
+        Some(p) => {
+            details.insert(
+                "path".to_owned(),
+                serde_json::Value::from(p.display().to_string()),
+            );
+            format!("cannot write the {target} to {}: {e}", p.display())
+        }
+        None => format!("cannot write to standard output: {e}"),
+    };
+    CliError {
+        code: OUTPUT_ERROR,
+        message,
+        details,
+    }
+}
+
+/// Writes `bytes` to `out` (standard output, in the binary) and flushes it.
+///
+/// # Errors
+///
+/// `OUTPUT_ERROR` with `{"target": "stdout", "kind": …}` when the write or the flush fails for
+/// any reason but a closed pipe.
+pub fn deliver(out: &mut impl Write, bytes: &[u8]) -> Result<Delivery, CliError> {
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Ok(()) => Ok(Delivery::Written),
+        Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(Delivery::ReaderGone),
+        Err(e) => Err(output_error("stdout", None, &e)),
+    }
+}
+
+/// Replaces the file at `path` with `bytes`, atomically: afterwards it holds either what it
+/// held before (or is still absent) or exactly `bytes`, and no temporary file remains.
+/// `target` names the output in the error (`report`).
+///
+/// # Errors
+///
+/// `OUTPUT_ERROR` with `{"target", "kind", "path"}` when the temporary file cannot be created,
+/// written or synced, or cannot be renamed over `path` (a directory, say).
+pub fn write_atomically(path: &Path, bytes: &[u8], target: &str) -> Result<(), CliError> {
+    write_atomically_with(path, |file| file.write_all(bytes))
+        .map_err(|e| output_error(target, Some(path), &e))
+}
+
+/// [`write_atomically`] with the writing of the content given as `fill`, so that tests can make
+/// it fail halfway.
+fn write_atomically_with(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    // Only `.`, `..`, `/` and paths ending in `..` have no file name: all directories.
+    let name = path.file_name().ok_or_else(|| {
+        std::io::Error::new(ErrorKind::IsADirectory, "the path names a directory")
+    })?;
+    // The temporary file must sit on the same file system as the target for the rename to be
+    // atomic: beside it.
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+        _ => PathBuf::from("."),
+    };
+    let (temporary, mut file) = create_temporary(&dir, &name.to_string_lossy())?;
+    let written = fill(&mut file)
+        .and_then(|()| file.flush())
+        // On disk before the rename: a crash never leaves the new name on missing content.
+        .and_then(|()| file.sync_all());
+    drop(file);
+    let result = written.and_then(|()| std::fs::rename(&temporary, path));
+    if result.is_err() {
+        // The failure is what the caller must hear about; a temporary file that cannot be
+        // removed either is named by nothing, and removing it is all that can be tried.
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// Creates a new temporary file `.NAME.tmp-<pid>` (then `-1`, `-2`, … if taken) in `dir`;
+/// never opens a file that already exists.
+fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, File)> {
+    let pid = std::process::id();
+    let mut last = None;
+    for n in 0..TEMPORARY_NAMES {
+        let file_name = if n == 0 {
+            format!(".{name}.tmp-{pid}")
+        } else {
+            format!(".{name}.tmp-{pid}-{n}")
+        };
+        let temporary = dir.join(file_name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+        {
+            Ok(file) => return Ok((temporary, file)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::from(ErrorKind::AlreadyExists)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh, empty folder for one test, under the system's temporary folder; a test that
+    /// passes removes it with [`done`].
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir()
+            .join(format!("cutctx-output-{}", std::process::id()))
+            .join(test);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch folder can be created");
+        dir
+    }
+
+    /// Removes a passing test's folder; a failing test leaves it for a look.
+    fn done(dir: &Path) {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The names in `dir`, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .expect("the folder can be listed")
+            .map(|e| {
+                e.expect("an entry can be read")
+                    .file_name()
+                    .to_string_lossy()
+                    .into_owned()
+            })
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A writer that accepts `room` bytes, then fails as a full disk does.
+    struct Full {
+        room: usize,
+        kind: ErrorKind,
+    }
+
+    impl Write for Full {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if self.room == 0 {
+                return Err(std::io::Error::from(self.kind));
+            }
+            let n = buf.len().min(self.room);
+            self.room -= n;
+            Ok(n)
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_full_stream_is_an_output_error_naming_stdout_and_the_kind() {
+        let mut out = Full {
+            room: 3,
+            kind: ErrorKind::StorageFull,
+        };
+        let err = deliver(&mut out, b"{\"plan\":{}}\n").expect_err("the stream is full");
+        assert_eq!(err.code, OUTPUT_ERROR);
+        assert_eq!(err.exit_status(), 6);
+        assert_eq!(err.details["target"], "stdout");
+        assert_eq!(err.details["kind"], "StorageFull");
+        assert!(!err.details.contains_key("path"));
+    }
+
+    #[test]
+    fn a_closed_pipe_is_the_reader_gone_and_a_good_stream_is_written() {
+        let mut gone = Full {
+            room: 0,
+            kind: ErrorKind::BrokenPipe,
+        };
+        assert_eq!(deliver(&mut gone, b"x\n"), Ok(Delivery::ReaderGone));
+        let mut good = Vec::new();
+        assert_eq!(deliver(&mut good, b"x\n"), Ok(Delivery::Written));
+        assert_eq!(good, b"x\n");
+    }
+
+    #[test]
+    fn a_file_is_replaced_whole_and_no_temporary_file_remains() {
+        let dir = scratch("replaced");
+        let path = dir.join("report.json");
+        std::fs::write(&path, "old").expect("written");
+        write_atomically(&path, b"new\n", "report").expect("the report is written");
+        assert_eq!(std::fs::read(&path).expect("read"), b"new\n");
+        assert_eq!(listing(&dir), ["report.json"]);
+        done(&dir);
+    }
+
+    #[test]
+    fn a_failure_halfway_leaves_the_old_file_and_no_temporary_file() {
+        let dir = scratch("halfway");
+        let path = dir.join("report.json");
+        std::fs::write(&path, "old").expect("written");
+        let err = write_atomically_with(&path, |file| {
+            file.write_all(b"{\"plan\":")?;
+            Err(std::io::Error::from(ErrorKind::StorageFull))
+        })
+        .expect_err("the write fails");
+        assert_eq!(err.kind(), ErrorKind::StorageFull);
+        assert_eq!(std::fs::read(&path).expect("read"), b"old");
+        assert_eq!(listing(&dir), ["report.json"]);
+        done(&dir);
+    }
+
+    #[test]
+    fn a_directory_in_the_way_is_an_output_error_and_no_temporary_file_remains() {
+        let dir = scratch("directory");
+        let path = dir.join("report.json");
+        std::fs::create_dir(&path).expect("a directory in the way");
+        let err = write_atomically(&path, b"new\n", "report").expect_err("cannot replace");
+        assert_eq!(err.code, OUTPUT_ERROR);
+        assert_eq!(err.details["target"], "report");
+        assert_eq!(err.details["kind"], "IsADirectory");
+        assert_eq!(
+            err.details["path"],
+            serde_json::Value::from(path.display().to_string())
+        );
+        assert_eq!(listing(&dir), ["report.json"]);
+        assert!(path.is_dir(), "the directory is left as it was");
+        done(&dir);
+    }
+
+    #[test]
+    fn a_parent_that_is_a_file_is_an_output_error() {
+        let dir = scratch("parent-file");
+        let parent = dir.join("request.json");
+        std::fs::write(&parent, "{}").expect("written");
+        let err = write_atomically(&parent.join("report.json"), b"new\n", "report")
+            .expect_err("no folder to write in");
+        assert_eq!(err.details["kind"], "NotADirectory");
+        assert_eq!(listing(&dir), ["request.json"]);
+        done(&dir);
+    }
+
+    #[test]
+    fn a_taken_temporary_name_is_skipped_not_overwritten() {
+        let dir = scratch("taken");
+        let taken = dir.join(format!(".report.json.tmp-{}", std::process::id()));
+        std::fs::write(&taken, "someone else's").expect("written");
+        write_atomically(&dir.join("report.json"), b"new\n", "report").expect("written");
+        assert_eq!(std::fs::read(&taken).expect("read"), b"someone else's");
+        assert_eq!(
+            std::fs::read(dir.join("report.json")).expect("read"),
+            b"new\n"
+        );
+        done(&dir);
+    }
+}
