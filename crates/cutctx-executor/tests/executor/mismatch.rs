@@ -6,7 +6,7 @@ use cutctx_executor::{apply, check_match};
 use cutctx_model::{CompactionError, ErrorCode, Role, TurnAction};
 use serde_json::{Value, json};
 
-use crate::{mixed, summaries, transcript, turn};
+use crate::{budget, ids, mixed, summaries, transcript, turn};
 
 fn actions(ids: &[&str]) -> Vec<TurnAction> {
     ids.iter().map(|id| TurnAction::keep(*id)).collect()
@@ -139,4 +139,33 @@ fn applying_a_plan_to_another_transcript_is_a_mismatch() {
         details,
         json!({ "unknown_turn_ids": ["u4"], "unplanned_turn_ids": [], "reordered": false })
     );
+}
+
+/// A plan validated against one transcript is validated again before it is applied to
+/// another with the same ids: a turn pinned there and not here is never dropped.
+#[test]
+fn a_plan_for_a_twin_transcript_is_validated_again_before_it_is_applied() {
+    use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+    let free = transcript(vec![
+        turn("u1", Role::User, 50),
+        turn("u2", Role::User, 50),
+        turn("u3", Role::User, 5),
+    ]);
+    let pinned = transcript(vec![
+        turn("u1", Role::User, 50).with_pinned(true),
+        turn("u2", Role::User, 50),
+        turn("u3", Role::User, 5),
+    ]);
+    let b = budget(60, 1);
+    let plan = DropOldestPolicy.decide(&free, &b).expect("fits");
+    assert_eq!(plan.actions[0].action(), cutctx_model::Action::Drop);
+    assert!(plan.is_for(&free) && !plan.is_for(&pinned));
+    // Same ids, same order: the match check passes, the rules do not.
+    let err =
+        cutctx_executor::apply(&pinned, &plan, &BTreeMap::new()).expect_err("u1 is pinned here");
+    assert_eq!(err.code(), cutctx_model::ErrorCode::Validation);
+    // An equal transcript built again is another transcript, and the plan holds there.
+    let rebuilt = transcript(free.turns().to_vec());
+    let out = cutctx_executor::apply(&rebuilt, &plan, &BTreeMap::new()).expect("valid here too");
+    assert_eq!(out.report.dropped_turn_ids, ids(&["u1"]));
 }

@@ -4,6 +4,7 @@
 //!
 //! Shared builders and an independent digest live here; `fixtures` holds the §10.1 transcripts.
 
+mod capabilities;
 mod chain;
 mod custom;
 mod drop_oldest;
