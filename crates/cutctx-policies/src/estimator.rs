@@ -85,12 +85,7 @@ impl TokenEstimator for CharRatioEstimator {
         self.estimate_chars(text.chars().count()).unwrap_or(0)
     }
 
-    #[allow(
-        clippy::cast_precision_loss,
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "Python's float division then ceil, reproduced on purpose"
-    )]
+    // The `as` casts are Python's float division then ceil, reproduced on purpose.
     fn estimate_chars(&self, chars: usize) -> Option<u64> {
         if chars == 0 {
             return Some(0);

@@ -170,12 +170,7 @@ fn spans(analysis: &Analysis) -> Vec<Range<usize>> {
 }
 
 /// Python's `max(1, round(tokens * ratio))`: ties to even, on the IEEE double product.
-#[allow(
-    clippy::cast_precision_loss,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    reason = "Python's int-to-float product and round(), reproduced on purpose"
-)]
+// The `as` casts are Python's int-to-float product and round(), reproduced on purpose.
 pub(crate) fn summary_target(span_tokens: u64, ratio: f64) -> u64 {
     let rounded = (span_tokens as f64 * ratio).round_ties_even();
     (rounded as u64).max(1)

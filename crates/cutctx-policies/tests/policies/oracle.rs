@@ -180,12 +180,7 @@ fn spans(t: &Transcript, b: &CompactionBudget) -> Vec<Vec<usize>> {
 }
 
 /// `SummarizingPolicy` (§7.3).
-#[allow(
-    clippy::cast_precision_loss,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    reason = "Python's int-to-float product and round(), as the spec states them"
-)]
+// The `as` casts are Python's int-to-float product and round(), as the spec states them.
 pub(crate) fn summarizing(
     t: &Transcript,
     b: &CompactionBudget,
