@@ -19,8 +19,8 @@ use std::sync::Arc;
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
     ActionView, CompactedTranscript, CompactionError, CompactionReport, DerivedTurn,
-    ID_SAMPLE_LIMIT, Metadata, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript,
-    TranscriptTurn, TurnAction, details, py_repr_str,
+    ID_SAMPLE_LIMIT, Metadata, Parallelism, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest,
+    Transcript, TranscriptTurn, TurnAction, details, py_repr_str,
 };
 
 /// Metadata key every turn the executor writes carries: `"masked"` or `"summary"`.
@@ -88,6 +88,33 @@ pub fn apply(
     plan: &CompactionPlan,
     summaries: &BTreeMap<String, String>,
 ) -> Result<CompactedTranscript, CompactionError> {
+    apply_with(transcript, plan, summaries, Parallelism::Automatic)
+}
+
+/// As [`apply`], starting no more threads than `parallelism` allows: with
+/// [`Parallelism::Sequential`], a large plan is hashed on the caller's thread after the walk
+/// instead of beside it. The result is the same.
+///
+/// # Errors
+///
+/// As [`apply`].
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use cutctx_model::{CompactionBudget, Parallelism, Role, Transcript, TranscriptTurn};
+/// use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+/// let t = Transcript::new(vec![TranscriptTurn::new("u", Role::User, "hi", 5)?])?;
+/// let plan = DropOldestPolicy.decide(&t, &CompactionBudget::new(10))?;
+/// let one = cutctx_executor::apply_with(&t, &plan, &BTreeMap::new(), Parallelism::Sequential)?;
+/// assert_eq!(one, cutctx_executor::apply(&t, &plan, &BTreeMap::new())?);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+pub fn apply_with(
+    transcript: &Transcript,
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+    parallelism: Parallelism,
+) -> Result<CompactedTranscript, CompactionError> {
     check_match(transcript, &plan.actions)?;
     // A plan validated against another transcript with the same ids may still break a rule
     // here (a turn pinned here and not there): it is validated again, under its own budget.
@@ -112,7 +139,7 @@ pub fn apply(
     // Hashing a large plan is the one long sequential step; it overlaps the walk and the
     // building of the view.
     const PARALLEL_ACTIONS: usize = 20_000;
-    let (walk, plan_hash) = if plan.actions.len() >= PARALLEL_ACTIONS {
+    let (walk, plan_hash) = if plan.actions.len() >= PARALLEL_ACTIONS && parallelism.threads() > 1 {
         std::thread::scope(|scope| {
             let hasher = scope.spawn(|| plan.plan_hash());
             let walk = walk(transcript, plan, summaries, &requests);

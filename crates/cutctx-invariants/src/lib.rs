@@ -20,6 +20,14 @@
 //! that has not passed validation can be serialized, stored and parsed back as a draft, but
 //! never applied.
 //!
+//! The rules are checked against an [`Analysis`], and an analysis cannot lie: its parts are
+//! private, it is computed only by [`Analysis::of`], and it is bound to the transcript (by the
+//! identity of its partition, which clones share) and the budget it was computed for.
+//! [`build_plan`] and [`CompactionPlan::validate_with`] refuse any other analysis, including
+//! the analysis of the same transcript under another budget and the unbound analyses a chain
+//! computes for projections. A plan remembers what it was validated against, and the executor
+//! validates it again before applying it to any other transcript.
+//!
 //! # The rules
 //!
 //! 0. The untouchable turns alone fit the budget (else `COMPACTION_BUDGET_UNSATISFIABLE`).

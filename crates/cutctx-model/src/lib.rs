@@ -27,6 +27,7 @@ mod error;
 mod exchanges;
 mod fastjson;
 mod idmap;
+mod parallelism;
 mod plan;
 mod pyrepr;
 mod turn;
@@ -34,6 +35,7 @@ pub mod wire;
 
 pub use error::{CompactionError, Details, ErrorCode};
 pub use exchanges::Exchanges;
+pub use parallelism::Parallelism;
 pub use plan::{
     Action, ActionView, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest,
     TurnAction, TurnReplacement,

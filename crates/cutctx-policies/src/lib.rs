@@ -25,15 +25,14 @@ mod chain;
 mod drop_oldest;
 mod estimator;
 mod masking;
-mod parallelism;
 mod summarizing;
 
 pub use capability::{DeferredMask, DeferredMasks, Reads, Shape, ShapeDecision};
 pub use chain::{PolicyChain, default_chain};
+pub use cutctx_model::Parallelism;
 pub use drop_oldest::DropOldestPolicy;
 pub use estimator::{CharRatioEstimator, TokenEstimator};
 pub use masking::ObservationMaskingPolicy;
-pub use parallelism::Parallelism;
 pub use summarizing::SummarizingPolicy;
 
 use cutctx_invariants::{Analysis, CompactionPlan};

@@ -73,7 +73,7 @@ pub use cutctx_policies::{
 };
 
 #[doc(inline)]
-pub use cutctx_executor::{CompactionExecutor, apply};
+pub use cutctx_executor::{CompactionExecutor, apply, apply_with};
 
 /// The README's examples, compiled and run as doctests so that they cannot drift.
 #[doc = include_str!("../../../README.md")]

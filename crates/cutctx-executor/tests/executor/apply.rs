@@ -370,3 +370,26 @@ fn masked_turns_each_carry_their_own_metadata_marked() {
         ]
     );
 }
+
+/// A plan large enough to be hashed beside the walk gives the same result on one thread.
+#[test]
+fn a_large_plan_applies_the_same_on_one_thread() {
+    use cutctx_model::Parallelism;
+    use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+    let turns = (0..20_500)
+        .map(|i| turn(&format!("u{i}"), Role::User, 3))
+        .collect();
+    let t = transcript(turns);
+    let plan = DropOldestPolicy
+        .decide(&t, &budget(30_000, 4))
+        .expect("fits");
+    assert!(plan.actions.len() >= 20_000, "past the parallel threshold");
+    let automatic =
+        cutctx_executor::apply_with(&t, &plan, &BTreeMap::new(), Parallelism::Automatic)
+            .expect("valid");
+    let sequential =
+        cutctx_executor::apply_with(&t, &plan, &BTreeMap::new(), Parallelism::Sequential)
+            .expect("valid");
+    assert_eq!(automatic, sequential);
+    assert_eq!(sequential.report.plan_hash, plan.plan_hash());
+}

@@ -1,8 +1,10 @@
-//! How many threads a policy may use for work that splits (the digests of masked results).
+//! How many threads the pure crates may start for work that splits: the digests of masked
+//! results, the hash of a large plan.
 
 use std::num::NonZeroUsize;
 
-/// How many threads a policy may start for work that splits, such as hashing masked results.
+/// How many threads compaction may start for work that splits, such as hashing masked results
+/// or hashing a large plan while its view is built.
 ///
 /// Results never depend on it: only how the work is shared out. Callers that run many
 /// compactions at once (a server, a batch over many requests) bound it, or set
@@ -10,7 +12,7 @@ use std::num::NonZeroUsize;
 ///
 /// ```
 /// use std::num::NonZeroUsize;
-/// use cutctx_policies::Parallelism;
+/// use cutctx_model::Parallelism;
 /// assert_eq!(Parallelism::Sequential.threads(), 1);
 /// assert_eq!(Parallelism::AtMost(NonZeroUsize::MIN).threads(), 1);
 /// assert!(Parallelism::default().threads() >= 1);
