@@ -12,7 +12,7 @@
 #    that masks and summarizes, takes `ledger head` as a pin, and holds it all to arcaeon's
 #    verify_file, verify_receipt (with content, on every receipt row) and chain_at.
 #    A binary without the receipt subcommands falls back to cutctx-receipts' test binary
-#    (`cargo test -p cutctx-receipts --test receipts`, role `interop`) to write the ledger.
+#    (`cargo test -p cutctx-ledger --test ledger`, role `interop`) to write the ledger.
 # 3. With the subcommands: arcaeon appends its own receipts and rows, and `cutctx ledger
 #    verify` (with content, strict) must accept the result; then arcaeon and cutctx append to
 #    one ledger at the same time, and both verifiers must accept it.
@@ -125,7 +125,7 @@ else
     echo "note: $1 has no \`receipt seal\`/\`ledger head\` yet; writing the ledger with" \
         "cutctx-receipts' test binary instead"
     (cd "$root" && CUTCTX_RECEIPTS_CHILD=interop LEDGER="$ledger" CONTENT_OUT="$content" \
-        PIN_OUT="$pin" cargo test --quiet -p cutctx-receipts --test receipts -- \
+        PIN_OUT="$pin" cargo test --quiet -p cutctx-ledger --test ledger -- \
         --exact processes::child_role --test-threads 1 >"$work/cargo.log" 2>&1) ||
         { cat "$work/cargo.log" >&2; echo "FAIL: the fallback writer failed" >&2; exit 1; }
 fi

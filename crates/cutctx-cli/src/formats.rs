@@ -20,12 +20,12 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use cutctx::model::details;
 use cutctx::{
     CompactionBudget, CompactionPlan, CompactionPolicy, DropOldestPolicy, ErrorCode,
     ObservationMaskingPolicy, PolicyChain, SummarizationRequest, SummarizingPolicy, default_chain,
 };
-use cutctx_formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use serde_json::Value;
 
 use crate::CliError;

@@ -3,7 +3,7 @@
 //!
 //! Unlike the other commands these touch one file, the ledger (appending under its lock, or
 //! reading it); every other document arrives as text, read by the binary as it reads a request.
-//! The format is arcaeon's (`cutctx_receipts`), so ledgers written here verify under arcaeon
+//! The format is arcaeon's (`cutctx::receipts`), so ledgers written here verify under arcaeon
 //! and ledgers arcaeon wrote verify here.
 //!
 //! * `compact REQUEST --ledger FILE [--compactor NAME]` prints exactly what `compact` prints
@@ -25,10 +25,11 @@
 
 use std::path::Path;
 
-use cutctx_receipts::content::{parse_content_map, parse_items};
-use cutctx_receipts::digest::Item;
-use cutctx_receipts::transcript::{default_compactor, receipt_for_compaction};
-use cutctx_receipts::{AuditOptions, Clock, CompactionReceipt, Labels, Ledger, Pin, ReceiptError};
+use cutctx::ledger::Ledger;
+use cutctx::receipts::content::{parse_content_map, parse_items};
+use cutctx::receipts::digest::Item;
+use cutctx::receipts::transcript::{default_compactor, receipt_for_compaction};
+use cutctx::receipts::{AuditOptions, Clock, CompactionReceipt, Labels, Pin, ReceiptError};
 
 use crate::CliError;
 

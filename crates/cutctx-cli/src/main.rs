@@ -177,7 +177,7 @@ fn main() -> ExitCode {
 /// Runs one command: its exit status (0, or 1 for a ledger that does not verify) and output.
 fn run(command: &Command) -> Result<(u8, String), CliError> {
     use cutctx_cli::ledger;
-    let clock = cutctx_receipts::SystemClock;
+    let clock = cutctx::ledger::SystemClock;
     let ok = |out: String| (0, out);
     match command {
         Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),

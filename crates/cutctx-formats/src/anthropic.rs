@@ -35,7 +35,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cutctx::{Role, TokenEstimator, TranscriptTurn};
+use cutctx_model::{Role, TranscriptTurn};
+use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
@@ -486,7 +487,7 @@ fn masked_message(i: usize, original: &Value, stub: &str) -> Result<Value, Forma
                 "Message {i} is masked, but it is an assistant message with blocks other than \
                  text (tool uses or thinking), which a stub cannot replace."
             ),
-            cutctx::model::details! { "index" => i, "format" => FORMAT.as_str() },
+            cutctx_model::details! { "index" => i, "format" => FORMAT.as_str() },
         ));
     }
     Ok(with_field(original, "content", Value::from(stub)))

@@ -6,8 +6,8 @@
 
 use std::sync::OnceLock;
 
-use cutctx::model::details;
-use cutctx::{CharRatioEstimator, TokenEstimator};
+use cutctx_model::details;
+use cutctx_policies::{CharRatioEstimator, TokenEstimator};
 use tiktoken_rs::CoreBPE;
 
 use crate::{BpeEncoding, FormatError};
@@ -16,7 +16,7 @@ use crate::{BpeEncoding, FormatError};
 /// (special-token text such as `<|endoftext|>` is counted as the text it is).
 ///
 /// ```
-/// use cutctx::TokenEstimator;
+/// use cutctx_policies::TokenEstimator;
 /// use cutctx_formats::{BpeEncoding, BpeEstimator};
 /// let e = BpeEstimator::new(BpeEncoding::Cl100kBase)?;
 /// assert_eq!(e.estimate_tokens("tiktoken is great!"), 6);

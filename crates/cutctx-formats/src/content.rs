@@ -5,7 +5,7 @@
 //! a marker such as `[image]` for each media part. Its estimate is the estimator's count for the
 //! text alone plus [`MEDIA_TOKEN_ESTIMATE`] for each media part.
 
-use cutctx::TokenEstimator;
+use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
 /// The fixed estimate of one image, file, document or audio part, in tokens.
@@ -128,7 +128,7 @@ impl Text {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cutctx::CharRatioEstimator;
+    use cutctx_policies::CharRatioEstimator;
     use serde_json::json;
 
     #[test]

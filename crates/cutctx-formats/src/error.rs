@@ -1,7 +1,7 @@
 //! The errors of this crate: a stable code, one line for people, and details naming message
 //! indices, fields and ids, never content.
 
-use cutctx::{CompactionError, Details};
+use cutctx_model::{CompactionError, Details};
 
 use crate::validate::Violation;
 

@@ -3,8 +3,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-use cutctx::model::details;
-use cutctx::{CharRatioEstimator, CompactionError, TokenEstimator};
+use cutctx_model::{CompactionError, details};
+use cutctx_policies::{CharRatioEstimator, TokenEstimator};
 
 use crate::FormatError;
 

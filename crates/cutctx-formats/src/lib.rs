@@ -25,7 +25,8 @@
 //!
 //! ```
 //! use std::collections::BTreeMap;
-//! use cutctx::{CompactionBudget, CompactionPolicy, DropOldestPolicy};
+//! use cutctx_model::CompactionBudget;
+//! use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
 //! use cutctx_formats::{Format, ProviderTranscript};
 //! use serde_json::json;
 //!
@@ -92,11 +93,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::str::FromStr;
 
-use cutctx::model::details;
-use cutctx::{
-    CharRatioEstimator, CompactionPlan, CompactionReport, SummarizationRequest, TokenEstimator,
-    Transcript,
-};
+use cutctx_invariants::CompactionPlan;
+use cutctx_model::{CompactionReport, SummarizationRequest, Transcript, details};
+use cutctx_policies::{CharRatioEstimator, TokenEstimator};
 use serde_json::{Map, Value};
 
 #[cfg(feature = "bpe")]
@@ -280,7 +279,7 @@ impl ProviderTranscript {
         }
     }
 
-    /// Maps a view derived from [`ProviderTranscript::transcript`] (by `cutctx::apply`) back to
+    /// Maps a view derived from [`ProviderTranscript::transcript`] (by `cutctx_executor::apply`) back to
     /// a document of the input's format and shape, and checks it with [`validate`].
     ///
     /// # Errors
@@ -307,14 +306,14 @@ impl ProviderTranscript {
     ///
     /// # Errors
     ///
-    /// `COMPACTION_PLAN_MISMATCH` or `COMPACTION_SUMMARY_MISSING` from `cutctx::apply`; as
+    /// `COMPACTION_PLAN_MISMATCH` or `COMPACTION_SUMMARY_MISSING` from `cutctx_executor::apply`; as
     /// [`ProviderTranscript::render`].
     pub fn apply(
         &self,
         plan: &CompactionPlan,
         summaries: &BTreeMap<String, String>,
     ) -> Result<Compacted, FormatError> {
-        let out = cutctx::apply(&self.transcript, plan, summaries)?;
+        let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
         let document = self.render(&out.transcript)?;
         Ok(Compacted {
             document,

@@ -4,9 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cutctx::executor::META_KIND;
-use cutctx::model::details;
-use cutctx::{Transcript, TranscriptTurn};
+use cutctx_executor::META_KIND;
+use cutctx_model::{Transcript, TranscriptTurn, details};
 use serde_json::{Map, Value};
 
 use crate::FormatError;

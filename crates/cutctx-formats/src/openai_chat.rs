@@ -26,7 +26,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cutctx::{Role, TokenEstimator, TranscriptTurn};
+use cutctx_model::{Role, TranscriptTurn};
+use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;

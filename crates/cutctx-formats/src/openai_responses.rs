@@ -30,7 +30,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cutctx::{Role, TokenEstimator, TranscriptTurn};
+use cutctx_model::{Role, TranscriptTurn};
+use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
@@ -473,7 +474,7 @@ fn masked(i: usize, original: &Value, stub: &str) -> Result<Value, FormatError> 
                 "Item {i} is masked, but only messages and tool outputs have a payload a stub \
                  can replace."
             ),
-            cutctx::model::details! { "index" => i, "format" => FORMAT.as_str() },
+            cutctx_model::details! { "index" => i, "format" => FORMAT.as_str() },
         )),
     }
 }

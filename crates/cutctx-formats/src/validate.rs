@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use cutctx::Details;
+use cutctx_model::Details;
 use serde_json::Value;
 
 use crate::Format;

@@ -14,9 +14,11 @@
 
 use sha2::{Digest, Sha256};
 
+use crate::clock::Clock;
 use crate::digest::{hex, sha256_hex};
 use crate::error::ReceiptError;
 use crate::json::{self, Object, Value};
+use crate::pyrepr::str_value;
 
 /// The `prev` of the first chained row.
 pub const GENESIS: &str = "genesis";
@@ -35,7 +37,19 @@ pub fn chain(prev: &str, row: &Object) -> Result<String, ReceiptError> {
 }
 
 /// [`chain`] with `prev` as generalized UTF-8 (a claimed chain may hold a lone surrogate).
-pub(crate) fn chain_raw(prev: &[u8], row: &Object) -> Result<String, ReceiptError> {
+///
+/// # Errors
+///
+/// As [`chain`].
+///
+/// ```
+/// use cutctx_receipts::chain::{GENESIS, chain, chain_raw};
+/// use cutctx_receipts::json::Object;
+/// let row = Object::new();
+/// assert_eq!(chain_raw(GENESIS.as_bytes(), &row)?, chain(GENESIS, &row)?);
+/// # Ok::<(), cutctx_receipts::ReceiptError>(())
+/// ```
+pub fn chain_raw(prev: &[u8], row: &Object) -> Result<String, ReceiptError> {
     let body = json::to_chain_body_without(row, "chain")?;
     let mut h = Sha256::new();
     h.update(prev);
@@ -479,6 +493,134 @@ pub fn chain_at(text: &str, n: usize) -> Option<Value> {
         }
     }
     None
+}
+
+/// A row ready to append: stamped, chained, and written as its line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chained {
+    /// The row's chain value.
+    pub chain: String,
+    /// The row, `ts` and `chain` included.
+    pub row: Object,
+    /// The row as one line of strict JSON, without its newline.
+    pub line: String,
+}
+
+/// The first half of arcaeon's `Ledger.append`, before the previous chain is known: `ts` is
+/// stamped when absent and any `chain` is removed (the writer sets it).
+#[must_use]
+pub fn stamped(record: &Object, clock: &dyn Clock) -> Object {
+    let mut row = record.clone();
+    if !row.contains_key("ts") {
+        row.insert("ts", Value::str(&clock.now_utc()));
+    }
+    row.remove("chain");
+    row
+}
+
+/// The second half of arcaeon's `Ledger.append`: chains a [`stamped`] row after `prev` (see
+/// [`prev_after`]) and writes its line.
+///
+/// # Errors
+///
+/// A row that cannot be written as strict JSON (NaN, a lone surrogate, too deep): the writer
+/// learns it before writing any byte.
+///
+/// ```
+/// use cutctx_receipts::chain::{GENESIS, chained, stamped};
+/// use cutctx_receipts::{FixedClock, json::Object};
+/// let row = stamped(&Object::new(), &FixedClock::new("2026-08-15T00:00:00Z"));
+/// let c = chained(row, GENESIS.as_bytes())?;
+/// assert_eq!(c.line, format!(r#"{{"ts": "2026-08-15T00:00:00Z", "chain": "{}"}}"#, c.chain));
+/// # Ok::<(), cutctx_receipts::ReceiptError>(())
+/// ```
+pub fn chained(mut row: Object, prev: &[u8]) -> Result<Chained, ReceiptError> {
+    let chain = chain_raw(prev, &row)?;
+    row.insert("chain", Value::str(&chain));
+    let line = json::object_to_line(&row)?;
+    Ok(Chained { chain, row, line })
+}
+
+/// The `prev` the next appended row hashes, given the last line of the ledger that parses as
+/// an object (`None` for a ledger without one): arcaeon's `_last_chain`, as the chain rule
+/// hashes it (generalized UTF-8, so a claimed chain holding a lone surrogate hashes as in
+/// Python).
+#[must_use]
+pub fn prev_after(last: Option<&Object>) -> Vec<u8> {
+    match last.and_then(|obj| obj.get("chain")) {
+        Some(Value::Str(t)) if !t.is_empty() => t.as_bytes().to_vec(),
+        Some(v) if v.is_truthy() => str_value(v).into_bytes(),
+        _ => GENESIS.as_bytes().to_vec(),
+    }
+}
+
+/// arcaeon's `_last_chain` of the last line that parses as an object: Python's `str()` of
+/// `obj.get("chain") or "genesis"`.
+///
+/// ```
+/// use cutctx_receipts::chain::{GENESIS, last_chain};
+/// assert_eq!(last_chain(None), GENESIS);
+/// ```
+#[must_use]
+pub fn last_chain(last: Option<&Object>) -> String {
+    match last.and_then(|obj| obj.get("chain")) {
+        Some(v) if v.is_truthy() => str_value(v),
+        _ => GENESIS.to_owned(),
+    }
+}
+
+/// The `why` of a break declaration, stripped; refused when blank.
+///
+/// # Errors
+///
+/// [`ReceiptError::Malformed`] for a blank `why`.
+pub fn declaration_why(why: &str) -> Result<&str, ReceiptError> {
+    let why = py_strip(why);
+    if why.is_empty() {
+        return Err(ReceiptError::Malformed {
+            message: "declare_break needs a non-empty why: an unexplained declaration is a mute \
+                      exemption"
+                .to_owned(),
+        });
+    }
+    Ok(why)
+}
+
+/// The row of arcaeon's `declare_break` over the ledger `text` (named `source` in messages):
+/// `{"op": "chain_break_declared", "orphan_line", "orphan_sha256", "why"[, "resume_prev"]}`,
+/// pinning the orphan line's exact (stripped) bytes.
+///
+/// # Errors
+///
+/// [`ReceiptError::Malformed`] for a blank `why`, a line outside the text or a blank line.
+pub fn break_declaration(
+    text: &str,
+    source: &str,
+    orphan_line: usize,
+    why: &str,
+    resume_prev: Option<&str>,
+) -> Result<Object, ReceiptError> {
+    let malformed = |message: String| ReceiptError::Malformed { message };
+    let why = declaration_why(why)?;
+    let raw = orphan_line
+        .checked_sub(1)
+        .and_then(|i| text.split('\n').nth(i))
+        .ok_or_else(|| malformed(format!("line {orphan_line} is not in {source}")))?;
+    let raw = py_strip(raw);
+    if raw.is_empty() {
+        return Err(malformed(format!(
+            "line {orphan_line} of {source} is blank; nothing to pin"
+        )));
+    }
+    let mut row = Object::new();
+    row.insert("op", Value::str(DECLARE_OP));
+    row.insert("orphan_line", Value::Int(orphan_line.into()));
+    row.insert("orphan_sha256", Value::str(&sha256_hex(raw.as_bytes())));
+    row.insert("why", Value::str(why));
+    if let Some(prev) = resume_prev {
+        row.insert("resume_prev", Value::str(prev));
+    }
+    Ok(row)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! Where time comes from: an injectable clock, so receipts and ledgers are deterministic in
-//! tests.
+//! tests. The system clock is `cutctx_ledger::SystemClock`: reading real time is I/O.
 //!
 //! Every timestamp is UTC at second precision with a literal `Z`, as Python's
 //! `strftime("%Y-%m-%dT%H:%M:%SZ")` writes it: `2026-08-15T00:00:00Z`.
@@ -10,20 +10,6 @@ use std::sync::atomic::{AtomicI64, Ordering};
 pub trait Clock {
     /// The current time as `YYYY-MM-DDTHH:MM:SSZ`.
     fn now_utc(&self) -> String;
-}
-
-/// The system clock.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_utc(&self) -> String {
-        let secs = match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
-            Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
-        };
-        format_unix_utc(secs)
-    }
 }
 
 /// A clock that always says the same time.
@@ -114,8 +100,5 @@ mod tests {
         let c = SteppingClock::starting_at_unix(1_786_752_000);
         assert_eq!(c.now_utc(), "2026-08-15T00:00:00Z");
         assert_eq!(c.now_utc(), "2026-08-15T00:00:01Z");
-        let s = SystemClock.now_utc();
-        assert_eq!(s.len(), 20);
-        assert!(s.ends_with('Z'));
     }
 }

@@ -5,7 +5,7 @@
 //! operations that cannot go on: input that is not JSON, content that cannot be digested, a
 //! lifecycle misuse, a claim that disagrees, a file that cannot be written.
 
-use cutctx::Details;
+use cutctx_model::Details;
 use serde_json::json;
 
 /// Why an operation of this crate failed. Each variant has a stable [`code`](Self::code).
@@ -99,7 +99,7 @@ pub enum ReceiptError {
         /// What is wrong.
         message: String,
     },
-    /// The file system refused.
+    /// The file system refused (raised by `cutctx-ledger`, which does the file I/O).
     #[error("cannot {action} {path}: {message}")]
     Io {
         /// What was being done: `read`, `open`, `lock`, `write`, `sync`.
@@ -223,13 +223,5 @@ impl ReceiptError {
             Self::Unverified { first_break } => put("first_break", json!(first_break)),
         }
         d
-    }
-
-    pub(crate) fn io(action: &'static str, path: &std::path::Path, e: &std::io::Error) -> Self {
-        Self::Io {
-            action,
-            path: path.display().to_string(),
-            message: e.to_string(),
-        }
     }
 }

@@ -1120,7 +1120,7 @@ pub fn py_float_repr(f: f64) -> String {
     if f == 0.0 && f.is_sign_negative() {
         return "-0.0".to_owned();
     }
-    cutctx::model::canonical::py_float_repr(f).unwrap_or_default()
+    cutctx_model::canonical::py_float_repr(f).unwrap_or_default()
 }
 
 /// Compares two non-negative canonical decimal integers.

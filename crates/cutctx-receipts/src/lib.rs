@@ -13,9 +13,13 @@
 //! json ─ digest ─ manifest ─ receipt ─ verify           pure: digests, rows, verdicts
 //!          └─ transcript (cutctx turns as items)
 //! chain ─ pin ─ audit                                   pure: the walk over a ledger's text
-//! ledger                                                I/O: append (lock, fsync), read, head
 //! clock                                                 injectable time
 //! ```
+//!
+//! The crate is pure: no file, clock or environment. The ledger *file* (append under a lock
+//! with `fsync`, read, head) and the system clock are `cutctx-ledger`, a thin layer above this
+//! one; [`chain`] gives it what to write ([`chain::stamped`], [`chain::chained`]) and how to
+//! read what is there.
 //!
 //! # Example
 //!
@@ -38,9 +42,8 @@
 //! # Ok::<(), cutctx_receipts::ReceiptError>(())
 //! ```
 //!
-//! Appending to a file is [`Ledger::append`] (or [`Ledger::seal`]); verifying one is
-//! [`ledger::verify_file`] (arcaeon's verdict) or [`Ledger::audit`] (chain, every receipt,
-//! content and pin, with every failure listed).
+//! Verifying a ledger's text is [`chain::verify_text`] (arcaeon's verdict) or [`audit_text`]
+//! (chain, every receipt, content and pin, with every failure listed).
 #![forbid(unsafe_code)]
 
 pub mod audit;
@@ -50,7 +53,6 @@ pub mod content;
 pub mod digest;
 mod error;
 pub mod json;
-pub mod ledger;
 pub mod manifest;
 pub mod pin;
 pub mod pyrepr;
@@ -60,11 +62,10 @@ pub mod verify;
 
 pub use audit::{Audit, AuditOptions, Failure, audit_text};
 pub use chain::{Break, BreakKind, FileVerdict};
-pub use clock::{Clock, FixedClock, SteppingClock, SystemClock};
+pub use clock::{Clock, FixedClock, SteppingClock};
 pub use content::SideContent;
 pub use digest::{ContentDigest, Item, ItemDigest};
 pub use error::ReceiptError;
-pub use ledger::{Appended, Ledger};
 pub use pin::{Head, Pin, PinStatus, PinVerdict};
 pub use receipt::{CompactionReceipt, Labels, Schema};
 pub use transcript::receipt_for_compaction;

@@ -244,12 +244,13 @@ impl CompactionReceipt {
         Ok(row)
     }
 
-    /// The row [`seal`](Self::seal) would return, without sealing.
-    pub(crate) fn prepare(
-        &self,
-        labels: &Labels,
-        clock: &dyn Clock,
-    ) -> Result<Object, ReceiptError> {
+    /// The row [`seal`](Self::seal) would return, without sealing: for a writer that seals
+    /// only once the row is safely stored (then [`mark_sealed`](Self::mark_sealed)).
+    ///
+    /// # Errors
+    ///
+    /// As [`seal`](Self::seal).
+    pub fn prepare(&self, labels: &Labels, clock: &dyn Clock) -> Result<Object, ReceiptError> {
         self.require_unsealed()?;
         for (key, _) in &labels.extra {
             if RESERVED_KEYS.contains(&key.as_str()) {
@@ -281,7 +282,8 @@ impl CompactionReceipt {
         Ok(row)
     }
 
-    pub(crate) fn mark_sealed(&mut self) {
+    /// Marks the receipt sealed once the row [`prepare`](Self::prepare) built is stored.
+    pub fn mark_sealed(&mut self) {
         self.sealed = true;
     }
 }

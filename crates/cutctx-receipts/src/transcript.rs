@@ -1,7 +1,7 @@
 //! Receipts for cutctx's own compactions.
 //!
 //! The pre-items are the input turns and the post-items the view's turns, each as its turn
-//! object, the seven-key shape of [`cutctx::Transcript::canonical_json`]:
+//! object, the seven-key shape of [`cutctx_model::Transcript::canonical_json`]:
 //!
 //! ```text
 //! {"content", "metadata", "pinned", "role", "token_estimate", "tool_call_id", "turn_id"}
@@ -13,7 +13,7 @@
 //! the extra key [`PLAN_HASH_KEY`]: outside the `receipt_digest` core (arcaeon's verifier is
 //! unaffected), inside the chain (it cannot be edited unseen).
 
-use cutctx::{CompactedTranscript, Transcript, TranscriptTurn};
+use cutctx_model::{CompactedTranscript, Transcript, TranscriptTurn};
 
 use crate::clock::Clock;
 use crate::digest::{ContentDigest, Item, ItemDigest, digest_canonical};
@@ -27,7 +27,7 @@ pub const PLAN_HASH_KEY: &str = "plan_hash";
 /// The compactor name cutctx uses when none is given: `cutctx/<version>`.
 #[must_use]
 pub fn default_compactor() -> String {
-    format!("cutctx/{}", cutctx::VERSION)
+    format!("cutctx/{}", env!("CARGO_PKG_VERSION"))
 }
 
 /// The method label of a compaction: `cutctx:<policy name>@<policy version>`.

@@ -14,7 +14,20 @@
 //! as unsatisfiable with both figures. The same input always gives byte-identical plans, equal
 //! to those of the CutCtx 0.1.0 reference implementation.
 //!
-//! This crate only re-exports: it is the one dependency a user needs.
+//! This crate only re-exports: it is the one dependency a user needs, and the top library
+//! crate of the workspace. The core (the four modules below) is always there; cargo features
+//! add the rest:
+//!
+//! | feature    | adds                                                                   |
+//! |------------|------------------------------------------------------------------------|
+//! | `formats`  | `formats`: OpenAI Chat, OpenAI Responses and Anthropic request bodies |
+//! | `receipts` | `receipts` and `ledger`: arcaeon-compatible receipts and their ledger file |
+//! | `bpe`      | `formats`, with real BPE token counts for OpenAI models                |
+//!
+//! ```toml
+//! [dependencies]
+//! cutctx = { version = "0.1", features = ["formats", "receipts"] }
+//! ```
 //!
 //! # Quick start
 //!
@@ -54,6 +67,50 @@ pub use cutctx_policies as policies;
 
 /// The executor (`cutctx-executor`).
 pub use cutctx_executor as executor;
+
+/// Provider request formats (`cutctx-formats`); with the `formats` feature.
+///
+/// ```
+/// use cutctx::formats::{Format, ProviderTranscript};
+///
+/// let request = serde_json::json!({
+///     "model": "gpt-4.1",
+///     "messages": [{"role": "user", "content": "Hello"}],
+/// });
+/// let pt = ProviderTranscript::parse(Format::OpenAiChat, &request)?;
+/// assert_eq!(pt.transcript().len(), 1);
+/// # Ok::<(), cutctx::formats::FormatError>(())
+/// ```
+#[cfg(feature = "formats")]
+pub use cutctx_formats as formats;
+
+/// Compaction receipts and the pure walk over a ledger's text (`cutctx-receipts`); with the
+/// `receipts` feature.
+///
+/// ```
+/// use cutctx::receipts::{CompactionReceipt, FixedClock, Item, Labels};
+///
+/// let clock = FixedClock::new("2026-08-15T00:00:00Z");
+/// let mut receipt = CompactionReceipt::open(&[Item::Str("a".into())], &clock)?;
+/// receipt.record_kept(&[])?;
+/// let row = receipt.seal(&Labels::new("me", "drop-all"), &clock)?;
+/// assert_eq!(row.get("kind").and_then(|v| v.as_str()), Some("compaction_receipt"));
+/// # Ok::<(), cutctx::receipts::ReceiptError>(())
+/// ```
+#[cfg(feature = "receipts")]
+pub use cutctx_receipts as receipts;
+
+/// The ledger file: appending under a lock with fsync, reading, head pins, and the system
+/// clock (`cutctx-ledger`); with the `receipts` feature.
+///
+/// ```no_run
+/// use cutctx::ledger::{Ledger, SystemClock};
+///
+/// let head = Ledger::new("receipts.jsonl").head(&SystemClock);
+/// println!("{}", head.chain);
+/// ```
+#[cfg(feature = "receipts")]
+pub use cutctx_ledger as ledger;
 
 #[doc(inline)]
 pub use cutctx_model::{

@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use cutctx_formats::{Format, validate};
+use cutctx::formats::{Format, validate};
 
 use crate::{example, json, scratch};
 

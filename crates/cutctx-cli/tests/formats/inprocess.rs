@@ -1,7 +1,7 @@
 //! `formats::compact` in-process: outputs, summaries (given, missing, from a command), the
 //! report, and failures.
 
-use cutctx_formats::{Format, validate};
+use cutctx::formats::{Format, validate};
 use serde_json::json;
 
 use crate::formats::{self, FormatName};

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use cutctx_receipts::{FixedClock, SteppingClock};
+use cutctx::receipts::{FixedClock, SteppingClock};
 
 use crate::ledger::{compact_with_ledger, ledger_head, ledger_verify, receipt_seal};
 use crate::support::{

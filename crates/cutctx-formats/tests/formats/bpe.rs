@@ -1,8 +1,8 @@
 //! BPE counts (feature `bpe`): the estimator counts exactly what tiktoken-rs counts, on a fixed
 //! sample whose counts are pinned, and turns built with it carry those counts.
 
-use cutctx::TokenEstimator;
 use cutctx_formats::{BpeEncoding, BpeEstimator, EstimatorSpec, Format, ProviderTranscript};
+use cutctx_policies::TokenEstimator;
 use serde_json::json;
 
 use crate::BPE_SAMPLES;
@@ -59,7 +59,7 @@ fn turns_built_with_a_bpe_estimator_carry_its_counts() {
         .transcript()
         .turns()
         .iter()
-        .map(cutctx::TranscriptTurn::token_estimate)
+        .map(cutctx_model::TranscriptTurn::token_estimate)
         .collect();
     assert_eq!(
         estimates,

@@ -2,11 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use cutctx::{
-    CompactionBudget, CompactionPolicy, DEFAULT_PLACEHOLDER, DropOldestPolicy,
-    ObservationMaskingPolicy, SummarizingPolicy, Transcript,
-};
 use cutctx_formats::{Format, LEAD_IN_TEXT, ProviderTranscript, TurnSource, validate};
+use cutctx_model::{CompactionBudget, DEFAULT_PLACEHOLDER, Transcript};
+use cutctx_policies::{
+    CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, SummarizingPolicy,
+};
 use serde_json::{Value, json};
 
 use crate::{PROMPT, compact, corpus, list, orphans, policies, role, summary_text};

@@ -60,7 +60,10 @@ fn estimator_specs_and_their_errors() {
     assert_eq!(e.details()["estimator"], "words");
     let spec: EstimatorSpec = "chars:2".parse().expect("valid");
     assert_eq!(
-        cutctx::TokenEstimator::estimate_tokens(spec.estimator().expect("builds").as_ref(), "abcd"),
+        cutctx_policies::TokenEstimator::estimate_tokens(
+            spec.estimator().expect("builds").as_ref(),
+            "abcd"
+        ),
         2
     );
     assert!(EstimatorSpec::default().is_default());

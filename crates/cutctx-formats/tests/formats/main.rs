@@ -23,11 +23,11 @@ mod bpe;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use cutctx::{
-    CompactionBudget, CompactionPolicy, DropOldestPolicy, ErrorCode, ObservationMaskingPolicy,
-    SummarizingPolicy, default_chain,
-};
 use cutctx_formats::{Compacted, Format, FormatError, ProviderTranscript};
+use cutctx_model::{CompactionBudget, ErrorCode};
+use cutctx_policies::{
+    CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, SummarizingPolicy, default_chain,
+};
 use serde_json::Value;
 
 /// The prompt id the summarizing policies use.

@@ -3,8 +3,8 @@
 //! same-role neighbours that were neighbours in the input, and a budget that fits changes
 //! nothing.
 
-use cutctx::CompactionBudget;
 use cutctx_formats::{Format, ProviderTranscript, validate};
+use cutctx_model::CompactionBudget;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! With a budget that fits, every corpus request comes back identical, whatever the policy.
 
-use cutctx::{CompactionBudget, Role};
 use cutctx_formats::{Format, ProviderTranscript, validate};
+use cutctx_model::{CompactionBudget, Role};
 
 use crate::{compact, corpus, policies};
 

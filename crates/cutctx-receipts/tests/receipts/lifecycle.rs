@@ -3,11 +3,9 @@
 
 use cutctx_receipts::digest::{Item, digest_content, digest_item};
 use cutctx_receipts::json::Value;
-use cutctx_receipts::{
-    CompactionReceipt, FixedClock, Labels, Ledger, ReceiptError, verify_receipt,
-};
+use cutctx_receipts::{CompactionReceipt, FixedClock, Labels, ReceiptError, verify_receipt};
 
-use crate::support::{object, parse, scratch};
+use crate::support::{object, parse};
 
 fn clock() -> FixedClock {
     FixedClock::new("2026-08-15T00:00:00Z")
@@ -201,24 +199,6 @@ fn misuse_is_refused() {
             .code(),
         "RECEIPT_JSON_NON_FINITE"
     );
-}
-
-#[test]
-fn a_failed_append_leaves_the_receipt_open() {
-    let dir = scratch("failed_append");
-    std::fs::write(dir.join("not-a-dir"), b"x").expect("writable");
-    let ledger = Ledger::new(dir.join("not-a-dir").join("receipts.jsonl"));
-    let mut r = CompactionReceipt::open(&[s("a")], &clock()).expect("opens");
-    r.record_kept(&[s("a")]).expect("records");
-    let err = ledger
-        .seal(&mut r, &Labels::new("t", "m"), &clock())
-        .expect_err("cannot create");
-    assert_eq!(err.code(), "LEDGER_IO_ERROR");
-    assert!(!r.is_sealed());
-    let good = Ledger::new(dir.join("receipts.jsonl"));
-    good.seal(&mut r, &Labels::new("t", "m"), &clock())
-        .expect("seals");
-    assert!(r.is_sealed());
 }
 
 #[test]

@@ -1,4 +1,4 @@
-//! Shared helpers: the conformance folder, scratch folders, parsing.
+//! Shared helpers: the conformance folder and parsing.
 
 use std::path::{Path, PathBuf};
 
@@ -23,18 +23,6 @@ pub(crate) fn read(dir: &Path, name: &str) -> String {
     std::fs::read_to_string(dir.join(name)).expect("a conformance file is readable")
 }
 
-/// A fresh, empty scratch folder for one test.
-pub(crate) fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("receipts")
-        .join(test);
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).expect("an old scratch folder can be removed");
-    }
-    std::fs::create_dir_all(&dir).expect("a scratch folder can be created");
-    dir
-}
-
 /// Parses JSON text that must parse.
 pub(crate) fn parse(text: &str) -> Value {
     json::parse(text).expect("test JSON parses").value
@@ -46,15 +34,6 @@ pub(crate) fn object(text: &str) -> Object {
         Value::Object(o) => o,
         other => panic!("expected an object, got {other:?}"),
     }
-}
-
-/// The lines of a file, without their newlines.
-pub(crate) fn lines_of(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .expect("the ledger is readable")
-        .lines()
-        .map(str::to_owned)
-        .collect()
 }
 
 /// Decodes lower-case hex.

@@ -4,6 +4,7 @@
 //!
 //! Everything is reached through `cutctx`'s re-exports, as a user would.
 
+mod features;
 mod plan_and_apply;
 mod quick_start;
 

@@ -1,6 +1,7 @@
 //! The ledger file: appending under a lock with fsync, reading, verifying, head pins.
 //!
-//! This is the only module that touches the file system.
+//! What to write and how to read it is `cutctx_receipts::chain`, which works on text; this
+//! module only opens, locks, writes, syncs and reads files around it.
 //!
 //! **Appending** ([`Ledger::append`]) mirrors arcaeon's `Ledger.append`: `ts` is stamped when
 //! absent, any `chain` is replaced, and under an exclusive advisory lock on the sidecar
@@ -24,7 +25,7 @@
 //!   of band therefore restarts the chain from `genesis`, which is what arcaeon's
 //!   `declare_break` (without `resume_prev`) expects of the next row.
 //!
-//! **Reading** follows arcaeon (see [`crate::chain`]); [`verify_file`], [`Ledger::head`] and
+//! **Reading** follows arcaeon (see [`cutctx_receipts::chain`]); [`verify_file`], [`Ledger::head`] and
 //! [`chain_at`] reproduce `verify_file`, `Ledger.head` and `chain_at`.
 
 use std::fs::{File, OpenOptions};
@@ -32,14 +33,11 @@ use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::audit::{Audit, AuditOptions, audit_text};
-use crate::chain::{self, FileVerdict, GENESIS, ParsedRow};
-use crate::clock::Clock;
-use crate::error::ReceiptError;
-use crate::json::{self, Object, Value};
-use crate::pin::Head;
-use crate::pyrepr::str_value;
-use crate::receipt::{CompactionReceipt, Labels};
+use cutctx_receipts::chain::{self, Chained, FileVerdict, GENESIS, ParsedRow};
+use cutctx_receipts::json::{self, Object, Value};
+use cutctx_receipts::{
+    Audit, AuditOptions, Clock, CompactionReceipt, Head, Labels, ReceiptError, audit_text,
+};
 
 /// How long [`Ledger::append`] waits for the lock by default.
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -106,7 +104,7 @@ impl Ledger {
             .create(true)
             .truncate(false)
             .open(&lock_path)
-            .map_err(|e| ReceiptError::io("open", &lock_path, &e))?;
+            .map_err(|e| io_error("open", &lock_path, &e))?;
         let start = Instant::now();
         let mut delay = Duration::from_millis(1);
         loop {
@@ -123,7 +121,7 @@ impl Ledger {
                     delay = (delay * 2).min(Duration::from_millis(50));
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(ReceiptError::io("lock", &lock_path, &e));
+                    return Err(io_error("lock", &lock_path, &e));
                 }
             }
         }
@@ -138,37 +136,31 @@ impl Ledger {
     /// that a file system failure in the middle of the write may leave a torn last line,
     /// which the next append heals and verification reports.
     pub fn append(&self, record: &Object, clock: &dyn Clock) -> Result<Appended, ReceiptError> {
-        let mut obj = record.clone();
-        if !obj.contains_key("ts") {
-            obj.insert("ts", Value::str(&clock.now_utc()));
-        }
-        obj.remove("chain");
+        let stamped = chain::stamped(record, clock);
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| ReceiptError::io("create", parent, &e))?;
+            std::fs::create_dir_all(parent).map_err(|e| io_error("create", parent, &e))?;
         }
         let _lock = self.lock()?;
         let prev = self.prev_for_append()?;
-        let chain = chain::chain_raw(&prev, &obj)?;
-        obj.insert("chain", Value::str(&chain));
         // An unwritable row (NaN, a lone surrogate) is refused here, before any byte is written.
-        let line = json::object_to_line(&obj)?;
+        let Chained { chain, row, line } = chain::chained(stamped, &prev)?;
         let existed = self.path.exists();
         let mut file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .open(&self.path)
-            .map_err(|e| ReceiptError::io("open", &self.path, &e))?;
+            .map_err(|e| io_error("open", &self.path, &e))?;
         let before = file
             .metadata()
-            .map_err(|e| ReceiptError::io("stat", &self.path, &e))?
+            .map_err(|e| io_error("stat", &self.path, &e))?
             .len();
         let mut healed = false;
         if before > 0 {
             let mut last = [0_u8; 1];
             file.seek(SeekFrom::Start(before - 1))
                 .and_then(|_| file.read_exact(&mut last))
-                .map_err(|e| ReceiptError::io("read", &self.path, &e))?;
+                .map_err(|e| io_error("read", &self.path, &e))?;
             healed = last[0] != b'\n';
         }
         let mut payload = Vec::with_capacity(line.len() + 2);
@@ -179,11 +171,11 @@ impl Ledger {
         payload.push(b'\n');
         file.write_all(&payload)
             .and_then(|()| file.flush())
-            .map_err(|e| ReceiptError::io("write", &self.path, &e))?;
-        sync(&file).map_err(|e| ReceiptError::io("sync", &self.path, &e))?;
+            .map_err(|e| io_error("write", &self.path, &e))?;
+        sync(&file).map_err(|e| io_error("sync", &self.path, &e))?;
         let landed = file
             .metadata()
-            .map_err(|e| ReceiptError::io("stat", &self.path, &e))?
+            .map_err(|e| io_error("stat", &self.path, &e))?
             .len();
         let wrote = payload.len() as u64;
         if landed < before.saturating_add(wrote) {
@@ -209,7 +201,7 @@ impl Ledger {
         }
         Ok(Appended {
             chain,
-            row: obj,
+            row,
             line,
             healed,
         })
@@ -250,59 +242,18 @@ impl Ledger {
         resume_prev: Option<&str>,
         clock: &dyn Clock,
     ) -> Result<Appended, ReceiptError> {
-        let malformed = |message: String| ReceiptError::Malformed { message };
-        let why = chain::py_strip(why);
-        if why.is_empty() {
-            return Err(malformed(
-                "declare_break needs a non-empty why: an unexplained declaration is a mute \
-                 exemption"
-                    .to_owned(),
-            ));
-        }
+        // A blank `why` is refused before the file is read, as arcaeon does.
+        chain::declaration_why(why)?;
         let text = self.read_text()?;
-        let raw = orphan_line
-            .checked_sub(1)
-            .and_then(|i| text.split('\n').nth(i))
-            .ok_or_else(|| {
-                malformed(format!(
-                    "line {orphan_line} is not in {}",
-                    self.path.display()
-                ))
-            })?;
-        let raw = chain::py_strip(raw);
-        if raw.is_empty() {
-            return Err(malformed(format!(
-                "line {orphan_line} of {} is blank; nothing to pin",
-                self.path.display()
-            )));
-        }
-        let mut row = Object::new();
-        row.insert("op", Value::str(chain::DECLARE_OP));
-        row.insert("orphan_line", Value::Int(orphan_line.into()));
-        row.insert(
-            "orphan_sha256",
-            Value::str(&crate::digest::sha256_hex(raw.as_bytes())),
-        );
-        row.insert("why", Value::str(why));
-        if let Some(prev) = resume_prev {
-            row.insert("resume_prev", Value::str(prev));
-        }
+        let source = self.path.display().to_string();
+        let row = chain::break_declaration(&text, &source, orphan_line, why, resume_prev)?;
         self.append(&row, clock)
     }
 
     /// The `prev` for the next row: [`Ledger::last_chain`] as the chain rule hashes it
     /// (generalized UTF-8, so a claimed chain holding a lone surrogate hashes as in Python).
     fn prev_for_append(&self) -> Result<Vec<u8>, ReceiptError> {
-        let mut found = None;
-        self.scan_back(|obj| {
-            found = Some(match obj.get("chain") {
-                Some(Value::Str(t)) if !t.is_empty() => t.as_bytes().to_vec(),
-                Some(v) if v.is_truthy() => str_value(v).into_bytes(),
-                _ => GENESIS.as_bytes().to_vec(),
-            });
-            true
-        })?;
-        Ok(found.unwrap_or_else(|| GENESIS.as_bytes().to_vec()))
+        Ok(chain::prev_after(self.last_row()?.as_ref()))
     }
 
     /// arcaeon's `_last_chain`: the chain of the last line that parses as an object, as
@@ -312,15 +263,17 @@ impl Ledger {
     ///
     /// A file that exists but cannot be read.
     pub fn last_chain(&self) -> Result<String, ReceiptError> {
+        Ok(chain::last_chain(self.last_row()?.as_ref()))
+    }
+
+    /// The last line that parses as an object, if any.
+    fn last_row(&self) -> Result<Option<Object>, ReceiptError> {
         let mut found = None;
         self.scan_back(|obj| {
-            found = Some(match obj.get("chain") {
-                Some(v) if v.is_truthy() => str_value(v),
-                _ => GENESIS.to_owned(),
-            });
+            found = Some(obj.clone());
             true
         })?;
-        Ok(found.unwrap_or_else(|| GENESIS.to_owned()))
+        Ok(found)
     }
 
     /// Walks lines backwards (split on `\n`, ASCII-stripped, lossily decoded, as arcaeon's
@@ -329,9 +282,9 @@ impl Ledger {
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(ReceiptError::io("open", &self.path, &e)),
+            Err(e) => return Err(io_error("open", &self.path, &e)),
         };
-        let io = |e: std::io::Error| ReceiptError::io("read", &self.path, &e);
+        let io = |e: std::io::Error| io_error("read", &self.path, &e);
         let mut end = file.seek(SeekFrom::End(0)).map_err(io)?;
         while end > 0 {
             let start = line_start_before(&mut file, end).map_err(io)?;
@@ -365,7 +318,7 @@ impl Ledger {
     pub fn read_text(&self) -> Result<String, ReceiptError> {
         std::fs::read(&self.path)
             .map(|b| chain::decode(&b))
-            .map_err(|e| ReceiptError::io("read", &self.path, &e))
+            .map_err(|e| io_error("read", &self.path, &e))
     }
 
     /// Every line that parses as a JSON object, with its line number (arcaeon's iteration,
@@ -409,13 +362,22 @@ impl Ledger {
         }
     }
 
-    /// Audits the ledger (see [`crate::audit`]).
+    /// Audits the ledger (see [`cutctx_receipts::audit`]).
     ///
     /// # Errors
     ///
     /// A file that cannot be read.
     pub fn audit(&self, options: AuditOptions<'_>) -> Result<Audit, ReceiptError> {
         Ok(audit_text(&self.read_text()?, options))
+    }
+}
+
+/// [`ReceiptError::Io`] for a file system failure while doing `action` on `path`.
+fn io_error(action: &'static str, path: &Path, e: &std::io::Error) -> ReceiptError {
+    ReceiptError::Io {
+        action,
+        path: path.display().to_string(),
+        message: e.to_string(),
     }
 }
 

@@ -10,10 +10,10 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use cutctx_ledger::ledger::verify_file;
+use cutctx_ledger::{Ledger, SystemClock};
 use cutctx_receipts::chain::BreakKind;
 use cutctx_receipts::json::Value;
-use cutctx_receipts::ledger::verify_file;
-use cutctx_receipts::{Ledger, SystemClock};
 
 use crate::support::{lines_of, object, scratch};
 

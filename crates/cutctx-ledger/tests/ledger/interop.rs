@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use cutctx::{
-    CompactionBudget, CompactionPolicy, Role, Transcript, TranscriptTurn, apply, default_chain,
-};
+use cutctx_executor::apply;
+use cutctx_ledger::{Ledger, SystemClock};
+use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
+use cutctx_policies::{CompactionPolicy, default_chain};
 use cutctx_receipts::content::parse_items;
 use cutctx_receipts::digest::Item;
 use cutctx_receipts::json::{self, Object, Text, Value};
 use cutctx_receipts::transcript::{receipt_for_compaction, transcript_items};
-use cutctx_receipts::{CompactionReceipt, Labels, Ledger, SystemClock};
+use cutctx_receipts::{CompactionReceipt, Labels};
 
 use crate::support::object;
 

@@ -4,11 +4,12 @@
 use std::io::Write;
 use std::time::Duration;
 
+use cutctx_ledger::Ledger;
+use cutctx_ledger::ledger::{chain_at, verify_file};
 use cutctx_receipts::chain::{BreakKind, GENESIS};
 use cutctx_receipts::digest::sha256_hex;
 use cutctx_receipts::json::Value;
-use cutctx_receipts::ledger::{chain_at, verify_file};
-use cutctx_receipts::{FixedClock, Ledger, Pin, PinStatus, SteppingClock};
+use cutctx_receipts::{FixedClock, Pin, PinStatus, SteppingClock};
 
 use crate::support::{lines_of, object, scratch};
 
