@@ -87,6 +87,8 @@ mod estimate;
 mod mapping;
 pub mod openai_chat;
 pub mod openai_responses;
+#[cfg(test)]
+mod recipe_format;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};

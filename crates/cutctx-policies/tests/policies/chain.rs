@@ -426,7 +426,7 @@ fn the_chain_refuses_an_unsatisfiable_budget_before_any_member_runs() {
 
 /// A member that hides what it is: the chain takes its decisions through `decide` over a
 /// projected transcript, never through the shortcuts it has for the shipped policies.
-struct Opaque(Box<dyn CompactionPolicy>);
+pub(crate) struct Opaque(pub(crate) Box<dyn CompactionPolicy>);
 
 impl CompactionPolicy for Opaque {
     fn name(&self) -> &str {
@@ -448,7 +448,8 @@ impl CompactionPolicy for Opaque {
 
 /// Random agent-like transcripts: system turns, user and assistant turns, tool exchanges
 /// with one or two results, some of them displaced, some turns pinned.
-fn agent_case() -> impl proptest::strategy::Strategy<Value = (cutctx_model::Transcript, u64, u64)> {
+pub(crate) fn agent_case()
+-> impl proptest::strategy::Strategy<Value = (cutctx_model::Transcript, u64, u64)> {
     use cutctx_model::{Role, TranscriptTurn};
     use proptest::prelude::*;
     let step = (0_u8..6, 1_u64..400, any::<bool>(), 0_u8..8);

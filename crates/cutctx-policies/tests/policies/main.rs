@@ -12,6 +12,7 @@ mod fixtures;
 mod masking;
 mod oracle;
 mod properties;
+mod recipe;
 mod summarizing;
 
 use std::fmt::Write as _;
