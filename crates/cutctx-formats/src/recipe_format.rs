@@ -17,10 +17,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use cutctx::{
-    CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy, ErrorCode,
-    ObservationMaskingPolicy, Role, SummarizingPolicy, TokenEstimator, Transcript, TranscriptTurn,
-    default_chain,
+use cutctx_model::{CompactionBudget, ErrorCode, Role, Transcript, TranscriptTurn};
+use cutctx_policies::{
+    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy,
+    SummarizingPolicy, TokenEstimator, default_chain,
 };
 use serde_json::{Map, Value, json};
 
@@ -143,7 +143,7 @@ fn validate(document: &Value) -> Result<(), Broken> {
 fn not_validated(b: Broken) -> FormatError {
     FormatError::unsupported(
         "This format maps only a document its validator accepts.",
-        cutctx::model::details! { "path" => b.2 },
+        cutctx_model::details! { "path" => b.2 },
     )
 }
 
@@ -249,7 +249,7 @@ fn compact(
             )
         })
         .collect();
-    let out = cutctx::apply(&transcript, &plan, &summaries).map_err(|e| e.to_string())?;
+    let out = cutctx_executor::apply(&transcript, &plan, &summaries).map_err(|e| e.to_string())?;
     let items = walk(&positions, &out.transcript).map_err(|e| e.to_string())?;
     let rendered = render(document, &built.sources, &items).map_err(|e| e.to_string())?;
     validate(&rendered).map_err(|b| format!("output: {b:?}"))?;

@@ -114,19 +114,20 @@ pub use cutctx_ledger as ledger;
 
 #[doc(inline)]
 pub use cutctx_model::{
-    Action, CompactedTranscript, CompactionBudget, CompactionError, CompactionReport,
-    DEFAULT_PLACEHOLDER, Details, ErrorCode, GROUP_ID_PREFIX, PlanDraft, Role,
+    Action, ActionView, CompactedTranscript, CompactionBudget, CompactionError, CompactionReport,
+    DEFAULT_PLACEHOLDER, Details, ErrorCode, GROUP_ID_PREFIX, Parallelism, PlanDraft, Role,
     SUMMARY_TURN_ID_PREFIX, SummarizationRequest, Transcript, TranscriptTurn, TurnAction,
     TurnReplacement,
 };
 
 #[doc(inline)]
-pub use cutctx_invariants::CompactionPlan;
+pub use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 
 #[doc(inline)]
 pub use cutctx_policies::{
-    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain,
-    SummarizingPolicy, TokenEstimator, default_chain,
+    CharRatioEstimator, CompactionPolicy, DeferredMask, DeferredMasks, DropOldestPolicy,
+    ObservationMaskingPolicy, PolicyChain, Reads, Shape, ShapeDecision, SummarizingPolicy,
+    TokenEstimator, default_chain,
 };
 
 #[doc(inline)]
