@@ -25,10 +25,9 @@
 pub mod canonical;
 mod error;
 mod exchanges;
-mod fastjson;
+mod hash_sink;
 mod idmap;
 mod plan;
-mod pyrepr;
 mod turn;
 pub mod wire;
 
@@ -38,7 +37,7 @@ pub use plan::{
     Action, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest, TurnAction,
     TurnReplacement,
 };
-pub use pyrepr::py_repr_str;
+pub use cutctx_json::py_repr_str;
 pub use turn::{
     CompactionBudget, DerivedTurn, Metadata, Role, Transcript, TranscriptTurn, TurnRecord,
 };

@@ -4,7 +4,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fastjson::{HashSink, Sink, put_bool, put_opt_f64, put_str, put_str_list, put_u64};
+use cutctx_json::{Sink, Style, Writer};
+
+use crate::canonical::write_opt_ratio;
+use crate::hash_sink::HashSink;
 use crate::{CompactionError, SUMMARY_TURN_ID_PREFIX, Transcript, details, py_repr_str};
 
 /// What a plan does to one turn.
@@ -558,7 +561,7 @@ pub struct PlanDraft {
     pub tokens_before: u64,
 }
 
-impl crate::fastjson::WritesCanonical for PlanDraft {
+impl crate::hash_sink::WritesCanonical for PlanDraft {
     fn write_canonical<S: Sink>(&self, out: &mut S) {
         self.write(out);
     }
@@ -568,9 +571,9 @@ impl PlanDraft {
     /// The plan's canonical JSON, without a trailing newline: the reference's golden bytes.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        let mut out = Vec::with_capacity(128 + 96 * self.actions.len());
+        let mut out = String::with_capacity(128 + 96 * self.actions.len());
         self.write(&mut out);
-        String::from_utf8(out).unwrap_or_default()
+        out
     }
 
     /// The lower-case SHA-256 hex of [`PlanDraft::canonical_json`], streamed into the hasher
@@ -581,7 +584,7 @@ impl PlanDraft {
         // writes while the other hashes what is written.
         const PIPELINED_ACTIONS: usize = 20_000;
         if self.actions.len() >= PIPELINED_ACTIONS {
-            crate::fastjson::hash_pipelined(self)
+            crate::hash_sink::hash_pipelined(self)
         } else {
             let mut sink = HashSink::on_heap();
             self.write(&mut sink);
@@ -590,59 +593,60 @@ impl PlanDraft {
     }
 
     fn write<S: Sink>(&self, out: &mut S) {
-        out.put(b"{\"actions\":[");
+        let w = &mut Writer::new(out, Style::CANONICAL);
+        w.raw("{\"actions\":[");
         for (i, a) in self.actions.iter().enumerate() {
             if i > 0 {
-                out.put(b",");
+                w.item_separator();
             }
             match &a.what {
                 // The common cases in one piece.
-                What::Keep => out.put(b"{\"action\":\"keep\",\"replacement\":null,\"summary_group\":null,\"turn_id\":"),
-                What::Drop => out.put(b"{\"action\":\"drop\",\"replacement\":null,\"summary_group\":null,\"turn_id\":"),
+                What::Keep => w.raw("{\"action\":\"keep\",\"replacement\":null,\"summary_group\":null,\"turn_id\":"),
+                What::Drop => w.raw("{\"action\":\"drop\",\"replacement\":null,\"summary_group\":null,\"turn_id\":"),
                 What::Mask(r) => {
-                    out.put(b"{\"action\":\"mask\",\"replacement\":{\"content\":");
-                    put_str(out, &r.content);
-                    out.put(b",\"token_estimate\":");
-                    put_u64(out, r.token_estimate);
-                    out.put(b"},\"summary_group\":null,\"turn_id\":");
+                    w.raw("{\"action\":\"mask\",\"replacement\":{\"content\":");
+                    w.str(&r.content);
+                    w.raw(",\"token_estimate\":");
+                    w.u64(r.token_estimate);
+                    w.raw("},\"summary_group\":null,\"turn_id\":");
                 }
                 What::Summarize(g) => {
-                    out.put(b"{\"action\":\"summarize\",\"replacement\":null,\"summary_group\":");
-                    put_str(out, g);
-                    out.put(b",\"turn_id\":");
+                    w.raw("{\"action\":\"summarize\",\"replacement\":null,\"summary_group\":");
+                    w.str(g);
+                    w.raw(",\"turn_id\":");
                 }
             }
-            put_str(out, &a.turn_id);
-            out.put(b"}");
+            w.str(&a.turn_id);
+            w.raw("}");
         }
-        out.put(b"],\"budget_unmet\":");
-        put_bool(out, self.budget_unmet);
-        out.put(b",\"estimator_ratio\":");
-        put_opt_f64(out, self.estimator_ratio);
-        out.put(b",\"policy_name\":");
-        put_str(out, &self.policy_name);
-        out.put(b",\"policy_version\":");
-        put_str(out, &self.policy_version);
-        out.put(b",\"summarization_requests\":[");
+        w.raw("],\"budget_unmet\":");
+        w.bool(self.budget_unmet);
+        w.raw(",\"estimator_ratio\":");
+        write_opt_ratio(w, self.estimator_ratio);
+        w.raw(",\"policy_name\":");
+        w.str(&self.policy_name);
+        w.raw(",\"policy_version\":");
+        w.str(&self.policy_version);
+        w.raw(",\"summarization_requests\":[");
         for (i, r) in self.summarization_requests.iter().enumerate() {
             if i > 0 {
-                out.put(b",");
+                w.item_separator();
             }
-            out.put(b"{\"group_id\":");
-            put_str(out, &r.group_id);
-            out.put(b",\"prompt_id\":");
-            put_str(out, &r.prompt_id);
-            out.put(b",\"target_tokens\":");
-            put_u64(out, r.target_tokens);
-            out.put(b",\"turn_ids\":");
-            put_str_list(out, r.turn_ids.iter().map(|s| &**s));
-            out.put(b"}");
+            w.raw("{\"group_id\":");
+            w.str(&r.group_id);
+            w.raw(",\"prompt_id\":");
+            w.str(&r.prompt_id);
+            w.raw(",\"target_tokens\":");
+            w.u64(r.target_tokens);
+            w.raw(",\"turn_ids\":");
+            w.str_list(r.turn_ids.iter().map(|s| &**s));
+            w.raw("}");
         }
-        out.put(b"],\"tokens_after_estimate\":");
-        put_u64(out, self.tokens_after_estimate);
-        out.put(b",\"tokens_before\":");
-        put_u64(out, self.tokens_before);
-        out.put(b"}");
+        w.raw("],\"tokens_after_estimate\":");
+        w.u64(self.tokens_after_estimate);
+        w.raw(",\"tokens_before\":");
+        w.u64(self.tokens_before);
+        w.raw("}");
     }
 }
 
@@ -689,43 +693,43 @@ impl CompactionReport {
     #[must_use]
     pub fn canonical_json(&self) -> String {
         let ids = |v: &[Arc<str>]| v.iter().map(|s| s.len() + 3).sum::<usize>();
-        let mut out: Vec<u8> = Vec::with_capacity(
+        let mut out = String::with_capacity(
             512 + ids(&self.kept_turn_ids)
                 + ids(&self.masked_turn_ids)
                 + ids(&self.summarized_turn_ids)
                 + ids(&self.dropped_turn_ids),
         );
-        let out = &mut out;
-        out.put(b"{\"budget_unmet\":");
-        put_bool(out, self.budget_unmet);
-        out.put(b",\"dropped_turn_ids\":");
-        put_str_list(out, self.dropped_turn_ids.iter().map(|s| &**s));
-        out.put(b",\"estimator_ratio\":");
-        put_opt_f64(out, self.estimator_ratio);
-        out.put(b",\"kept_turn_ids\":");
-        put_str_list(out, self.kept_turn_ids.iter().map(|s| &**s));
-        out.put(b",\"masked_turn_ids\":");
-        put_str_list(out, self.masked_turn_ids.iter().map(|s| &**s));
-        out.put(b",\"plan_hash\":");
-        put_str(out, &self.plan_hash);
-        out.put(b",\"policy_name\":");
-        put_str(out, &self.policy_name);
-        out.put(b",\"policy_version\":");
-        put_str(out, &self.policy_version);
-        out.put(b",\"summarized_turn_ids\":");
-        put_str_list(out, self.summarized_turn_ids.iter().map(|s| &**s));
-        out.put(b",\"summary_turn_ids\":");
-        put_str_list(out, self.summary_turn_ids.iter().map(String::as_str));
-        out.put(b",\"tokens_after_estimate\":");
-        put_u64(out, self.tokens_after_estimate);
-        out.put(b",\"tokens_before\":");
-        put_u64(out, self.tokens_before);
-        out.put(b",\"turns_after\":");
-        put_u64(out, self.turns_after);
-        out.put(b",\"turns_before\":");
-        put_u64(out, self.turns_before);
-        out.put(b"}");
-        String::from_utf8(std::mem::take(out)).unwrap_or_default()
+        let w = &mut Writer::new(&mut out, Style::CANONICAL);
+        w.raw("{\"budget_unmet\":");
+        w.bool(self.budget_unmet);
+        w.raw(",\"dropped_turn_ids\":");
+        w.str_list(self.dropped_turn_ids.iter().map(|s| &**s));
+        w.raw(",\"estimator_ratio\":");
+        write_opt_ratio(w, self.estimator_ratio);
+        w.raw(",\"kept_turn_ids\":");
+        w.str_list(self.kept_turn_ids.iter().map(|s| &**s));
+        w.raw(",\"masked_turn_ids\":");
+        w.str_list(self.masked_turn_ids.iter().map(|s| &**s));
+        w.raw(",\"plan_hash\":");
+        w.str(&self.plan_hash);
+        w.raw(",\"policy_name\":");
+        w.str(&self.policy_name);
+        w.raw(",\"policy_version\":");
+        w.str(&self.policy_version);
+        w.raw(",\"summarized_turn_ids\":");
+        w.str_list(self.summarized_turn_ids.iter().map(|s| &**s));
+        w.raw(",\"summary_turn_ids\":");
+        w.str_list(self.summary_turn_ids.iter().map(String::as_str));
+        w.raw(",\"tokens_after_estimate\":");
+        w.u64(self.tokens_after_estimate);
+        w.raw(",\"tokens_before\":");
+        w.u64(self.tokens_before);
+        w.raw(",\"turns_after\":");
+        w.u64(self.turns_after);
+        w.raw(",\"turns_before\":");
+        w.u64(self.turns_before);
+        w.raw("}");
+        out
     }
 }
 

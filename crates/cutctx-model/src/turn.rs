@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
+use cutctx_json::{Style, TurnFields, Writer, write_turn};
 use serde::{Deserialize, Serialize};
 
 use crate::{CompactionError, Exchanges, ID_SAMPLE_LIMIT, details, py_repr_str};
@@ -215,6 +216,30 @@ impl TranscriptTurn {
     #[must_use]
     pub const fn pinned(&self) -> bool {
         self.pinned
+    }
+
+    /// The turn's fields as `cutctx_json` writes its seven-key object.
+    ///
+    /// ```
+    /// use cutctx_json::{Style, Writer, write_turn};
+    /// use cutctx_model::{Role, TranscriptTurn};
+    /// let turn = TranscriptTurn::new("u1", Role::User, "hi", 1)?;
+    /// let mut out = String::new();
+    /// write_turn(&mut Writer::new(&mut out, Style::CANONICAL), turn.json_fields());
+    /// assert_eq!(out, cutctx_model::canonical::canonical_json(&turn)?);
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    #[must_use]
+    pub fn json_fields(&self) -> TurnFields<'_, impl Iterator<Item = (&str, &str)> + Clone> {
+        TurnFields {
+            content: &self.content,
+            metadata: self.metadata.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            pinned: self.pinned,
+            role: self.role.as_str(),
+            token_estimate: self.token_estimate,
+            tool_call_id: self.tool_call_id.as_deref(),
+            turn_id: &self.turn_id,
+        }
     }
 
     /// The metadata.
@@ -652,36 +677,22 @@ impl Transcript {
     /// The transcript's canonical JSON: an array of turns, each with all seven keys.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        use crate::fastjson::{Sink, put_bool, put_opt_str, put_str, put_str_map, put_u64};
         let size: usize = self
             .turns
             .iter()
             .map(|t| 128 + t.turn_id.len() + t.content.len())
             .sum();
-        let mut out: Vec<u8> = Vec::with_capacity(size + 2);
-        out.put(b"[");
+        let mut out = String::with_capacity(size + 2);
+        let mut w = Writer::new(&mut out, Style::CANONICAL);
+        w.raw("[");
         for (i, t) in self.turns.iter().enumerate() {
             if i > 0 {
-                out.put(b",");
+                w.item_separator();
             }
-            out.put(b"{\"content\":");
-            put_str(&mut out, &t.content);
-            out.put(b",\"metadata\":");
-            put_str_map(&mut out, &t.metadata);
-            out.put(b",\"pinned\":");
-            put_bool(&mut out, t.pinned);
-            out.put(b",\"role\":\"");
-            out.put(t.role.as_str().as_bytes());
-            out.put(b"\",\"token_estimate\":");
-            put_u64(&mut out, t.token_estimate);
-            out.put(b",\"tool_call_id\":");
-            put_opt_str(&mut out, t.tool_call_id.as_deref());
-            out.put(b",\"turn_id\":");
-            put_str(&mut out, &t.turn_id);
-            out.put(b"}");
+            write_turn(&mut w, t.json_fields());
         }
-        out.put(b"]");
-        String::from_utf8(out).unwrap_or_default()
+        w.raw("]");
+        out
     }
 
     /// The turns, consuming the transcript.
