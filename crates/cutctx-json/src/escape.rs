@@ -20,6 +20,7 @@
 /// cutctx_json::escape::for_each_piece("a\"b\u{1}é", |piece| out.push_str(piece));
 /// assert_eq!(out, "a\\\"b\\u0001é");
 /// ```
+#[inline]
 pub fn for_each_piece(text: &str, mut put: impl FnMut(&str)) {
     let bytes = text.as_bytes();
     let mut start = 0;
@@ -58,6 +59,7 @@ pub fn for_each_piece(text: &str, mut put: impl FnMut(&str)) {
 /// cutctx_json::escape::escape_into_vec(&mut out, b"\xed\xa0\x80\n");
 /// assert_eq!(out, b"\xed\xa0\x80\\n");
 /// ```
+#[inline]
 pub fn escape_into_vec(out: &mut Vec<u8>, bytes: &[u8]) {
     if let Some(plain) = short_and_plain(bytes) {
         out.extend_from_slice(plain);
@@ -82,6 +84,7 @@ pub fn escape_into_vec(out: &mut Vec<u8>, bytes: &[u8]) {
 /// assert_eq!(short_and_plain(b"turn-7"), Some(&b"turn-7"[..]));
 /// assert_eq!(short_and_plain(b"a\nb"), None);
 /// ```
+#[inline]
 #[must_use]
 pub fn short_and_plain(bytes: &[u8]) -> Option<&[u8]> {
     (bytes.len() <= 32 && !bytes.iter().any(|&b| needs_escape(b))).then_some(bytes)
@@ -108,6 +111,7 @@ pub const ROOM_PER_WORD: usize = 6 * 8 + 8;
 /// let (end, taken) = escape_words(&mut buf, 0, b"tab\there");
 /// assert_eq!((&buf[..end], taken), (&b"tab\\there"[..], 8));
 /// ```
+#[inline]
 #[must_use]
 pub fn escape_words(dst: &mut [u8], mut at: usize, src: &[u8]) -> (usize, usize) {
     let mut taken = 0;
@@ -160,6 +164,7 @@ pub fn escape_words(dst: &mut [u8], mut at: usize, src: &[u8]) -> (usize, usize)
 /// let word = u64::from_le_bytes(*b"ab\"cdef\n");
 /// assert_eq!(cutctx_json::escape::escape_mask(word), 0x8000_0000_0080_0000);
 /// ```
+#[inline]
 #[must_use]
 pub const fn escape_mask(x: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
@@ -181,6 +186,7 @@ pub const fn escape_mask(x: u64) -> u64 {
 /// assert!(needs_escape(b'"') && needs_escape(0x1f));
 /// assert!(!needs_escape(b'/') && !needs_escape(0x7f) && !needs_escape(0xc3));
 /// ```
+#[inline]
 #[must_use]
 pub const fn needs_escape(b: u8) -> bool {
     b < 0x20 || b == b'"' || b == b'\\'

@@ -28,6 +28,9 @@ mod exchanges;
 mod hash_sink;
 mod idmap;
 mod plan;
+mod budget;
+mod partition;
+mod transcript;
 mod turn;
 pub mod wire;
 
@@ -38,9 +41,9 @@ pub use plan::{
     TurnReplacement,
 };
 pub use cutctx_json::py_repr_str;
-pub use turn::{
-    CompactionBudget, DerivedTurn, Metadata, Role, Transcript, TranscriptTurn, TurnRecord,
-};
+pub use budget::CompactionBudget;
+pub use transcript::{DerivedTurn, Transcript};
+pub use turn::{Metadata, Role, TranscriptTurn, TurnRecord};
 
 /// The prefix of every summary turn's id: a summary for group `g` is the turn `summary:g`.
 pub const SUMMARY_TURN_ID_PREFIX: &str = "summary:";
