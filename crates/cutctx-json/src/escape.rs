@@ -206,10 +206,10 @@ fn escape_str(b: u8) -> &'static str {
 
 /// The escapes of U+0000..U+001F, as Python writes them.
 const CONTROLS: [&str; 32] = [
-    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007",
-    "\\b", "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011",
-    "\\u0012", "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019",
-    "\\u001a", "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
+    "\\u0000", "\\u0001", "\\u0002", "\\u0003", "\\u0004", "\\u0005", "\\u0006", "\\u0007", "\\b",
+    "\\t", "\\n", "\\u000b", "\\f", "\\r", "\\u000e", "\\u000f", "\\u0010", "\\u0011", "\\u0012",
+    "\\u0013", "\\u0014", "\\u0015", "\\u0016", "\\u0017", "\\u0018", "\\u0019", "\\u001a",
+    "\\u001b", "\\u001c", "\\u001d", "\\u001e", "\\u001f",
 ];
 
 /// [`escape_str`] for every byte, as a little-endian word and a length, so that the loop over
@@ -268,8 +268,14 @@ mod tests {
     fn python_escapes_named_controls_by_name_and_others_in_lower_case() {
         assert_eq!(escaped("\n\r\t\u{8}\u{c}"), r"\n\r\t\b\f");
         assert_eq!(escaped("a\"b\\c"), r#"a\"b\\c"#);
-        assert_eq!(escaped("\u{0}\u{1f}\u{1b}\u{b}"), r"\u0000\u001f\u001b\u000b");
-        assert_eq!(escaped("/\u{7f}\u{2028}\u{2029}é中😀"), "/\u{7f}\u{2028}\u{2029}é中😀");
+        assert_eq!(
+            escaped("\u{0}\u{1f}\u{1b}\u{b}"),
+            r"\u0000\u001f\u001b\u000b"
+        );
+        assert_eq!(
+            escaped("/\u{7f}\u{2028}\u{2029}é中😀"),
+            "/\u{7f}\u{2028}\u{2029}é中😀"
+        );
     }
 
     #[test]
@@ -296,7 +302,13 @@ mod tests {
 
     #[test]
     fn long_and_escape_dense_strings_escape_like_serde_json() {
-        let patterns: [&str; 5] = ["plain text ", "\"q\"\n", "\u{1}", "é\\€\t", "ab\u{1f}cdefgh\""];
+        let patterns: [&str; 5] = [
+            "plain text ",
+            "\"q\"\n",
+            "\u{1}",
+            "é\\€\t",
+            "ab\u{1f}cdefgh\"",
+        ];
         for size in [0, 1, 7, 8, 9, 31, 32, 33, 100, 4095, 70_000] {
             for pattern in patterns {
                 let text: String = pattern.chars().cycle().take(size).collect();

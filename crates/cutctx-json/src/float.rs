@@ -28,7 +28,12 @@ pub fn py_float_repr(value: f64) -> Result<String, JsonError> {
         return Err(JsonError::NonFinite(value));
     }
     if value == 0.0 {
-        return Ok(if value.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned());
+        return Ok(if value.is_sign_negative() {
+            "-0.0"
+        } else {
+            "0.0"
+        }
+        .to_owned());
     }
     let (digits, exp) = shortest_digits(value.abs());
     // `decpt`: the value is 0.DIGITS × 10^decpt, Python's own convention.
@@ -46,7 +51,10 @@ pub fn py_float_repr(value: f64) -> Result<String, JsonError> {
             out.push_str(&digits);
         } else if decpt >= ndigits {
             out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', (decpt - ndigits).unsigned_abs() as usize));
+            out.extend(std::iter::repeat_n(
+                '0',
+                (decpt - ndigits).unsigned_abs() as usize,
+            ));
             out.push_str(".0");
         } else {
             let split = decpt.unsigned_abs() as usize;
@@ -157,7 +165,10 @@ mod tests {
     #[test]
     fn non_finite_values_are_errors() {
         for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-            assert!(matches!(py_float_repr(v), Err(JsonError::NonFinite(_))), "{v}");
+            assert!(
+                matches!(py_float_repr(v), Err(JsonError::NonFinite(_))),
+                "{v}"
+            );
         }
     }
 

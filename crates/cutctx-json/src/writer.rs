@@ -273,12 +273,21 @@ mod tests {
         assert_eq!(float(Style::C14N, -0.0).as_deref(), Ok("-0.0"));
         assert_eq!(float(Style::LINE, -0.0).as_deref(), Ok("-0.0"));
         for style in [Style::CANONICAL, Style::C14N, Style::LINE] {
-            assert!(matches!(float(style, f64::NAN), Err(JsonError::NonFinite(_))));
+            assert!(matches!(
+                float(style, f64::NAN),
+                Err(JsonError::NonFinite(_))
+            ));
             assert_eq!(float(style, 1e16).as_deref(), Ok("1e+16"));
         }
         assert_eq!(float(Style::CHAIN_BODY, f64::NAN).as_deref(), Ok("NaN"));
-        assert_eq!(float(Style::CHAIN_BODY, f64::INFINITY).as_deref(), Ok("Infinity"));
-        assert_eq!(float(Style::CHAIN_BODY, f64::NEG_INFINITY).as_deref(), Ok("-Infinity"));
+        assert_eq!(
+            float(Style::CHAIN_BODY, f64::INFINITY).as_deref(),
+            Ok("Infinity")
+        );
+        assert_eq!(
+            float(Style::CHAIN_BODY, f64::NEG_INFINITY).as_deref(),
+            Ok("-Infinity")
+        );
     }
 
     #[test]

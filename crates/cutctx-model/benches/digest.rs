@@ -41,11 +41,17 @@ fn main() {
     let shapes: [(&str, String); 5] = [
         ("id, 24 B", "call_0123456789abcdefghij".to_owned()),
         ("prose, 4 KiB", "The quick brown fox, é. ".repeat(4096 / 25)),
-        ("tool output, 64 KiB", "line of output\twith a tab\n".repeat(65_536 / 26)),
+        (
+            "tool output, 64 KiB",
+            "line of output\twith a tab\n".repeat(65_536 / 26),
+        ),
         ("escape-dense, 4 KiB", "\"q\"\\\n\u{1}".repeat(4096 / 7)),
         ("plain, 1 MiB", "x".repeat(1 << 20)),
     ];
-    println!("{:<22} {:>12} {:>12} {:>7}", "shape", "digest", "sha256", "ratio");
+    println!(
+        "{:<22} {:>12} {:>12} {:>7}",
+        "shape", "digest", "sha256", "ratio"
+    );
     for (name, text) in &shapes {
         let ours = best_per_call(|| {
             black_box(sha256_of_str(black_box(text)));

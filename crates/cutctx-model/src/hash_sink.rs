@@ -75,7 +75,6 @@ impl<B: AsRef<[u8]> + AsMut<[u8]>> HashSink<B> {
         self.buf.as_mut()[self.used..self.used + bytes.len()].copy_from_slice(bytes);
         self.used += bytes.len();
     }
-
 }
 
 impl<B: AsRef<[u8]> + AsMut<[u8]>> Sink for HashSink<B> {

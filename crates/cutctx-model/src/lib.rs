@@ -22,26 +22,29 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+mod action;
+mod budget;
 pub mod canonical;
+mod draft;
 mod error;
 mod exchanges;
 mod hash_sink;
 mod idmap;
-mod plan;
-mod budget;
 mod partition;
+mod report;
+mod summarization;
 mod transcript;
 mod turn;
 pub mod wire;
 
+pub use action::{Action, TurnAction, TurnReplacement};
+pub use budget::CompactionBudget;
+pub use cutctx_json::py_repr_str;
+pub use draft::PlanDraft;
 pub use error::{CompactionError, Details, ErrorCode};
 pub use exchanges::Exchanges;
-pub use plan::{
-    Action, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest, TurnAction,
-    TurnReplacement,
-};
-pub use cutctx_json::py_repr_str;
-pub use budget::CompactionBudget;
+pub use report::{CompactedTranscript, CompactionReport};
+pub use summarization::SummarizationRequest;
 pub use transcript::{DerivedTurn, Transcript};
 pub use turn::{Metadata, Role, TranscriptTurn, TurnRecord};
 

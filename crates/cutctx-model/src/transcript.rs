@@ -7,7 +7,9 @@ use cutctx_json::{Style, Writer, write_turn};
 use serde::{Deserialize, Serialize};
 
 use crate::partition::{DerivedPartition, partition, same_call};
-use crate::{CompactionError, Exchanges, ID_SAMPLE_LIMIT, Role, TranscriptTurn, details, py_repr_str};
+use crate::{
+    CompactionError, Exchanges, ID_SAMPLE_LIMIT, Role, TranscriptTurn, details, py_repr_str,
+};
 
 /// An ordered sequence of turns, oldest first, with unique ids. May be empty.
 ///
