@@ -46,4 +46,4 @@ pub use hex::{hex, push_hex};
 pub use repr::{py_printable, py_repr, py_repr_str};
 pub use sink::Sink;
 pub use turn::{TurnFields, write_turn};
-pub use writer::{NegativeZero, NonFinite, Style, Writer};
+pub use writer::{LoneSurrogates, NegativeZero, NonFinite, Style, Writer};

@@ -20,7 +20,18 @@ pub enum NonFinite {
     Literal,
 }
 
-/// The arguments of one `json.dumps` call, as far as they change bytes.
+/// What a style does with a lone surrogate (text Python holds that strict UTF-8 cannot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoneSurrogates {
+    /// Refused with [`JsonError::LoneSurrogate`]: `.encode("utf-8")`.
+    Refuse,
+    /// Written as their three-byte form: `.encode("utf-8", "surrogatepass")`. Only a byte
+    /// sink can hold them.
+    Pass,
+}
+
+/// The arguments of one `json.dumps` call and of the encoding after it, as far as they
+/// change bytes.
 ///
 /// All styles here use `ensure_ascii=False`: non-ASCII is written raw. Key order is the
 /// caller's: a writer of a map whose style has `sort_keys` hands the writer its keys sorted
@@ -50,6 +61,8 @@ pub struct Style {
     pub negative_zero: NegativeZero,
     /// What NaN and the infinities become.
     pub non_finite: NonFinite,
+    /// What lone surrogates become.
+    pub lone_surrogates: LoneSurrogates,
 }
 
 impl Style {
@@ -61,6 +74,7 @@ impl Style {
         key_separator: ":",
         negative_zero: NegativeZero::Normalise,
         non_finite: NonFinite::Refuse,
+        lone_surrogates: LoneSurrogates::Refuse,
     };
 
     /// arcaeon's json-c14n v1: as [`Style::CANONICAL`], but `-0.0` kept.
@@ -70,20 +84,23 @@ impl Style {
     };
 
     /// arcaeon's chain body: `json.dumps(v, ensure_ascii=False, sort_keys=True)`, the default
-    /// `", "` and `": "` separators, NaN and the infinities written as Python writes them.
+    /// `", "` and `": "` separators, NaN and the infinities written as Python writes them,
+    /// encoded with `surrogatepass`.
     pub const CHAIN_BODY: Self = Self {
         sort_keys: true,
         item_separator: ", ",
         key_separator: ": ",
         negative_zero: NegativeZero::Keep,
         non_finite: NonFinite::Literal,
+        lone_surrogates: LoneSurrogates::Pass,
     };
 
     /// arcaeon's ledger line: `json.dumps(v, ensure_ascii=False)` in insertion order, with NaN
-    /// and the infinities refused (Python would write invalid JSON).
+    /// and the infinities refused (Python would write invalid JSON), encoded strictly.
     pub const LINE: Self = Self {
         sort_keys: false,
         non_finite: NonFinite::Refuse,
+        lone_surrogates: LoneSurrogates::Refuse,
         ..Self::CHAIN_BODY
     };
 }
@@ -143,12 +160,34 @@ impl<'s, S: Sink + ?Sized> Writer<'s, S> {
         self.out.put("\"");
     }
 
-    /// A string literal of generalized UTF-8 (see [`Sink::put_escaped_surrogatepass`]).
+    /// A string literal of generalized UTF-8: valid UTF-8, or with lone surrogates in their
+    /// three-byte form (see [`Sink::put_escaped_surrogatepass`]).
     ///
     /// # Errors
     ///
-    /// [`JsonError::LoneSurrogate`] when the sink cannot hold a lone surrogate in `bytes`.
-    pub fn str_surrogatepass(&mut self, bytes: &[u8]) -> Result<(), JsonError> {
+    /// [`JsonError::LoneSurrogate`] when `bytes` holds a lone surrogate and the style refuses
+    /// them or the sink cannot hold them. When the sink refuses, its output ends in an
+    /// unfinished literal, to be discarded with the error.
+    ///
+    /// ```
+    /// use cutctx_json::{JsonError, Style, Writer};
+    /// let lone = b"\xed\xa0\x80";
+    /// let mut body = Vec::new();
+    /// Writer::new(&mut body, Style::CHAIN_BODY).str_generalized(lone)?;
+    /// assert_eq!(body, b"\"\xed\xa0\x80\"");
+    /// let mut c14n = Vec::new();
+    /// let refused = Writer::new(&mut c14n, Style::C14N).str_generalized(lone);
+    /// assert_eq!(refused, Err(JsonError::LoneSurrogate));
+    /// # Ok::<(), JsonError>(())
+    /// ```
+    pub fn str_generalized(&mut self, bytes: &[u8]) -> Result<(), JsonError> {
+        if let Ok(text) = std::str::from_utf8(bytes) {
+            self.str(text);
+            return Ok(());
+        }
+        if self.style.lone_surrogates == LoneSurrogates::Refuse {
+            return Err(JsonError::LoneSurrogate);
+        }
         self.out.put("\"");
         self.out.put_escaped_surrogatepass(bytes)?;
         self.out.put("\"");

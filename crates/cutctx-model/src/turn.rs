@@ -389,6 +389,13 @@ mod tests {
     }
 
     #[test]
+    fn ids_in_messages_are_quoted_as_cpython_quotes_them() {
+        // CPython: repr('a\xa0b') == "'a\\xa0b'", U+00A0 is not printable (Zs).
+        assert_eq!(py_repr_str("a\u{a0}b"), "'a\\xa0b'");
+        assert_eq!(py_repr_str("x\u{85}\u{ad}\u{2028}"), "'x\\x85\\xad\\u2028'");
+    }
+
+    #[test]
     fn clones_share_content() {
         let t = turn("a", 3);
         let c = t.clone();
