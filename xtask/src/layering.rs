@@ -743,7 +743,7 @@ mod tests {
         let report = check_metadata(&copy).expect_err("the planted upward edge fails");
         assert!(
             report
-                .contains("`cutctx-model` (layer 0) has a normal dependency on `cutctx-executor`"),
+                .contains("`cutctx-model` (layer 1) has a normal dependency on `cutctx-executor`"),
             "{report}"
         );
         let relative = model_manifest

@@ -1,7 +1,7 @@
 //! Canonical JSON and hashing, byte-compatible with the reference's Python.
 //!
 //! The reference writes `json.dumps(v, sort_keys=True, ensure_ascii=False,
-//! separators=(",", ":"), allow_nan=False)`. That means, and this module reproduces:
+//! separators=(",", ":"), allow_nan=False)`. That means:
 //!
 //! * keys sorted by code point (Rust's `String` order is byte order, which for UTF-8 is the
 //!   same thing), no whitespace;
@@ -10,45 +10,24 @@
 //!   `\u00xx` in **lower-case** hex; `/`, U+007F and U+2028/U+2029 left alone;
 //! * floats as Python's `repr`: `4.0` not `4`, `1e-05`, `1e+16`, and `-0.0` normalised to `0.0`.
 //!
-//! `serde_json`'s string escaping already matches Python's byte for byte, so only the float
-//! form needs a custom [`PythonFormatter`].
+//! The bytes come from `cutctx_json`'s writer in its [`Style::CANONICAL`]; this module walks
+//! values into it and hashes what it writes.
 //!
 //! [`sha256_of`] hashes the canonical bytes of a value. For a string that is its JSON literal,
 //! quotes included: `sha256_of("L")` is the hash of the three bytes `"L"`.
 
-use std::io;
-
+use cutctx_json::{Sink, Style, Writer};
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
-use crate::fastjson::{HashSink, Sink, put_str};
+use crate::hash_sink::HashSink;
 use crate::{CompactionError, details};
 
-/// A `serde_json` formatter that writes floats as Python's `repr` does.
-///
-/// Everything else is `serde_json`'s compact format, which already equals Python's.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct PythonFormatter;
+pub use cutctx_json::hex;
 
-impl serde_json::ser::Formatter for PythonFormatter {
-    fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
-        // serde_json never calls this with a non-finite value (it writes `null` instead);
-        // the model's types refuse non-finite floats at construction, so none reach here.
-        let text = py_float_repr(value).unwrap_or_else(|| "null".to_owned());
-        writer.write_all(text.as_bytes())
-    }
-
-    fn write_f32<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f32) -> io::Result<()> {
-        self.write_f64(writer, f64::from(value))
-    }
-}
-
-/// Python's `repr` of a float, with `-0.0` normalised to `0.0`; `None` when not finite.
-///
-/// Python prints the shortest digits that round-trip, in positional form when the decimal
-/// exponent lies in `-4 <= e < 16`, and in scientific form with a signed, at least two-digit
-/// exponent otherwise.
+/// Python's `repr` of a float, with `-0.0` normalised to `0.0` as the reference's canonical
+/// form writes it; `None` when not finite.
 ///
 /// ```
 /// use cutctx_model::canonical::py_float_repr;
@@ -60,73 +39,8 @@ impl serde_json::ser::Formatter for PythonFormatter {
 /// ```
 #[must_use]
 pub fn py_float_repr(value: f64) -> Option<String> {
-    if !value.is_finite() {
-        return None;
-    }
-    if value == 0.0 {
-        return Some("0.0".to_owned());
-    }
-    // Rust's `{:e}` gives the shortest digits that round-trip, as `d.ddddde<exp>`. When two
-    // such strings are equally close to the exact value, Rust takes the upper one and Python
-    // the even one; formatting again at that length rounds exactly, half to even.
-    let shortest = format!("{value:e}");
-    let digits_len = shortest
-        .split_once('e')
-        .map_or(1, |(m, _)| m.chars().filter(char::is_ascii_digit).count());
-    let exact = format!("{value:.*e}", digits_len.saturating_sub(1));
-    let sci = if exact.parse::<f64>().ok() == Some(value) {
-        exact
-    } else {
-        shortest
-    };
-    let (mantissa, exp) = sci.split_once('e')?;
-    let exp: i32 = exp.parse().ok()?;
-    let (negative, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let ndigits = i32::try_from(digits.len()).ok()?;
-    // `decpt`: the value is 0.DIGITS × 10^decpt, Python's own convention.
-    let decpt = exp + 1;
-    let mut out = String::with_capacity(digits.len() + 8);
-    if negative {
-        out.push('-');
-    }
-    if -4 < decpt && decpt <= 16 {
-        if decpt <= 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', usize::try_from(-decpt).ok()?));
-            out.push_str(&digits);
-        } else if decpt >= ndigits {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat_n(
-                '0',
-                usize::try_from(decpt - ndigits).ok()?,
-            ));
-            out.push_str(".0");
-        } else {
-            let split = usize::try_from(decpt).ok()?;
-            out.push_str(&digits[..split]);
-            out.push('.');
-            out.push_str(&digits[split..]);
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        let e = decpt - 1;
-        out.push('e');
-        out.push(if e < 0 { '-' } else { '+' });
-        let abs = e.unsigned_abs();
-        if abs < 10 {
-            out.push('0');
-        }
-        out.push_str(&abs.to_string());
-    }
-    Some(out)
+    // Adding zero turns -0.0 into 0.0 and leaves every other value alone.
+    cutctx_json::py_float_repr(value + 0.0).ok()
 }
 
 /// The canonical JSON of any serializable value, as a `String` without a trailing newline.
@@ -159,15 +73,76 @@ pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String, Compac
 /// and finite.
 #[must_use]
 pub fn canonical_json_value(value: &Value) -> String {
-    let mut out = Vec::with_capacity(256);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
-    // A `Value` has string keys and finite numbers, and a Vec cannot fail to grow: this
-    // cannot fail.
-    if value.serialize(&mut ser).is_err() {
-        out.clear();
+    let mut out = String::with_capacity(256);
+    write_value(&mut Writer::new(&mut out, Style::CANONICAL), value);
+    out
+}
+
+fn write_value<S: Sink + ?Sized>(w: &mut Writer<'_, S>, value: &Value) {
+    match value {
+        Value::Null => w.null(),
+        Value::Bool(b) => w.bool(*b),
+        Value::Number(n) => write_number(w, n),
+        Value::String(s) => w.str(s),
+        Value::Array(items) => {
+            w.raw("[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    w.item_separator();
+                }
+                write_value(w, item);
+            }
+            w.raw("]");
+        }
+        Value::Object(map) => {
+            // serde_json's map is sorted unless some crate turns on its `preserve_order`.
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
+                entries.sort_by(|a, b| a.0.cmp(b.0));
+            }
+            w.raw("{");
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    w.item_separator();
+                }
+                w.str(k);
+                w.key_separator();
+                write_value(w, v);
+            }
+            w.raw("}");
+        }
     }
-    // serde_json writes valid UTF-8 from valid UTF-8 input.
-    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_number<S: Sink + ?Sized>(w: &mut Writer<'_, S>, n: &Number) {
+    if let Some(u) = n.as_u64() {
+        w.u64(u);
+    } else if let Some(i) = n.as_i64() {
+        w.i64(i);
+    } else if let Some(f) = n.as_f64() {
+        // A `Number` is finite by construction (serde_json makes NaN and the infinities
+        // `null`), so the canonical style never refuses it; were it to, `null` is what
+        // serde_json itself writes for them.
+        debug_assert!(f.is_finite(), "serde_json numbers are finite");
+        if w.f64(f).is_err() {
+            w.null();
+        }
+    } else {
+        // Only with serde_json's `arbitrary_precision`, which this workspace does not use:
+        // the number's own literal.
+        w.raw(&n.to_string());
+    }
+}
+
+/// An optional ratio as the model's writers put it: `null` for `None`, and, as serde_json
+/// writes one, for a non-finite value, which no policy produces (ratios come from finite
+/// figures).
+pub(crate) fn write_opt_ratio<S: Sink + ?Sized>(w: &mut Writer<'_, S>, ratio: Option<f64>) {
+    match ratio {
+        // Finite, so the canonical style cannot refuse it.
+        Some(f) if f.is_finite() && w.f64(f).is_ok() => {}
+        _ => w.null(),
+    }
 }
 
 /// Lower-case hex of a SHA-256 digest of `bytes`.
@@ -208,7 +183,7 @@ pub fn sha256_of<T: Serialize + ?Sized>(value: &T) -> Result<String, CompactionE
 #[must_use]
 pub fn sha256_of_str(text: &str) -> String {
     let mut sink = HashSink::on_stack();
-    put_str(&mut sink, text);
+    Writer::new(&mut sink, Style::CANONICAL).str(text);
     sink.finish_hex()
 }
 
@@ -227,17 +202,17 @@ pub fn sha256_of_joined<S: AsRef<str>>(
     parts: impl IntoIterator<Item = S>,
     separator: &str,
 ) -> String {
-    let mut escaped_separator: Vec<u8> = Vec::new();
-    escaped_separator.put_escaped(separator.as_bytes());
+    let mut escaped_separator = String::new();
+    escaped_separator.put_escaped(separator);
     let mut sink = HashSink::on_heap();
-    sink.put(b"\"");
+    sink.put("\"");
     for (i, part) in parts.into_iter().enumerate() {
         if i > 0 {
             sink.put(&escaped_separator);
         }
-        sink.put_escaped(part.as_ref().as_bytes());
+        sink.put_escaped(part.as_ref());
     }
-    sink.put(b"\"");
+    sink.put("\"");
     sink.finish_hex()
 }
 
@@ -252,23 +227,8 @@ pub fn sha256_of_joined<S: AsRef<str>>(
 /// ```
 pub fn push_sha256_of_str(out: &mut String, text: &str) {
     let mut sink = HashSink::on_stack();
-    put_str(&mut sink, text);
-    push_hex(out, &sink.finish());
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() * 2);
-    push_hex(&mut out, bytes);
-    out
-}
-
-fn push_hex(out: &mut String, bytes: &[u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    out.reserve(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
+    Writer::new(&mut sink, Style::CANONICAL).str(text);
+    cutctx_json::push_hex(out, &sink.finish());
 }
 
 #[cfg(test)]
@@ -279,24 +239,6 @@ mod tests {
 
     fn canon(v: &Value) -> String {
         canonical_json_value(v)
-    }
-
-    #[test]
-    fn python_escapes_named_controls_by_name() {
-        assert_eq!(canon(&json!("\n\r\t\u{8}\u{c}")), r#""\n\r\t\b\f""#);
-    }
-
-    #[test]
-    fn python_escapes_quote_and_backslash() {
-        assert_eq!(canon(&json!("a\"b\\c")), r#""a\"b\\c""#);
-    }
-
-    #[test]
-    fn python_escapes_other_controls_as_lowercase_u00xx() {
-        assert_eq!(canon(&json!("\u{0}")), r#""\u0000""#);
-        assert_eq!(canon(&json!("\u{1f}")), r#""\u001f""#);
-        assert_eq!(canon(&json!("\u{1b}")), r#""\u001b""#);
-        assert_eq!(canon(&json!("\u{b}")), r#""\u000b""#);
     }
 
     #[test]
@@ -316,35 +258,6 @@ mod tests {
     fn python_sorts_keys_by_code_point() {
         let v = json!({"b": 1, "a": 2, "é": 3, "Z": 4, "aa": 5});
         assert_eq!(canon(&v), r#"{"Z":4,"a":2,"aa":5,"b":1,"é":3}"#);
-    }
-
-    #[test]
-    fn python_float_repr_forms() {
-        let cases: &[(f64, &str)] = &[
-            (4.0, "4.0"),
-            (0.2, "0.2"),
-            (-1.5, "-1.5"),
-            (1e-5, "1e-05"),
-            (1.5e-5, "1.5e-05"),
-            (0.0001, "0.0001"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (1e15, "1000000000000000.0"),
-            (123456789012345680.0, "1.2345678901234568e+17"),
-            (1e300, "1e+300"),
-            (5e-324, "5e-324"),
-            (f64::MAX, "1.7976931348623157e+308"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            // A tie between two shortest forms: Python takes the even digit.
-            (-607_389_985_795_745.0 / 8.0, "-75923748224468.12"),
-            (-0.0, "0.0"),
-            (0.0, "0.0"),
-            (100.0, "100.0"),
-            (1234.5678, "1234.5678"),
-        ];
-        for (v, want) in cases {
-            assert_eq!(py_float_repr(*v).as_deref(), Some(*want), "repr of {v:?}");
-        }
     }
 
     #[test]
@@ -380,6 +293,15 @@ mod tests {
         }
     }
 
+    fn has_float(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => n.is_f64(),
+            Value::Array(items) => items.iter().any(has_float),
+            Value::Object(map) => map.values().any(has_float),
+            _ => false,
+        }
+    }
+
     fn arb_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
@@ -398,27 +320,6 @@ mod tests {
                     .prop_map(|m| Value::Object(m.into_iter().collect())),
             ]
         })
-    }
-
-    /// The writer's escaping as bytes, for comparison with `serde_json`'s (Python's).
-    fn literal(text: &str) -> String {
-        let mut out = Vec::new();
-        put_str(&mut out, text);
-        String::from_utf8(out).unwrap_or_default()
-    }
-
-    #[test]
-    fn word_scan_escapes_every_byte_class_at_every_offset() {
-        // Offsets 0..17 put the byte in the first word, the second, and the tail.
-        for c in (0_u8..0x80).map(char::from).chain(['é', '\u{2028}', '€']) {
-            for at in 0..17 {
-                let mut text: Vec<char> = vec!['a'; 17];
-                text[at] = c;
-                let text: String = text.into_iter().collect();
-                let expected = serde_json::to_string(&text).unwrap_or_default();
-                assert_eq!(literal(&text), expected, "{c:?} at {at}");
-            }
-        }
     }
 
     #[test]
@@ -456,8 +357,8 @@ mod tests {
         for size in [0, 1, 7, 8, 9, 31, 32, 33, 100, 4095, 70_000, 200_000] {
             for pattern in patterns {
                 let text: String = pattern.chars().cycle().take(size).collect();
-                let expected = serde_json::to_string(&text).unwrap_or_default();
-                assert_eq!(literal(&text), expected, "{size} of {pattern:?}");
+                let expected = serde_json::to_string(&text).expect("a string serializes");
+                assert_eq!(canon(&json!(text)), expected, "{size} of {pattern:?}");
                 assert_eq!(
                     sha256_of_str(&text),
                     sha256_hex(expected.as_bytes()),
@@ -484,20 +385,11 @@ mod tests {
         }
 
         #[test]
-        fn word_scan_escapes_like_serde_json(
-            chars in proptest::collection::vec(
-                prop_oneof![
-                    4 => (0x20_u8..0x7f).prop_map(char::from),
-                    1 => Just('"'),
-                    1 => Just('\\'),
-                    1 => (0_u8..0x20).prop_map(char::from),
-                    1 => Just('é'),
-                ],
-                0..48,
-            )
-        ) {
-            let text: String = chars.into_iter().collect();
-            prop_assert_eq!(literal(&text), serde_json::to_string(&text).unwrap_or_default());
+        fn without_floats_the_canonical_form_is_serde_jsons_compact_form(v in arb_value()) {
+            // serde_json escapes as Python does and its map is sorted; only floats differ.
+            if !has_float(&v) {
+                prop_assert_eq!(canon(&v), serde_json::to_string(&v).expect("a value serializes"));
+            }
         }
 
         #[test]

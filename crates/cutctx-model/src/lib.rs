@@ -22,28 +22,33 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+mod action;
+mod budget;
 pub mod canonical;
+mod draft;
 mod error;
 mod exchanges;
-mod fastjson;
+mod hash_sink;
 mod idmap;
 mod parallelism;
-mod plan;
-mod pyrepr;
+mod partition;
+mod report;
+mod summarization;
+mod transcript;
 mod turn;
 pub mod wire;
 
+pub use action::{Action, ActionView, TurnAction, TurnReplacement};
+pub use budget::CompactionBudget;
+pub use cutctx_json::py_repr_str;
+pub use draft::PlanDraft;
 pub use error::{CompactionError, Details, ErrorCode};
 pub use exchanges::Exchanges;
 pub use parallelism::Parallelism;
-pub use plan::{
-    Action, ActionView, CompactedTranscript, CompactionReport, PlanDraft, SummarizationRequest,
-    TurnAction, TurnReplacement,
-};
-pub use pyrepr::py_repr_str;
-pub use turn::{
-    CompactionBudget, DerivedTurn, Metadata, Role, Transcript, TranscriptTurn, TurnRecord,
-};
+pub use report::{CompactedTranscript, CompactionReport};
+pub use summarization::SummarizationRequest;
+pub use transcript::{DerivedTurn, Transcript};
+pub use turn::{Metadata, Role, TranscriptTurn, TurnRecord};
 
 /// The prefix of every summary turn's id: a summary for group `g` is the turn `summary:g`.
 pub const SUMMARY_TURN_ID_PREFIX: &str = "summary:";

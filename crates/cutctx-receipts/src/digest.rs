@@ -8,6 +8,7 @@
 //! An item's byte size is the length of what was hashed. The whole-content digest is the
 //! json-c14n digest of the ordered list of per-item digests: a digest of digests.
 
+use cutctx_json::{Style, Writer};
 use sha2::{Digest, Sha256};
 
 use crate::error::ReceiptError;
@@ -91,16 +92,7 @@ impl ContentDigest {
     }
 }
 
-/// Lower-case hex.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0x0F)]));
-    }
-    out
-}
+pub(crate) use cutctx_json::hex;
 
 /// Lower-case hex SHA-256.
 #[must_use]
@@ -176,16 +168,10 @@ pub fn digest_content(items: &[Item]) -> Result<ContentDigest, ReceiptError> {
 
 /// The json-c14n digest of a list of digest strings, written directly.
 fn whole_digest(digests: &[String]) -> String {
-    let mut canonical = Vec::with_capacity(2 + digests.iter().map(|d| d.len() + 3).sum::<usize>());
-    canonical.push(b'[');
-    for (i, d) in digests.iter().enumerate() {
-        if i > 0 {
-            canonical.push(b',');
-        }
-        crate::json::escape_into(&mut canonical, d.as_bytes());
-    }
-    canonical.push(b']');
-    digest_canonical(&canonical).digest
+    let mut canonical =
+        String::with_capacity(2 + digests.iter().map(|d| d.len() + 3).sum::<usize>());
+    Writer::new(&mut canonical, Style::C14N).str_list(digests.iter().map(String::as_str));
+    digest_canonical(canonical.as_bytes()).digest
 }
 
 /// Whether `digest` is well-formed as `verify_receipt` tests it: a string of exactly four

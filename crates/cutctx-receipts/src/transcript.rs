@@ -13,6 +13,7 @@
 //! the extra key [`PLAN_HASH_KEY`]: outside the `receipt_digest` core (arcaeon's verifier is
 //! unaffected), inside the chain (it cannot be edited unseen).
 
+use cutctx_json::{Style, Writer, write_turn};
 use cutctx_model::{CompactedTranscript, Transcript, TranscriptTurn};
 
 use crate::clock::Clock;
@@ -73,38 +74,13 @@ pub fn transcript_items(transcript: &Transcript) -> Vec<Item> {
     transcript.turns().iter().map(turn_item).collect()
 }
 
-/// The digest of one turn: json-c14n of its object, written directly (a turn holds only
-/// valid strings, booleans, a `u64` and a string map, so json-c14n cannot refuse it).
+/// The digest of one turn: json-c14n of its object, written by `cutctx_json`'s turn writer
+/// (a turn holds only valid strings, booleans, a `u64` and a string map, so json-c14n cannot
+/// refuse it, and the bytes equal [`crate::json::to_c14n`] of [`turn_value`]).
 fn digest_turn(turn: &TranscriptTurn) -> ItemDigest {
-    let esc = |out: &mut Vec<u8>, s: &str| crate::json::escape_into(out, s.as_bytes());
-    let mut out = Vec::with_capacity(128 + turn.content().len());
-    out.extend_from_slice(b"{\"content\":");
-    esc(&mut out, turn.content());
-    out.extend_from_slice(b",\"metadata\":{");
-    // A BTreeMap<String, String> iterates in code point order, as json-c14n sorts.
-    for (i, (k, v)) in turn.metadata().iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        esc(&mut out, k);
-        out.push(b':');
-        esc(&mut out, v);
-    }
-    out.extend_from_slice(b"},\"pinned\":");
-    out.extend_from_slice(if turn.pinned() { b"true" } else { b"false" });
-    out.extend_from_slice(b",\"role\":");
-    esc(&mut out, turn.role().as_str());
-    out.extend_from_slice(b",\"token_estimate\":");
-    out.extend_from_slice(turn.token_estimate().to_string().as_bytes());
-    out.extend_from_slice(b",\"tool_call_id\":");
-    match turn.tool_call_id() {
-        Some(id) => esc(&mut out, id),
-        None => out.extend_from_slice(b"null"),
-    }
-    out.extend_from_slice(b",\"turn_id\":");
-    esc(&mut out, turn.turn_id());
-    out.push(b'}');
-    digest_canonical(&out)
+    let mut out = String::with_capacity(128 + turn.content().len());
+    write_turn(&mut Writer::new(&mut out, Style::C14N), turn.json_fields());
+    digest_canonical(out.as_bytes())
 }
 
 /// The content digest of a transcript's turns.

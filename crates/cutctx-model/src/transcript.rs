@@ -1,0 +1,592 @@
+//! A transcript: its turns in order with unique ids, and the per-position columns and
+//! exchange layout made from them on first use.
+
+use std::sync::{Arc, OnceLock};
+
+use cutctx_json::{Style, Writer, write_turn};
+use serde::{Deserialize, Serialize};
+
+use crate::partition::{DerivedPartition, partition, same_call};
+use crate::{
+    CompactionError, Exchanges, ID_SAMPLE_LIMIT, Role, TranscriptTurn, details, py_repr_str,
+};
+
+/// An ordered sequence of turns, oldest first, with unique ids. May be empty.
+///
+/// ```
+/// use cutctx_model::{Role, Transcript, TranscriptTurn};
+/// let t = Transcript::new(vec![
+///     TranscriptTurn::new("s", Role::System, "rules", 10)?,
+///     TranscriptTurn::new("u", Role::User, "hi", 5)?,
+/// ])?;
+/// assert_eq!(t.token_estimate(), 15);
+/// assert_eq!(t.turn_ids().collect::<Vec<_>>(), ["s", "u"]);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "Vec<TranscriptTurn>", into = "Vec<TranscriptTurn>")]
+pub struct Transcript {
+    turns: Vec<TranscriptTurn>,
+    total: u64,
+    /// Per position: the index of the turn's exchange, numbered by first appearance.
+    exchange_of: Vec<usize>,
+    /// How many exchanges there are.
+    exchanges: usize,
+    /// The partition laid out by exchange, made on first use.
+    layout: Layout,
+    /// Per position, what most passes read of a turn, kept beside the turns: a pass over
+    /// these reads a few bytes a turn where a pass over the turns reads seventy-two. Made on
+    /// first use: a compacted view that is only read or sent on never pays for them.
+    columns: LazyColumns,
+}
+
+/// A transcript's [`Columns`], made when first asked for. Derived from the turns, so it
+/// takes no part in equality.
+#[derive(Debug, Clone, Default)]
+struct LazyColumns(OnceLock<Columns>);
+
+impl PartialEq for LazyColumns {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LazyColumns {}
+
+/// Per-position copies of the turns' ids, estimates, roles and system-or-pinned flags.
+#[derive(Debug, Clone, Default)]
+struct Columns {
+    ids: Vec<Arc<str>>,
+    estimates: Vec<u64>,
+    roles: Vec<Role>,
+    fixed: Vec<bool>,
+}
+
+impl Columns {
+    fn of(turns: &[TranscriptTurn]) -> Self {
+        Self {
+            ids: turns.iter().map(|t| Arc::clone(&t.turn_id)).collect(),
+            estimates: turns.iter().map(|t| t.token_estimate).collect(),
+            roles: turns.iter().map(|t| t.role).collect(),
+            fixed: turns
+                .iter()
+                .map(|t| t.role == Role::System || t.pinned)
+                .collect(),
+        }
+    }
+}
+
+/// A transcript's [`Exchanges`], computed when first asked for and shared after. It is derived
+/// from the turns, so it takes no part in equality.
+#[derive(Debug, Clone, Default)]
+struct Layout(OnceLock<Arc<Exchanges>>);
+
+impl PartialEq for Layout {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Layout {}
+
+impl Transcript {
+    /// A transcript of these turns.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when ids repeat (details: `duplicate_turn_ids`, sorted, at most 10),
+    /// or when the estimates sum beyond `u64::MAX` (details: `turn_count`).
+    pub fn new(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
+        let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
+        ids.sort_unstable();
+        let mut duplicates: Vec<&str> = ids
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[1])
+            .collect();
+        if !duplicates.is_empty() {
+            // `duplicates` holds each repeat after the first; the message counts those.
+            let repeats = duplicates.len();
+            // The first repeat in transcript order, as the reference reports it.
+            let mut seen = std::collections::BTreeSet::new();
+            let first = turns
+                .iter()
+                .map(TranscriptTurn::turn_id)
+                .find(|id| !seen.insert(*id))
+                .unwrap_or_default();
+            let message = format!(
+                "Transcript turn ids must be unique; {repeats} are repeated (first: {}).",
+                py_repr_str(first)
+            );
+            duplicates.dedup();
+            duplicates.truncate(ID_SAMPLE_LIMIT);
+            return Err(CompactionError::validation(
+                message,
+                details! { "duplicate_turn_ids" => duplicates },
+            ));
+        }
+        let total = turns
+            .iter()
+            .try_fold(0_u64, |acc, t| acc.checked_add(t.token_estimate))
+            .ok_or_else(|| {
+                CompactionError::validation(
+                    format!(
+                        "The transcript's token estimates sum beyond {}; no budget could be \
+                         compared with them.",
+                        u64::MAX
+                    ),
+                    details! { "turn_count" => turns.len() },
+                )
+            })?;
+        let turns = pack_ids(turns);
+        let (exchange_of, exchanges) = partition(&turns);
+        Ok(Self {
+            turns,
+            total,
+            exchange_of,
+            exchanges,
+            layout: Layout::default(),
+            columns: LazyColumns::default(),
+        })
+    }
+
+    /// The turns, oldest first.
+    #[must_use]
+    pub fn turns(&self) -> &[TranscriptTurn] {
+        &self.turns
+    }
+
+    /// The number of turns.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.turns.len()
+    }
+
+    /// Whether the transcript has no turns.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.turns.is_empty()
+    }
+
+    /// The sum of the turns' estimates.
+    #[must_use]
+    pub const fn token_estimate(&self) -> u64 {
+        self.total
+    }
+
+    /// Per position, each turn's id, shared with the turn: what plans and reports copy.
+    #[must_use]
+    pub fn turn_id_arcs(&self) -> &[Arc<str>] {
+        &self.columns().ids
+    }
+
+    /// Per position, each turn's estimate: the same figures as the turns', laid out together.
+    #[must_use]
+    pub fn token_estimates(&self) -> &[u64] {
+        &self.columns().estimates
+    }
+
+    /// Per position, each turn's role.
+    #[must_use]
+    pub fn roles(&self) -> &[Role] {
+        &self.columns().roles
+    }
+
+    /// Per position, whether the turn is a system turn or pinned: the turns no policy may
+    /// touch wherever they stand.
+    #[must_use]
+    pub fn system_or_pinned(&self) -> &[bool] {
+        &self.columns().fixed
+    }
+
+    fn columns(&self) -> &Columns {
+        self.columns.0.get_or_init(|| Columns::of(&self.turns))
+    }
+
+    /// The ids in order.
+    pub fn turn_ids(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
+        self.turns.iter().map(TranscriptTurn::turn_id)
+    }
+
+    /// A transcript made from some of this one's turns, in order, with new turns between them.
+    ///
+    /// This is how a compacted view or a projection is built without re-checking every id:
+    /// kept turns come from positions of `self` (strictly increasing, so each at most once, and
+    /// each keeping its id, though its content may change), and only the new turns' ids are
+    /// checked, against each other and against the kept ids. `O(n log k)` for `k` new turns.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when a position is out of range or not increasing, a kept turn's id
+    /// changed, or a new id repeats (details: `duplicate_turn_ids`).
+    ///
+    /// ```
+    /// use cutctx_model::{DerivedTurn, Role, Transcript, TranscriptTurn};
+    /// let t = Transcript::new(vec![
+    ///     TranscriptTurn::new("a", Role::User, "x", 1)?,
+    ///     TranscriptTurn::new("b", Role::User, "y", 1)?,
+    /// ])?;
+    /// let view = t.derive(vec![
+    ///     DerivedTurn::New(TranscriptTurn::new("summary:g", Role::Assistant, "s", 1)?),
+    ///     DerivedTurn::Kept(1, t.turns()[1].clone()),
+    /// ])?;
+    /// assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["summary:g", "b"]);
+    /// let clash = t.derive(vec![
+    ///     DerivedTurn::Kept(0, t.turns()[0].clone()),
+    ///     DerivedTurn::New(TranscriptTurn::new("a", Role::Assistant, "s", 1)?),
+    /// ]);
+    /// assert!(clash.is_err());
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn derive(
+        &self,
+        parts: impl IntoIterator<Item = DerivedTurn>,
+    ) -> Result<Self, CompactionError> {
+        let parts = parts.into_iter();
+        // A filtering iterator knows only its upper bound; reserving it avoids regrowing a
+        // vector of a hundred thousand turns.
+        let (low, high) = parts.size_hint();
+        let mut turns: Vec<TranscriptTurn> = Vec::with_capacity(high.unwrap_or(low));
+        let mut fresh: Vec<usize> = Vec::new();
+        // The partition, derived from the source's as the turns come (see
+        // `DerivedPartition`).
+        let mut derived = DerivedPartition::new(self.exchanges, turns.capacity());
+        let mut next = 0_usize;
+        let mut total = 0_u64;
+        for part in parts {
+            let turn = match part {
+                DerivedTurn::Kept(position, turn) => {
+                    let same_id = self.turns.get(position).is_some_and(|orig| {
+                        Arc::ptr_eq(&orig.turn_id, &turn.turn_id) || orig.turn_id == turn.turn_id
+                    });
+                    if position < next || !same_id {
+                        return Err(CompactionError::validation(
+                            format!(
+                                "A derived transcript keeps turn {} out of order or under \
+                                 another id.",
+                                py_repr_str(turn.turn_id())
+                            ),
+                            details! { "turn_id" => turn.turn_id(), "position" => position },
+                        ));
+                    }
+                    next = position + 1;
+                    let orig = &self.turns[position];
+                    derived.kept(
+                        self.exchange_of[position],
+                        same_call(&turn.tool_call_id, &orig.tool_call_id),
+                    );
+                    turn
+                }
+                DerivedTurn::New(turn) => {
+                    fresh.push(turns.len());
+                    derived.new_turn(turn.tool_call_id.is_none());
+                    turn
+                }
+            };
+            total = total.checked_add(turn.token_estimate).ok_or_else(|| {
+                CompactionError::validation(
+                    format!(
+                        "The derived transcript's estimates sum beyond {}.",
+                        u64::MAX
+                    ),
+                    details! { "turn_count" => turns.len() + 1 },
+                )
+            })?;
+            turns.push(turn);
+        }
+        let (exchange_of, exchanges) = derived.finish().unwrap_or_else(|| partition(&turns));
+        if !fresh.is_empty() {
+            let mut repeated: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+            let mut new_ids: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+            for &i in &fresh {
+                if !new_ids.insert(turns[i].turn_id()) {
+                    repeated.insert(turns[i].turn_id());
+                }
+            }
+            let mut fresh_iter = fresh.iter().peekable();
+            for (i, turn) in turns.iter().enumerate() {
+                if fresh_iter.peek() == Some(&&i) {
+                    fresh_iter.next();
+                } else if new_ids.contains(turn.turn_id()) {
+                    repeated.insert(turn.turn_id());
+                }
+            }
+            if let Some(first) = repeated.first() {
+                let sample: Vec<&str> = repeated.iter().copied().take(ID_SAMPLE_LIMIT).collect();
+                return Err(CompactionError::validation(
+                    format!(
+                        "Transcript turn ids must be unique; {} are repeated (first: {}).",
+                        repeated.len(),
+                        py_repr_str(first)
+                    ),
+                    details! { "duplicate_turn_ids" => sample },
+                ));
+            }
+        }
+        Ok(Self {
+            turns,
+            total,
+            exchange_of,
+            exchanges,
+            layout: Layout::default(),
+            columns: LazyColumns::default(),
+        })
+    }
+
+    /// Per position, the index of the turn's exchange: turns sharing a `tool_call_id` share an
+    /// exchange, a turn without one has its own, and exchanges are numbered in order of their
+    /// first turn. Computed once, when the transcript is built.
+    #[must_use]
+    pub fn exchange_assignment(&self) -> &[usize] {
+        &self.exchange_of
+    }
+
+    /// The number of exchanges.
+    #[must_use]
+    pub const fn exchange_count(&self) -> usize {
+        self.exchanges
+    }
+
+    /// The partition laid out by exchange, each with its members in order. Computed on the
+    /// first call and shared by every later one: analysing a transcript again costs nothing
+    /// here.
+    #[must_use]
+    pub fn exchanges(&self) -> &Arc<Exchanges> {
+        self.layout.0.get_or_init(|| {
+            Arc::new(Exchanges::from_assignment(
+                self.exchange_of.clone(),
+                self.exchanges,
+            ))
+        })
+    }
+
+    /// The transcript's canonical JSON: an array of turns, each with all seven keys.
+    #[must_use]
+    pub fn canonical_json(&self) -> String {
+        let size: usize = self
+            .turns
+            .iter()
+            .map(|t| 128 + t.turn_id.len() + t.content.len())
+            .sum();
+        let mut out = String::with_capacity(size + 2);
+        let mut w = Writer::new(&mut out, Style::CANONICAL);
+        w.raw("[");
+        for (i, t) in self.turns.iter().enumerate() {
+            if i > 0 {
+                w.item_separator();
+            }
+            write_turn(&mut w, t.json_fields());
+        }
+        w.raw("]");
+        out
+    }
+
+    /// The turns, consuming the transcript.
+    #[must_use]
+    pub fn into_turns(self) -> Vec<TranscriptTurn> {
+        self.turns
+    }
+}
+
+/// Copies every turn's id and `tool_call_id` into fresh allocations made one after another.
+///
+/// Ids are read on every pass a policy makes, while content is read by masking alone. Parsed
+/// or built turn by turn, each id sits next to its turn's content, one cache miss per id per
+/// pass; packed, the ids of a whole transcript share a few megabytes that the hardware reads
+/// ahead of a pass. All the new ids are made before any old one is freed, and the ids before
+/// the `tool_call_id`s: an allocator hands a freed block to the next request of its size, so
+/// freeing as we go would put each new id where an old one was.
+fn pack_ids(mut turns: Vec<TranscriptTurn>) -> Vec<TranscriptTurn> {
+    let ids: Vec<Arc<str>> = turns.iter().map(|t| Arc::from(&*t.turn_id)).collect();
+    let mut last: Option<Arc<str>> = None;
+    let calls: Vec<Option<Arc<str>>> = turns
+        .iter()
+        .map(|t| {
+            let call = t.tool_call_id.as_ref()?;
+            // A result right after its call shares the call's string.
+            let packed = match &last {
+                Some(prev) if **prev == **call => Arc::clone(prev),
+                _ => Arc::from(&**call),
+            };
+            last = Some(Arc::clone(&packed));
+            Some(packed)
+        })
+        .collect();
+    for ((turn, id), call) in turns.iter_mut().zip(ids).zip(calls) {
+        turn.turn_id = id;
+        turn.tool_call_id = call;
+    }
+    turns
+}
+
+impl TryFrom<Vec<TranscriptTurn>> for Transcript {
+    type Error = CompactionError;
+
+    fn try_from(turns: Vec<TranscriptTurn>) -> Result<Self, Self::Error> {
+        Self::new(turns)
+    }
+}
+
+impl From<Transcript> for Vec<TranscriptTurn> {
+    fn from(t: Transcript) -> Self {
+        t.turns
+    }
+}
+
+/// One turn of a transcript derived from another by [`Transcript::derive`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DerivedTurn {
+    /// The turn at this position of the source, possibly with new content, same id.
+    Kept(usize, TranscriptTurn),
+    /// A turn the source does not have.
+    New(TranscriptTurn),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    fn turn(id: &str, est: u64) -> TranscriptTurn {
+        TranscriptTurn::new(id, Role::User, format!("content of {id}"), est).expect("valid turn")
+    }
+
+    #[test]
+    fn packing_ids_keeps_every_value_and_shares_a_calls_id_with_its_result() {
+        let call: Arc<str> = Arc::from("c1");
+        let given = vec![
+            TranscriptTurn::new("a", Role::Assistant, "", 1)
+                .expect("valid")
+                .with_tool_call_id(Arc::clone(&call)),
+            TranscriptTurn::new("t", Role::Tool, "out", 2)
+                .expect("valid")
+                .with_tool_call_id("c1"),
+            turn("u", 3),
+            TranscriptTurn::new("b", Role::Assistant, "", 1)
+                .expect("valid")
+                .with_tool_call_id("c2"),
+        ];
+        let t = Transcript::new(given.clone()).expect("unique ids");
+        assert_eq!(t.turns(), &given[..], "packing changes no value");
+        let turns = t.turns();
+        let (a, r, b) = (&turns[0], &turns[1], &turns[3]);
+        assert!(
+            !Arc::ptr_eq(a.turn_id_arc(), given[0].turn_id_arc()),
+            "ids are copied"
+        );
+        let (Some(ca), Some(cr), Some(cb)) = (&a.tool_call_id, &r.tool_call_id, &b.tool_call_id)
+        else {
+            panic!("tool_call_ids are kept");
+        };
+        assert!(
+            Arc::ptr_eq(ca, cr),
+            "a result right after its call shares its string"
+        );
+        assert!(!Arc::ptr_eq(ca, &call), "the shared string is a fresh copy");
+        assert!(!Arc::ptr_eq(ca, cb));
+    }
+
+    #[test]
+    fn columns_are_made_on_first_use_and_take_no_part_in_equality() {
+        let a = Transcript::new(vec![turn("u", 7), turn("v", 2)]).expect("unique ids");
+        let b = a.clone();
+        assert!(
+            a.columns.0.get().is_none(),
+            "a new transcript has no columns yet"
+        );
+        assert_eq!(a.token_estimates(), [7, 2]);
+        assert!(a.columns.0.get().is_some());
+        assert!(b.columns.0.get().is_none());
+        assert_eq!(a, b);
+        let view = a
+            .derive([DerivedTurn::Kept(1, a.turns()[1].clone())])
+            .expect("valid");
+        assert!(view.columns.0.get().is_none(), "nor has a derived one");
+        assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["v"]);
+    }
+
+    #[test]
+    fn columns_repeat_the_turns_figures_in_new_and_derived_transcripts() {
+        let t = Transcript::new(vec![
+            TranscriptTurn::new("s", Role::System, "rules", 4).expect("valid"),
+            turn("u", 7).with_pinned(true),
+            TranscriptTurn::new("t", Role::Tool, "out", 9).expect("valid"),
+            turn("v", 2),
+        ])
+        .expect("unique ids");
+        let check = |t: &Transcript| {
+            let turns = t.turns();
+            let estimates: Vec<u64> = turns.iter().map(TranscriptTurn::token_estimate).collect();
+            let roles: Vec<Role> = turns.iter().map(TranscriptTurn::role).collect();
+            let fixed: Vec<bool> = turns
+                .iter()
+                .map(|x| x.role() == Role::System || x.pinned())
+                .collect();
+            assert_eq!(t.token_estimates(), estimates);
+            for (id, turn) in t.turn_id_arcs().iter().zip(turns) {
+                assert!(
+                    Arc::ptr_eq(id, turn.turn_id_arc()),
+                    "the column shares the turn's id"
+                );
+            }
+            assert_eq!(t.roles(), roles);
+            assert_eq!(t.system_or_pinned(), fixed);
+        };
+        check(&t);
+        assert_eq!(t.system_or_pinned(), [true, true, false, false]);
+        let derived = t
+            .derive([
+                DerivedTurn::Kept(1, t.turns()[1].with_replaced_content(Arc::from("x"), 1)),
+                DerivedTurn::New(turn("n", 5)),
+                DerivedTurn::Kept(3, t.turns()[3].clone()),
+            ])
+            .expect("a valid derivation");
+        check(&derived);
+        assert_eq!(derived.token_estimates(), [1, 5, 2]);
+    }
+
+    #[test]
+    fn the_exchange_layout_is_shared_and_takes_no_part_in_equality() {
+        let turns = vec![
+            turn("a", 1).with_tool_call_id("c"),
+            turn("u", 1),
+            turn("t", 1).with_tool_call_id("c"),
+        ];
+        let laid_out = Transcript::new(turns.clone()).expect("unique ids");
+        let fresh = Transcript::new(turns).expect("unique ids");
+        let first = Arc::clone(laid_out.exchanges());
+        assert!(Arc::ptr_eq(&first, laid_out.exchanges()), "computed once");
+        assert_eq!(first.members(0), [0, 2]);
+        assert_eq!(first.members(1), [1]);
+        // One has its layout computed, the other not: still equal.
+        assert_eq!(laid_out, fresh);
+        assert_eq!(laid_out.exchanges(), fresh.exchanges());
+    }
+
+    #[test]
+    fn duplicate_ids_are_listed_sorted_and_counted_per_repeat() {
+        let e = Transcript::new(vec![
+            turn("b", 1),
+            turn("a", 1),
+            turn("b", 1),
+            turn("a", 1),
+            turn("b", 1),
+        ])
+        .expect_err("duplicates");
+        assert_eq!(
+            e.details()["duplicate_turn_ids"],
+            serde_json::json!(["a", "b"])
+        );
+        assert!(
+            e.message().contains("3 are repeated (first: 'b')"),
+            "{}",
+            e.message()
+        );
+    }
+
+    #[test]
+    fn totals_overflowing_u64_are_refused() {
+        let e = Transcript::new(vec![turn("a", u64::MAX), turn("b", 1)]).expect_err("overflow");
+        assert_eq!(e.code(), ErrorCode::Validation);
+    }
+}
