@@ -141,15 +141,26 @@ pub fn apply_with(
     const PARALLEL_ACTIONS: usize = 20_000;
     let (walk, plan_hash) = if plan.actions.len() >= PARALLEL_ACTIONS && parallelism.threads() > 1 {
         std::thread::scope(|scope| {
-            let hasher = scope.spawn(|| plan.plan_hash());
+            // The hashing thread may pipeline its own writing only with a third thread to spare.
+            let inner = if parallelism.threads() > 2 {
+                parallelism
+            } else {
+                Parallelism::Sequential
+            };
+            let hasher = scope.spawn(move || plan.plan_hash_with(inner));
             let walk = walk(transcript, plan, summaries, &requests);
             // Hashing cannot panic; were the thread lost anyway, hash here.
-            (walk, hasher.join().unwrap_or_else(|_| plan.plan_hash()))
+            (
+                walk,
+                hasher
+                    .join()
+                    .unwrap_or_else(|_| plan.plan_hash_with(Parallelism::Sequential)),
+            )
         })
     } else {
         (
             walk(transcript, plan, summaries, &requests),
-            plan.plan_hash(),
+            plan.plan_hash_with(parallelism),
         )
     };
     let Walk {

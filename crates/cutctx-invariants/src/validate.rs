@@ -249,6 +249,7 @@ fn exchanges(actions: &[TurnAction], analysis: &Analysis) -> Result<(), Compacti
             .collect();
         let groups: BTreeSet<&str> = members
             .iter()
+            // The reference lists a member without a group as "" among the groups.
             .map(|&p| actions[p].summary_group().unwrap_or(""))
             .collect();
         let acts: Vec<&str> = acts.into_iter().collect();
@@ -438,17 +439,25 @@ fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), Compa
         }
     }
     summary_ids_free(requests, transcript)?;
-    // Each request's first turn is its group's first action, by the check above.
-    let firsts: Vec<usize> = requests
-        .iter()
-        .map(|r| {
-            planned
-                .get(r.group_id())
-                .and_then(|v| v.first())
-                .copied()
-                .unwrap_or(0)
-        })
-        .collect();
+    // Each request's first turn is its group's first action, by the check above: every
+    // request's group is planned, with at least one turn.
+    let mut firsts: Vec<usize> = Vec::with_capacity(requests.len());
+    for r in requests {
+        let first = planned.get(r.group_id()).and_then(|v| v.first()).copied();
+        debug_assert!(first.is_some(), "the groups were matched to requests above");
+        match first {
+            Some(first) => firsts.push(first),
+            None => {
+                return fail(
+                    format!(
+                        "Summarization request {} names a group no action has.",
+                        py_repr_str(r.group_id())
+                    ),
+                    details! { "group_id" => r.group_id() },
+                );
+            }
+        }
+    }
     if firsts.windows(2).any(|w| w[0] > w[1]) {
         let in_order: Vec<&str> = requests.iter().map(|r| r.group_id()).collect();
         return fail(

@@ -57,10 +57,32 @@ impl PlanDraft {
     /// without building the text.
     #[must_use]
     pub fn plan_hash(&self) -> String {
+        self.plan_hash_with(crate::Parallelism::Automatic)
+    }
+
+    /// As [`PlanDraft::plan_hash`], starting no thread when `parallelism` allows only one.
+    /// The hash is the same.
+    ///
+    /// ```
+    /// use cutctx_model::{Parallelism, PlanDraft};
+    /// let draft = PlanDraft {
+    ///     actions: vec![],
+    ///     budget_unmet: false,
+    ///     estimator_ratio: None,
+    ///     policy_name: "p".into(),
+    ///     policy_version: "1".into(),
+    ///     summarization_requests: vec![],
+    ///     tokens_after_estimate: 0,
+    ///     tokens_before: 0,
+    /// };
+    /// assert_eq!(draft.plan_hash_with(Parallelism::Sequential), draft.plan_hash());
+    /// ```
+    #[must_use]
+    pub fn plan_hash_with(&self, parallelism: crate::Parallelism) -> String {
         // Writing a large plan costs about half as much as hashing it: on two cores, one
         // writes while the other hashes what is written.
         const PIPELINED_ACTIONS: usize = 20_000;
-        if self.actions.len() >= PIPELINED_ACTIONS {
+        if self.actions.len() >= PIPELINED_ACTIONS && parallelism.threads() > 1 {
             crate::hash_sink::hash_pipelined(self)
         } else {
             let mut sink = HashSink::on_heap();

@@ -112,8 +112,9 @@ impl Transcript {
             let first = turns
                 .iter()
                 .map(TranscriptTurn::turn_id)
-                .find(|id| !seen.insert(*id))
-                .unwrap_or_default();
+                .find(|id| !seen.insert(*id));
+            debug_assert!(first.is_some(), "a duplicate was found above");
+            let first = first.unwrap_or_default();
             let message = format!(
                 "Transcript turn ids must be unique; {repeats} are repeated (first: {}).",
                 py_repr_str(first)

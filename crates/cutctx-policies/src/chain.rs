@@ -331,7 +331,15 @@ impl State<'_> {
                     *estimate
                 }
                 Resolved::Summarize(gid) if emitted.first_time(gid) => {
-                    self.groups.get(gid).map_or(0, |g| g.target_tokens)
+                    // Every summarized turn's group is known: groups and resolutions change
+                    // together (`absorb`, `set`, `reconcile`).
+                    self.groups.get(gid).map_or_else(
+                        || {
+                            debug_assert!(false, "a summarized turn without its group");
+                            0
+                        },
+                        |g| g.target_tokens,
+                    )
                 }
                 Resolved::Summarize(_) | Resolved::Drop => 0,
             };
@@ -400,7 +408,8 @@ impl State<'_> {
     }
 
     /// The real positions an action on projection turn `id` (at real position `real`) affects.
-    /// As in the reference, any id with the summary prefix is read as a stand-in.
+    /// As in the reference, any id with the summary prefix is read as a stand-in, and one that
+    /// names no group affects no turn (a real turn may carry such an id).
     fn members(&self, id: &str, real: Option<usize>) -> Vec<usize> {
         match id.strip_prefix(SUMMARY_TURN_ID_PREFIX) {
             Some(gid) => self
@@ -500,6 +509,7 @@ impl State<'_> {
         let updates: Vec<(Arc<str>, Group)> = requests
             .iter()
             .map(|r| {
+                // `now_in` has a key for every request, made just above.
                 let members = now_in.get(r.group_id()).cloned().unwrap_or_default();
                 let group = Group {
                     members,
@@ -583,7 +593,13 @@ impl State<'_> {
             Some(p) => Cow::Borrowed(&*t.turn_id_arcs()[p]),
             None => Cow::Owned(format!(
                 "{SUMMARY_TURN_ID_PREFIX}{}",
-                shape.stand_ins.get(&j).map_or("", |g| &**g)
+                shape.stand_ins.get(&j).map_or_else(
+                    || {
+                        debug_assert!(false, "a projection turn with no real turn is a stand-in");
+                        ""
+                    },
+                    |g| &**g,
+                )
             )),
         });
         let gid: Arc<str> = group_id_for(ids).into();

@@ -195,8 +195,10 @@ fn closed(span: &Range<usize>, analysis: &Analysis) -> bool {
 /// through a max-tree over the exchanges' last positions, so the cost is `O(n log n)`.
 fn refine(span: &Range<usize>, analysis: &Analysis) -> Vec<Range<usize>> {
     let ex = analysis.exchanges();
+    // Every exchange has at least one member: the partition is of the turns themselves.
     let bounds = |e: usize| {
         let m = ex.members(e);
+        debug_assert!(!m.is_empty(), "an exchange without members");
         (
             m.first().copied().unwrap_or(0),
             m.last().copied().unwrap_or(0),
