@@ -90,13 +90,20 @@ pub(crate) fn estimate_after(
 ) -> PyResult<u128> {
     let actions = extract_actions(actions)?;
     let requests = extract_requests(summarization_requests)?;
-    Ok(rules::estimate_after(&transcript.inner, &actions, &requests))
+    Ok(rules::estimate_after(
+        &transcript.inner,
+        &actions,
+        &requests,
+    ))
 }
 
 /// A validated plan from a policy's decisions, its figures derived.
 #[pyfunction]
 #[pyo3(signature = (*, transcript, budget, actions, summarization_requests=None, policy_name, policy_version, estimator_ratio=None))]
-#[expect(clippy::too_many_arguments, reason = "the reference's keyword arguments")]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "the reference's keyword arguments"
+)]
 pub(crate) fn build_plan(
     py: Python<'_>,
     transcript: PyRef<'_, PyTranscript>,

@@ -65,7 +65,10 @@ fn figure(value: i128) -> u64 {
 impl PyPlan {
     #[new]
     #[pyo3(signature = (*, actions, summarization_requests=None, tokens_before, tokens_after_estimate, policy_name, policy_version, estimator_ratio=None, budget_unmet=false, transcript, budget))]
-    #[expect(clippy::too_many_arguments, reason = "the reference's keyword arguments")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the reference's keyword arguments"
+    )]
     fn new(
         py: Python<'_>,
         actions: &Bound<'_, PyAny>,
@@ -103,30 +106,34 @@ impl PyPlan {
     /// One action per turn, in transcript order.
     #[getter]
     fn actions<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let tuple = self.actions.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
-            let items = self
-                .inner
-                .actions
-                .iter()
-                .map(|a| Py::new(py, PyTurnAction { inner: a.clone() }))
-                .collect::<PyResult<Vec<_>>>()?;
-            Ok(PyTuple::new(py, items)?.unbind())
-        })?;
+        let tuple = self
+            .actions
+            .get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+                let items = self
+                    .inner
+                    .actions
+                    .iter()
+                    .map(|a| Py::new(py, PyTurnAction { inner: a.clone() }))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(PyTuple::new(py, items)?.unbind())
+            })?;
         Ok(tuple.bind(py).clone())
     }
 
     /// The requests the caller must fulfil, by the position of each group's first turn.
     #[getter]
     fn summarization_requests<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let tuple = self.requests.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
-            let items = self
-                .inner
-                .summarization_requests
-                .iter()
-                .map(|r| Py::new(py, PyRequest { inner: r.clone() }))
-                .collect::<PyResult<Vec<_>>>()?;
-            Ok(PyTuple::new(py, items)?.unbind())
-        })?;
+        let tuple = self
+            .requests
+            .get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+                let items = self
+                    .inner
+                    .summarization_requests
+                    .iter()
+                    .map(|r| Py::new(py, PyRequest { inner: r.clone() }))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(PyTuple::new(py, items)?.unbind())
+            })?;
         Ok(tuple.bind(py).clone())
     }
 
@@ -229,7 +236,11 @@ impl PyPlan {
             slf.getattr("policy_name")?.repr()?,
             slf.getattr("policy_version")?.repr()?,
             slf.getattr("estimator_ratio")?.repr()?,
-            if this.inner.budget_unmet { "True" } else { "False" },
+            if this.inner.budget_unmet {
+                "True"
+            } else {
+                "False"
+            },
         ))
     }
 }
@@ -243,28 +254,58 @@ pub(crate) struct PyReport {
 fn ids(items: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<str>>> {
     items
         .try_iter()?
-        .map(|id| id.and_then(|id| id.extract::<String>()).map(Arc::<str>::from))
+        .map(|id| {
+            id.and_then(|id| id.extract::<String>())
+                .map(Arc::<str>::from)
+        })
         .collect()
 }
 
 /// The report's fields, in the reference's order, as `(name, value)`.
-fn report_items<'py>(py: Python<'py>, r: &CompactionReport) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
+fn report_items<'py>(
+    py: Python<'py>,
+    r: &CompactionReport,
+) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
     let list = |v: &[Arc<str>]| registry::str_list(py, v.iter()).map(Bound::into_any);
     Ok(vec![
-        ("plan_hash", r.plan_hash.as_str().into_pyobject(py)?.into_any()),
-        ("policy_name", r.policy_name.as_str().into_pyobject(py)?.into_any()),
-        ("policy_version", r.policy_version.as_str().into_pyobject(py)?.into_any()),
-        ("tokens_before", r.tokens_before.into_pyobject(py)?.into_any()),
-        ("tokens_after_estimate", r.tokens_after_estimate.into_pyobject(py)?.into_any()),
-        ("estimator_ratio", r.estimator_ratio.into_pyobject(py)?.into_any()),
-        ("budget_unmet", r.budget_unmet.into_pyobject(py)?.to_owned().into_any()),
+        (
+            "plan_hash",
+            r.plan_hash.as_str().into_pyobject(py)?.into_any(),
+        ),
+        (
+            "policy_name",
+            r.policy_name.as_str().into_pyobject(py)?.into_any(),
+        ),
+        (
+            "policy_version",
+            r.policy_version.as_str().into_pyobject(py)?.into_any(),
+        ),
+        (
+            "tokens_before",
+            r.tokens_before.into_pyobject(py)?.into_any(),
+        ),
+        (
+            "tokens_after_estimate",
+            r.tokens_after_estimate.into_pyobject(py)?.into_any(),
+        ),
+        (
+            "estimator_ratio",
+            r.estimator_ratio.into_pyobject(py)?.into_any(),
+        ),
+        (
+            "budget_unmet",
+            r.budget_unmet.into_pyobject(py)?.to_owned().into_any(),
+        ),
         ("turns_before", r.turns_before.into_pyobject(py)?.into_any()),
         ("turns_after", r.turns_after.into_pyobject(py)?.into_any()),
         ("kept_turn_ids", list(&r.kept_turn_ids)?),
         ("masked_turn_ids", list(&r.masked_turn_ids)?),
         ("summarized_turn_ids", list(&r.summarized_turn_ids)?),
         ("dropped_turn_ids", list(&r.dropped_turn_ids)?),
-        ("summary_turn_ids", registry::str_list(py, r.summary_turn_ids.iter())?.into_any()),
+        (
+            "summary_turn_ids",
+            registry::str_list(py, r.summary_turn_ids.iter())?.into_any(),
+        ),
     ])
 }
 
@@ -272,7 +313,10 @@ fn report_items<'py>(py: Python<'py>, r: &CompactionReport) -> PyResult<Vec<(&'s
 impl PyReport {
     #[new]
     #[pyo3(signature = (*, plan_hash, policy_name, policy_version, tokens_before, tokens_after_estimate, estimator_ratio, budget_unmet, turns_before, turns_after, kept_turn_ids, masked_turn_ids, summarized_turn_ids, dropped_turn_ids, summary_turn_ids))]
-    #[expect(clippy::too_many_arguments, reason = "the reference's keyword arguments")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the reference's keyword arguments"
+    )]
     fn new(
         plan_hash: String,
         policy_name: String,
@@ -494,21 +538,32 @@ impl PyCompacted {
 #[pyfunction]
 pub(crate) fn apply(
     py: Python<'_>,
-    transcript: PyRef<'_, PyTranscript>,
-    plan: PyRef<'_, PyPlan>,
+    transcript: Bound<'_, PyTranscript>,
+    plan: Bound<'_, PyPlan>,
     summaries: &Bound<'_, PyAny>,
 ) -> PyResult<PyCompacted> {
+    let (source, planned) = (transcript.get(), plan.get());
     let mut supplied = BTreeMap::new();
-    for request in &plan.inner.summarization_requests {
+    for request in &planned.inner.summarization_requests {
         let key = request.group_id();
         if summaries.contains(key)? {
             let text: String = summaries.get_item(key)?.extract()?;
             supplied.insert(key.to_owned(), text);
         }
     }
-    let compacted = executor::apply(&transcript.inner, &plan.inner, &supplied).py(py)?;
+    let compacted = executor::apply(&source.inner, &planned.inner, &supplied).py(py)?;
     Ok(PyCompacted {
-        transcript: PyTranscript::wrap(py, compacted.transcript)?,
-        report: Py::new(py, PyReport { inner: compacted.report })?,
+        transcript: PyTranscript::view(
+            py,
+            compacted.transcript,
+            transcript.unbind(),
+            plan.unbind(),
+        )?,
+        report: Py::new(
+            py,
+            PyReport {
+                inner: compacted.report,
+            },
+        )?,
     })
 }

@@ -174,7 +174,11 @@ pub(crate) fn chain_core(py: Python<'_>, members: Vec<Bound<'_, PyAny>>) -> PyRe
 #[pyfunction]
 pub(crate) fn group_id_for(turn_ids: Vec<String>) -> String {
     let digest = sha256_of_joined(&turn_ids, "\u{0}");
-    format!("{}{}", cutctx::GROUP_ID_PREFIX, digest.get(..16).unwrap_or(&digest))
+    format!(
+        "{}{}",
+        cutctx::GROUP_ID_PREFIX,
+        digest.get(..16).unwrap_or(&digest)
+    )
 }
 
 /// The text that replaces a masked turn's body: the label, the estimate and the digest.
@@ -295,4 +299,3 @@ impl TokenEstimator for PyEstimator {
         })
     }
 }
-

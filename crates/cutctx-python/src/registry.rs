@@ -173,7 +173,12 @@ pub(crate) fn json_to_py(py: Python<'_>, value: &Value) -> PyResult<Py<PyAny>> {
             } else {
                 // Integers beyond 64 bits keep their digits: Python's `int` reads them exactly.
                 match n.as_f64() {
-                    Some(f) if !n.to_string().chars().all(|c| c.is_ascii_digit() || c == '-') => {
+                    Some(f)
+                        if !n
+                            .to_string()
+                            .chars()
+                            .all(|c| c.is_ascii_digit() || c == '-') =>
+                    {
                         f.into_pyobject(py)?.into_any().unbind()
                     }
                     _ => py
@@ -206,7 +211,11 @@ pub(crate) fn str_tuple<'py, S: AsRef<str>>(
     py: Python<'py>,
     ids: impl IntoIterator<Item = S, IntoIter: ExactSizeIterator>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    PyTuple::new(py, ids.into_iter().map(|s| pyo3::types::PyString::new(py, s.as_ref())))
+    PyTuple::new(
+        py,
+        ids.into_iter()
+            .map(|s| pyo3::types::PyString::new(py, s.as_ref())),
+    )
 }
 
 /// A list of Python strings from shared ids.
@@ -214,5 +223,9 @@ pub(crate) fn str_list<'py, S: AsRef<str>>(
     py: Python<'py>,
     ids: impl IntoIterator<Item = S, IntoIter: ExactSizeIterator>,
 ) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(py, ids.into_iter().map(|s| pyo3::types::PyString::new(py, s.as_ref())))
+    PyList::new(
+        py,
+        ids.into_iter()
+            .map(|s| pyo3::types::PyString::new(py, s.as_ref())),
+    )
 }

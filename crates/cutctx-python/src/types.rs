@@ -2,21 +2,22 @@
 //!
 //! Each class holds the core's value and converts a field to Python only when it is read.
 
-use std::collections::BTreeMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use cutctx::model::wire::WireInt;
 use cutctx::model::{
-    Action, CompactionBudget, Role, SummarizationRequest, Transcript, TranscriptTurn, TurnAction,
-    TurnRecord, TurnReplacement,
+    Action, ActionView, CompactionBudget, Role, SummarizationRequest, Transcript, TranscriptTurn,
+    TurnAction, TurnRecord, TurnReplacement,
 };
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 
+use crate::plan::PyPlan;
 use crate::registry::{self, IntoPy};
 
 /// Reads a role: a `Role` member or its value.
@@ -196,6 +197,9 @@ impl PyTurn {
 pub(crate) struct PyTranscript {
     pub(crate) inner: Transcript,
     turns: PyOnceLock<Py<PyTuple>>,
+    /// For a compacted view: the transcript and plan it was applied from, so that a kept
+    /// turn is the input's own Python object.
+    origin: Option<(Py<PyTranscript>, Py<PyPlan>)>,
 }
 
 impl PyTranscript {
@@ -206,8 +210,56 @@ impl PyTranscript {
             Self {
                 inner,
                 turns: PyOnceLock::new(),
+                origin: None,
             },
         )
+    }
+
+    /// The view `plan` made of `source`: its kept turns are `source`'s own objects.
+    pub(crate) fn view(
+        py: Python<'_>,
+        inner: Transcript,
+        source: Py<PyTranscript>,
+        plan: Py<PyPlan>,
+    ) -> PyResult<Py<Self>> {
+        Py::new(
+            py,
+            Self {
+                inner,
+                turns: PyOnceLock::new(),
+                origin: Some((source, plan)),
+            },
+        )
+    }
+
+    /// The view's turns, reusing the source's objects for kept turns; `None` when the view
+    /// does not line up with its plan (then every turn is made anew).
+    fn view_turns(&self, py: Python<'_>) -> PyResult<Option<Vec<Py<PyAny>>>> {
+        let Some((source, plan)) = &self.origin else {
+            return Ok(None);
+        };
+        let source_turns = source.get().turns(py)?;
+        let view = self.inner.turns();
+        let mut out = Vec::with_capacity(view.len());
+        let mut groups = BTreeSet::new();
+        for (position, action) in plan.get().inner.actions.iter().enumerate() {
+            let made = match action.view() {
+                ActionView::Keep => {
+                    out.push(source_turns.get_item(position)?.unbind());
+                    continue;
+                }
+                ActionView::Mask(_) => true,
+                ActionView::Summarize(group) => groups.insert(group),
+                ActionView::Drop => false,
+            };
+            if made {
+                let Some(turn) = view.get(out.len()) else {
+                    return Ok(None);
+                };
+                out.push(PyTurn::wrap(py, turn.clone())?.into_any());
+            }
+        }
+        Ok((out.len() == view.len()).then_some(out))
     }
 }
 
@@ -234,21 +286,30 @@ impl PyTranscript {
         let inner = Transcript::new(core).py(py)?;
         let cell = PyOnceLock::new();
         let _ = cell.set(py, tuple.unbind());
-        Ok(Self { inner, turns: cell })
+        Ok(Self {
+            inner,
+            turns: cell,
+            origin: None,
+        })
     }
 
     /// The turns, oldest first, as a tuple.
     #[getter]
     fn turns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        let tuple = self.turns.get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
-            let turns = self
-                .inner
-                .turns()
-                .iter()
-                .map(|turn| PyTurn::wrap(py, turn.clone()))
-                .collect::<PyResult<Vec<_>>>()?;
-            Ok(PyTuple::new(py, turns)?.unbind())
-        })?;
+        let tuple = self
+            .turns
+            .get_or_try_init(py, || -> PyResult<Py<PyTuple>> {
+                if let Some(turns) = self.view_turns(py)? {
+                    return Ok(PyTuple::new(py, turns)?.unbind());
+                }
+                let turns = self
+                    .inner
+                    .turns()
+                    .iter()
+                    .map(|turn| PyTurn::wrap(py, turn.clone()))
+                    .collect::<PyResult<Vec<_>>>()?;
+                Ok(PyTuple::new(py, turns)?.unbind())
+            })?;
         Ok(tuple.bind(py).clone())
     }
 
@@ -525,7 +586,10 @@ impl PyRequest {
     ) -> PyResult<Self> {
         let ids = turn_ids
             .try_iter()?
-            .map(|id| id.and_then(|id| id.extract::<String>()).map(Arc::<str>::from))
+            .map(|id| {
+                id.and_then(|id| id.extract::<String>())
+                    .map(Arc::<str>::from)
+            })
             .collect::<PyResult<Vec<_>>>()?;
         // The core checks every other rule first, as the reference does; a negative target is
         // the last of them and is outside the core's unsigned figures.

@@ -30,7 +30,7 @@ A turn loop with the default chain: plan, write the requested summaries, apply.
     >>> summaries = {r.group_id: "Earlier: questions 0 to 3, answered." for r in plan.summarization_requests}
     >>> view = CompactionExecutor().apply(transcript, plan, summaries)
     >>> view.transcript.turn_ids()[:2], view.report.tokens_after_estimate
-    (('s', 'summary:span-7f9e2f7f5bd0ad0e'), 118)
+    (('s', 'summary:span-c5171129abd094ab'), 117)
 
 Anything not in ``__all__`` is private, ``cutctx._invariants`` included.
 """
