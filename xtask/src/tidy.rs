@@ -6,6 +6,9 @@
 //!   lints silently do not apply;
 //! * every member's `src/lib.rs` (or `src/main.rs` when it has no library) carries
 //!   `#![forbid(unsafe_code)]`, visible and independent of `[lints]`;
+//! * except the crates of [`UNSAFE_GLUE_CRATES`] (Python bindings), whose generated glue is
+//!   `unsafe`: each has its own `[lints]` table with `unsafe_code = "deny"`, a crate root with
+//!   `#![deny(unsafe_code)]`, and no `unsafe` written in any of its sources;
 //! * `docs/ARCHITECTURE.md` names every crate of `order` as `` `name` ``;
 //! * the `pure` crates' sources use no file system, network, process, environment, standard
 //!   stream, clock, randomness or randomly ordered collection, and their manifests declare no
@@ -62,6 +65,16 @@ const FORBIDDEN_GROUP_WORDS: &[(&str, &str)] = &[
 /// Crates a pure crate may not depend on: they do I/O, read the clock or produce randomness.
 const FORBIDDEN_CRATES: &[&str] = &["rand", "getrandom", "tokio", "reqwest", "chrono", "time"];
 
+/// Crates allowed `deny` instead of `forbid` for `unsafe_code`: the Python binding.
+///
+/// PyO3's macros write the extension's init symbol and the type objects' slots as `unsafe`
+/// code under their own `#[allow(unsafe_code)]`, which a `forbid` (workspace-wide or in the
+/// crate root) would reject. Such a crate cannot inherit the workspace lints, so it mirrors them
+/// in its own `[lints]` table with `unsafe_code = "deny"`; its root says
+/// `#![deny(unsafe_code)]`; and tidy scans its sources for a hand-written `unsafe`, so that the
+/// generated glue stays the only unsafe code in it.
+pub(crate) const UNSAFE_GLUE_CRATES: &[&str] = &["cutctx-python"];
+
 /// One problem found by tidy: where, and what.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Problem {
@@ -112,13 +125,30 @@ pub(crate) fn run(root: &Path) -> Result<String, String> {
         let manifest = Path::new(&member.manifest_path);
         let dir = manifest.parent().unwrap_or(root);
         let manifest_text = read(root, manifest, &mut problems);
-        problems.extend(check_lints_table(&display(root, manifest), &manifest_text));
+        let glue = UNSAFE_GLUE_CRATES.contains(&member.name.as_str());
+        if glue {
+            problems.extend(check_glue_lints(&display(root, manifest), &manifest_text));
+            let mut sources = Vec::new();
+            collect_rs_files(&dir.join("src"), &mut sources)
+                .map_err(|error| format!("tidy failed: cannot list {}: {error}", dir.display()))?;
+            for file in &sources {
+                let text = read(root, file, &mut problems);
+                problems.extend(scan_hand_written_unsafe(&display(root, file), &text));
+            }
+        } else {
+            problems.extend(check_lints_table(&display(root, manifest), &manifest_text));
+        }
         let lib = dir.join("src/lib.rs");
         let main = dir.join("src/main.rs");
         let crate_root = if lib.is_file() { lib } else { main };
         if crate_root.is_file() {
             let text = read(root, &crate_root, &mut problems);
-            problems.extend(check_forbid_unsafe(&display(root, &crate_root), &text));
+            let path = display(root, &crate_root);
+            problems.extend(if glue {
+                check_deny_unsafe(&path, &text)
+            } else {
+                check_forbid_unsafe(&path, &text)
+            });
         } else {
             problems.push(Problem::new(
                 display(root, dir),
@@ -283,6 +313,70 @@ pub(crate) fn check_forbid_unsafe(path: &str, text: &str) -> Option<Problem> {
 }
 
 /// `docs/ARCHITECTURE.md` must name every layered crate as `` `name` ``.
+/// The crate root of an [`UNSAFE_GLUE_CRATES`] member carries `#![deny(unsafe_code)]`.
+pub(crate) fn check_deny_unsafe(path: &str, text: &str) -> Option<Problem> {
+    let found = text.lines().any(|line| {
+        let line: String = line.chars().filter(|c| !c.is_whitespace()).collect();
+        line.starts_with("#![deny(")
+            && line
+                .trim_start_matches("#![deny(")
+                .split([',', ')'])
+                .any(|lint| lint == "unsafe_code")
+    });
+    (!found).then(|| {
+        Problem::new(
+            path,
+            "the binding crate's root has no `#![deny(unsafe_code)]` (its exception to \
+             `forbid` is for generated glue only)",
+        )
+    })
+}
+
+/// The manifest of an [`UNSAFE_GLUE_CRATES`] member has its own `[lints.rust]` table with
+/// `unsafe_code = "deny"` (it cannot inherit the workspace's `forbid`).
+pub(crate) fn check_glue_lints(path: &str, manifest: &str) -> Option<Problem> {
+    let mut section = String::new();
+    for line in manifest.lines() {
+        let line = strip_toml_comment(line).trim();
+        if line.starts_with('[') {
+            section = table_header(line);
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key: String = key.chars().filter(|c| !c.is_whitespace()).collect();
+        let value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
+        let denies = match (section.as_str(), key.as_str()) {
+            ("lints.rust", "unsafe_code") | ("lints", "rust.unsafe_code") => value == "\"deny\"",
+            _ => false,
+        };
+        if denies {
+            return None;
+        }
+    }
+    Some(Problem::new(
+        path,
+        "the binding crate has no `[lints.rust] unsafe_code = \"deny\"`: it mirrors the \
+         workspace lints with `deny` in place of `forbid`",
+    ))
+}
+
+/// Lines of a binding crate's source that write `unsafe` themselves.
+pub(crate) fn scan_hand_written_unsafe(path: &str, text: &str) -> Vec<Problem> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| contains_token(strip_rust_comment(line), "unsafe"))
+        .map(|(index, _)| {
+            Problem::new(
+                format!("{path}:{}", index + 1),
+                "hand-written `unsafe` in the binding crate: only PyO3's generated glue may be \
+                 unsafe",
+            )
+        })
+        .collect()
+}
+
 pub(crate) fn check_architecture(path: &str, text: &str, order: &[String]) -> Vec<Problem> {
     order
         .iter()
@@ -498,8 +592,9 @@ fn contains_token(code: &str, token: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{
-        check_architecture, check_doc_header, check_forbid_unsafe, check_lints_table,
-        check_pure_manifest, scan_pure_source,
+        UNSAFE_GLUE_CRATES, check_architecture, check_deny_unsafe, check_doc_header,
+        check_forbid_unsafe, check_glue_lints, check_lints_table, check_pure_manifest,
+        scan_hand_written_unsafe, scan_pure_source,
     };
 
     /// A pure-crate file that follows every rule.
@@ -746,5 +841,35 @@ time.workspace = true
         if let Err(report) = super::run(&crate::project_root()) {
             panic!("{report}");
         }
+    }
+
+    #[test]
+    fn the_binding_crate_denies_unsafe_and_writes_none() {
+        assert_eq!(UNSAFE_GLUE_CRATES, ["cutctx-python"]);
+        // Its root: `deny`, which generated glue's own `allow` may override; not `forbid`.
+        assert!(check_deny_unsafe("lib.rs", "//! A.\n#![deny(unsafe_code)]\n").is_none());
+        assert!(
+            check_deny_unsafe("lib.rs", "//! A.\n#![deny(missing_docs, unsafe_code)]\n").is_none()
+        );
+        assert!(check_deny_unsafe("lib.rs", "//! A.\n#![forbid(unsafe_code)]\n").is_some());
+        assert!(check_deny_unsafe("lib.rs", "//! A.\n// #![deny(unsafe_code)]\n").is_some());
+        // Its manifest: its own lints table, denying unsafe code.
+        let good = "[package]\nname = \"b\"\n\n[lints.rust]\nunsafe_code = \"deny\"\n";
+        assert!(check_glue_lints("Cargo.toml", good).is_none());
+        assert!(check_glue_lints("Cargo.toml", "[lints]\nrust.unsafe_code = \"deny\"\n").is_none());
+        assert!(
+            check_glue_lints("Cargo.toml", "[lints.rust]\nunsafe_code = \"allow\"\n").is_some()
+        );
+        assert!(check_glue_lints("Cargo.toml", "[lints]\nworkspace = true\n").is_some());
+        assert!(check_glue_lints("Cargo.toml", "[x]\nunsafe_code = \"deny\"\n").is_some());
+        // Its sources: no `unsafe` by hand; the lint's name and comments are not code.
+        let clean = "//! B.\n#![deny(unsafe_code)]\n// unsafe glue is generated\nfn f() {}\n";
+        assert!(scan_hand_written_unsafe("lib.rs", clean).is_empty());
+        let dirty = "//! B.\nfn f() {\n    unsafe { g() }\n}\nunsafe fn g() {}\n";
+        let found: Vec<String> = scan_hand_written_unsafe("src/lib.rs", dirty)
+            .iter()
+            .map(|p| p.location.clone())
+            .collect();
+        assert_eq!(found, ["src/lib.rs:3", "src/lib.rs:5"]);
     }
 }

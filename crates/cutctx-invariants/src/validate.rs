@@ -462,7 +462,8 @@ fn summary_groups(plan: &PlanDraft, transcript: &Transcript) -> Result<(), Compa
         let in_order: Vec<&str> = requests.iter().map(|r| r.group_id()).collect();
         return fail(
             "Summarization requests must be ordered by the position of each group's first turn: \
-             their order is part of the plan's bytes."
+             their order is part of the plan's bytes, which are byte-identical whenever the plan \
+             is derived again."
                 .to_owned(),
             details! { "group_ids" => sample(&in_order) },
         );

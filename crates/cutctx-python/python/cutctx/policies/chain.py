@@ -1,0 +1,100 @@
+"""Compose policies over a projection of the transcript, and build one plan at the end."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cutctx import _core
+from cutctx.errors import ValidationError
+from cutctx.policies.drop_oldest import DropOldestPolicy
+from cutctx.policies.masking import ObservationMaskingPolicy
+from cutctx.policies.summarizing import SummarizingPolicy
+
+if TYPE_CHECKING:
+    from cutctx.types import CompactionBudget, CompactionPlan, CompactionPolicy, Transcript
+
+__all__ = ["PolicyChain", "default_chain"]
+
+_SHIPPED = (DropOldestPolicy, ObservationMaskingPolicy, SummarizingPolicy)
+
+
+class PolicyChain:
+    """Runs policies in order over a projection, stopping as soon as the budget fits.
+
+    Each member decides over the view the decisions so far would produce (a summary's
+    stand-in in place of its group); the chain then builds one plan over the real transcript.
+    Members may be the shipped policies, other chains, or policies written in Python.
+
+        >>> from cutctx import CompactionBudget, Role, Transcript, TranscriptTurn, default_chain
+        >>> t = Transcript(tuple(TranscriptTurn(f"u{i}", Role.USER, "x" * 40, 10) for i in range(8)))
+        >>> plan = default_chain(prompt_id="summary.v1").decide(t, CompactionBudget(50))
+        >>> plan.policy_name
+        'chain(observation_masking@1.0.0+summarizing@1.0.0+drop_oldest@1.0.0)'
+        >>> [r.target_tokens for r in plan.summarization_requests], plan.tokens_after_estimate
+        ([8], 48)
+
+    Raises:
+        ValidationError: If ``policies`` is empty or holds something that is not a policy.
+    """
+
+    version: str = "1.0.0"
+
+    def __init__(self, policies: Sequence[CompactionPolicy]) -> None:
+        """Check the members and bind the core chain."""
+        members = tuple(policies)
+        if not members:
+            raise ValidationError(
+                "A PolicyChain needs at least one policy: an empty chain decides nothing.",
+                details={},
+            )
+        for policy in members:
+            if not callable(getattr(policy, "decide", None)) or not isinstance(
+                getattr(policy, "name", None), str
+            ):
+                raise ValidationError(
+                    "Every member of a PolicyChain must be a CompactionPolicy, with a `name`, "
+                    "a `version` and `decide(transcript, budget)`.",
+                    details={"member": type(policy).__name__},
+                )
+        self._policies = members
+        # A shipped member (not a subclass that may decide otherwise) decides in the core;
+        # any other is called back.
+        cores = [
+            policy._core if type(policy) in (*_SHIPPED, PolicyChain) else policy
+            for policy in members
+        ]
+        self._core = _core.chain_core(cores)
+        self.name = self._core.name
+
+    @property
+    def policies(self) -> tuple[CompactionPolicy, ...]:
+        """The members, in the order they run."""
+        return self._policies
+
+    def decide(self, transcript: Transcript, budget: CompactionBudget) -> CompactionPlan:
+        """Return the one plan the whole chain composes.
+
+        Raises:
+            BudgetUnsatisfiable: If the untouchable turns alone exceed ``budget.max_tokens``.
+        """
+        return self._core.decide(transcript, budget)
+
+
+def default_chain(
+    *,
+    prompt_id: str,
+    keep_recent_results: int = 2,
+    target_ratio: float = 0.2,
+    min_span_turns: int = 4,
+) -> PolicyChain:
+    """Return the default chain: mask, then summarize, then drop."""
+    return PolicyChain(
+        (
+            ObservationMaskingPolicy(keep_recent_results=keep_recent_results),
+            SummarizingPolicy(
+                prompt_id=prompt_id, target_ratio=target_ratio, min_span_turns=min_span_turns
+            ),
+            DropOldestPolicy(),
+        )
+    )

@@ -1,0 +1,56 @@
+//! `cutctx._core`: the extension module behind the `cutctx` Python package.
+//!
+//! The Python package (`python/cutctx/`) is laid out as CutCtx 0.1.0's modules are; its types,
+//! policies, rules and executor are the classes and functions of this module, each a thin
+//! wrapper sharing the Rust core's values (`Arc`s, never copies of content). Converting a
+//! `Transcript` of existing turns clones each turn's `Arc`s without validating its fields again,
+//! and a compacted view creates a Python object per turn only when its `turns` are read.
+//!
+//! Errors are the core's [`cutctx::CompactionError`], raised as the Python classes the package
+//! binds at import (`_bind`): `ValidationError` and the three `CompactionError` subclasses, with
+//! the core's message and `details`.
+//!
+//! No `unsafe` is written here; PyO3's generated glue is the one exception to the workspace's
+//! `forbid(unsafe_code)`, and `cargo xtask tidy` scans this crate for a hand-written `unsafe`.
+
+#![deny(unsafe_code)]
+
+mod invariants;
+mod plan;
+mod policies;
+mod registry;
+mod types;
+
+use pyo3::prelude::*;
+
+/// The module `cutctx._core`.
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(registry::bind, m)?)?;
+    m.add_class::<types::PyTurn>()?;
+    m.add_class::<types::PyTranscript>()?;
+    m.add_class::<types::PyBudget>()?;
+    m.add_class::<types::PyReplacement>()?;
+    m.add_class::<types::PyTurnAction>()?;
+    m.add_class::<types::PyRequest>()?;
+    m.add_class::<plan::PyPlan>()?;
+    m.add_class::<plan::PyReport>()?;
+    m.add_class::<plan::PyCompacted>()?;
+    m.add_function(wrap_pyfunction!(plan::apply, m)?)?;
+    m.add_class::<policies::PolicyCore>()?;
+    m.add_function(wrap_pyfunction!(policies::drop_oldest_core, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::masking_core, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::summarizing_core, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::chain_core, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::group_id_for, m)?)?;
+    m.add_function(wrap_pyfunction!(policies::stub_for, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::exchanges, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::untouchable_turn_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::untouchable_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::removable_turn_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::require_satisfiable_budget, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::estimate_after, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::build_plan, m)?)?;
+    m.add_function(wrap_pyfunction!(invariants::validate_plan, m)?)?;
+    Ok(())
+}
