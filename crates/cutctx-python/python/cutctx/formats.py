@@ -26,7 +26,7 @@ Two entry points:
 ['m1']
 
 Failures raise :class:`FormatCompactionError`, whose ``code`` is the CLI's stable code
-(``FORMAT_ERROR``, ``FORMAT_INVALID_REQUEST``, ``VALIDATION_ERROR``, ``INPUT_ERROR``,
+(``FORMAT_ERROR``, ``FORMAT_UNSUPPORTED``, ``FORMAT_INVALID_REQUEST``, ``VALIDATION_ERROR``, ``INPUT_ERROR``,
 ``USAGE_ERROR``, ``COMPACTION_BUDGET_UNSATISFIABLE``, ``COMPACTION_SUMMARY_MISSING``,
 ``SUMMARIZER_ERROR``) and whose ``details`` name ids and figures, never content.
 """
