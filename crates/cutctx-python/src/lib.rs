@@ -15,9 +15,11 @@
 
 #![deny(unsafe_code)]
 
+pub mod formats;
 mod invariants;
 mod plan;
 mod policies;
+pub mod receipts;
 mod registry;
 mod types;
 
@@ -52,5 +54,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(invariants::estimate_after, m)?)?;
     m.add_function(wrap_pyfunction!(invariants::build_plan, m)?)?;
     m.add_function(wrap_pyfunction!(invariants::validate_plan, m)?)?;
+    formats::register(m.py(), m)?;
+    receipts::register(m.py(), m)?;
     Ok(())
 }
