@@ -323,10 +323,10 @@ impl Analysis {
         let floor = self.untouchable_tokens;
         Err(CompactionError::BudgetUnsatisfiable {
             message: format!(
-                "The untouchable turns alone are estimated at {floor} tokens, over the budget of \
-                 {max}. {n} turns are untouchable (every system turn, every pinned turn, and the \
-                 last {p}); raise max_tokens, unpin turns or shorten the protected tail, since \
-                 no compaction can fit this budget without breaking an invariant.",
+                "The untouchable turns alone are estimated at {floor} tokens, which exceeds the \
+                 budget of {max}. {n} turns are untouchable: every SYSTEM turn, every pinned \
+                 turn, and the last {p}. Raise max_tokens, unpin turns, or shorten the protected \
+                 tail \u{2014} no compaction can fit this budget without violating an invariant.",
                 max = budget.max_tokens,
                 n = self.untouchable_count,
                 p = budget.protected_recent_turns,

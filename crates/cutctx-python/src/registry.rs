@@ -145,7 +145,25 @@ pub(crate) fn error(py: Python<'_>, err: &CompactionError) -> PyErr {
             Err(e) => return e,
         }
     }
-    raise(py, class, err.message().to_owned(), &details)
+    raise(py, class, python_message(err), &details)
+}
+
+/// The message the Python package gives for `err`: the core's, but for a missing summary,
+/// whose wording in CutCtx 0.1.0 points its users to their own inference path. Programs that
+/// match on the reference's message keep working; the command line keeps the core's wording.
+fn python_message(err: &CompactionError) -> String {
+    if err.code() == ErrorCode::SummaryMissing
+        && let Some(group) = err.details().get("group_id").and_then(|g| g.as_str())
+    {
+        return format!(
+            "Summarization group {} has no supplied summary. CutCtx plans a summarization and \
+             never performs it (ADR-0052): fulfil the request through your own governed \
+             inference path \u{2014} on a local tier when the transcript is confidential \
+             \u{2014} and pass the text back in `summaries`.",
+            cutctx::model::py_repr_str(group)
+        );
+    }
+    err.message().to_owned()
 }
 
 /// Maps a core result into a Python one.

@@ -132,5 +132,24 @@ def test_identical_to_the_reference():
     errors = sum("error" in r for r in expected)
     # The cases must reach both outcomes, or the comparison says little.
     assert 0 < errors < len(all_cases) // 2, errors
+    refined = 0
     for i, (want, have) in enumerate(zip(expected, got, strict=True)):
+        if _split_exchange(want) and not _split_exchange(have):
+            # The one deliberate difference (README, "Python"): where the reference's
+            # summarizing span would split a tool exchange (a pinned turn between a call and its
+            # result), the reference refuses its own plan; this package summarizes the closed
+            # spans inside it instead. Everywhere else the outcomes are identical.
+            refined += 1
+            continue
         assert have == want, f"case {i}: {all_cases[i]}"
+    assert refined <= len(all_cases) // 50, refined
+
+
+def _split_exchange(outcome: dict[str, Any]) -> bool:
+    """Whether ``outcome`` is the reference's refusal of a plan that splits a tool exchange."""
+    error = outcome.get("error")
+    return (
+        isinstance(error, dict)
+        and error.get("code") == "VALIDATION_ERROR"
+        and str(error.get("message", "")).startswith("A tool exchange of ")
+    )

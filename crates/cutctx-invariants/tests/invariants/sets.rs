@@ -262,10 +262,13 @@ fn budget_below_the_floor_is_unsatisfiable_with_exact_details() {
             "protected_recent_turns": 1,
         })
     );
-    assert!(
-        err.message().contains("67") && err.message().contains("66"),
-        "{}",
-        err.message()
+    // The reference's message, word for word (checked against CutCtx 0.1.0 itself).
+    assert_eq!(
+        err.message(),
+        "The untouchable turns alone are estimated at 67 tokens, which exceeds the budget of 66. \
+         3 turns are untouchable: every SYSTEM turn, every pinned turn, and the last 1. Raise \
+         max_tokens, unpin turns, or shorten the protected tail \u{2014} no compaction can fit \
+         this budget without violating an invariant."
     );
     let via_analysis = Analysis::of(&t, &b)
         .require_satisfiable()
