@@ -162,6 +162,11 @@ mod tests {
     /// Removes a passing test's folder; a failing test leaves it for a look.
     fn done(dir: &Path) {
         let _ = std::fs::remove_dir_all(dir);
+        // The process's folder goes with its last test (removing a folder still in use fails,
+        // which is what leaves it to the others).
+        if let Some(parent) = dir.parent() {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
 
     /// The names in `dir`, sorted.
