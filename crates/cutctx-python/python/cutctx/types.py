@@ -12,6 +12,7 @@ value; all but turns and transcripts (which hold mappings) are hashable.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType, SimpleNamespace
@@ -25,11 +26,13 @@ from cutctx.errors import (
     ValidationError,
 )
 
-try:
+# A version test rather than a failed import, so that a type checker targeting 3.10 sees the
+# class below instead of an unknown base.
+if sys.version_info >= (3, 11):
     from enum import StrEnum
-except ImportError:  # Python 3.10: the same behaviour, spelled out.
+else:  # Python 3.10: the same behaviour, spelled out.
 
-    class StrEnum(str, Enum):  # type: ignore[no-redef]
+    class StrEnum(str, Enum):
         """A string enumeration whose members format as their values."""
 
         def __str__(self) -> str:
@@ -138,9 +141,10 @@ def _fields(*names: str, inputs: tuple[str, ...] = ()) -> dict[str, SimpleNamesp
 _NOT_CARRIED: Final = _ValidationInput()
 # The constructor takes the transcript and budget a plan is for; introspection that reads
 # every constructor argument back finds this marker rather than an error.
-CompactionPlan.transcript = _NOT_CARRIED
-CompactionPlan.budget = _NOT_CARRIED
-CompactionPlan.__dataclass_fields__ = _fields(
+# Set by name: the classes' declared (typed) faces have no such attributes, and none is public.
+setattr(CompactionPlan, "transcript", _NOT_CARRIED)
+setattr(CompactionPlan, "budget", _NOT_CARRIED)
+_PLAN_FIELDS: Final = _fields(
     "actions",
     "summarization_requests",
     "tokens_before",
@@ -151,7 +155,7 @@ CompactionPlan.__dataclass_fields__ = _fields(
     "budget_unmet",
     inputs=("transcript", "budget"),
 )
-CompactionReport.__dataclass_fields__ = _fields(
+_REPORT_FIELDS: Final = _fields(
     "plan_hash",
     "policy_name",
     "policy_version",
@@ -167,6 +171,8 @@ CompactionReport.__dataclass_fields__ = _fields(
     "dropped_turn_ids",
     "summary_turn_ids",
 )
+setattr(CompactionPlan, "__dataclass_fields__", _PLAN_FIELDS)
+setattr(CompactionReport, "__dataclass_fields__", _REPORT_FIELDS)
 
 
 class CompactionPolicy(Protocol):
