@@ -12,7 +12,6 @@ value; all but turns and transcripts (which hold mappings) are hashable.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping
 from enum import Enum
 from types import MappingProxyType, SimpleNamespace
@@ -26,13 +25,11 @@ from cutctx.errors import (
     ValidationError,
 )
 
-# A version test rather than a failed import, so that a type checker targeting 3.10 sees the
-# class below instead of an unknown base.
-if sys.version_info >= (3, 11):
+try:
     from enum import StrEnum
-else:  # Python 3.10: the same behaviour, spelled out.
+except ImportError:  # Python 3.10: the same behaviour, spelled out.
 
-    class StrEnum(str, Enum):
+    class StrEnum(str, Enum):  # type: ignore[no-redef]
         """A string enumeration whose members format as their values."""
 
         def __str__(self) -> str:
