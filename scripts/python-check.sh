@@ -10,8 +10,10 @@
 # 2. Downloads the reference sdist (cutctx==0.1.0), extracts only its tests/ into a temporary
 #    folder (its src/ is never importable) and runs them against the installed package. The
 #    deselected tests are listed below with their reasons; README.md ("Python") lists them too.
-# 3. Runs the package's own suite (crates/cutctx-python/tests) there, and again on Python 3.10
-#    (~/.pyenv/versions/3.10.13, else python3.10) with the same wheel.
+# 3. Runs the package's own suite (crates/cutctx-python/tests) there, then mypy --strict on
+#    crates/cutctx-python/tests/typing/{usage,misuse}.py against the installed package (and runs
+#    usage.py), and the suite again on Python 3.10 (~/.pyenv/versions/3.10.13, else python3.10)
+#    with the same wheel.
 #
 # A missing Python prints "SKIP: ..." and exits 0 for that part; every failure exits non-zero.
 set -euo pipefail
@@ -73,6 +75,21 @@ fi
 echo "== the package's own suite on $("$work/v312/bin/python" -V)"
 (cd "$work" && "$work/v312/bin/python" -m pytest -q -p no:cacheprovider \
     "$root/crates/cutctx-python/tests")
+
+echo "== mypy --strict on a usage example and on deliberate misuse, against the installed package"
+# From a folder holding only the two files, so that `import cutctx` resolves to the installed
+# package (its py.typed, .pyi stubs and annotated modules), never the source tree. misuse.py marks
+# each mistake with the error it must raise; --warn-unused-ignores fails when one is not caught.
+"$work/v312/bin/pip" install --quiet mypy
+mkdir -p "$work/typing"
+cp "$root"/crates/cutctx-python/tests/typing/{usage,misuse}.py "$work/typing/"
+(cd "$work/typing" && "$work/v312/bin/python" -m mypy --strict --warn-unused-ignores \
+    --cache-dir "$work/mypy-cache" usage.py misuse.py)
+# The usage example also runs: its annotations are the values the package really returns.
+(cd "$work/typing" && "$work/v312/bin/python" usage.py)
+# The package's own modules too: errors there are hidden from its users' mypy, not harmless.
+(cd "$root/crates/cutctx-python/python" && "$work/v312/bin/python" -m mypy --strict \
+    --warn-unused-ignores --cache-dir "$work/mypy-cache" -p cutctx)
 
 if [[ -n "$py310" ]]; then
     echo "== the package's own suite on $("$py310" -V) (the same wheel)"

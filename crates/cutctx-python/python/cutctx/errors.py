@@ -20,7 +20,10 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 try:
-    from baseaicore import SuiteError, ValidationError
+    # Named `as` themselves: importable from here under strict typing (README: catch
+    # `cutctx.errors.ValidationError` on every version), while `__all__` stays the reference's.
+    from baseaicore import SuiteError as SuiteError
+    from baseaicore import ValidationError as ValidationError
 except ImportError:  # Python 3.10 and 3.11, where baseaicore cannot be installed.
 
     class SuiteError(Exception):  # type: ignore[no-redef]

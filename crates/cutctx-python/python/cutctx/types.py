@@ -138,9 +138,10 @@ def _fields(*names: str, inputs: tuple[str, ...] = ()) -> dict[str, SimpleNamesp
 _NOT_CARRIED: Final = _ValidationInput()
 # The constructor takes the transcript and budget a plan is for; introspection that reads
 # every constructor argument back finds this marker rather than an error.
-CompactionPlan.transcript = _NOT_CARRIED
-CompactionPlan.budget = _NOT_CARRIED
-CompactionPlan.__dataclass_fields__ = _fields(
+# Set by name: the classes' declared (typed) faces have no such attributes, and none is public.
+setattr(CompactionPlan, "transcript", _NOT_CARRIED)
+setattr(CompactionPlan, "budget", _NOT_CARRIED)
+_PLAN_FIELDS: Final = _fields(
     "actions",
     "summarization_requests",
     "tokens_before",
@@ -151,7 +152,7 @@ CompactionPlan.__dataclass_fields__ = _fields(
     "budget_unmet",
     inputs=("transcript", "budget"),
 )
-CompactionReport.__dataclass_fields__ = _fields(
+_REPORT_FIELDS: Final = _fields(
     "plan_hash",
     "policy_name",
     "policy_version",
@@ -167,6 +168,8 @@ CompactionReport.__dataclass_fields__ = _fields(
     "dropped_turn_ids",
     "summary_turn_ids",
 )
+setattr(CompactionPlan, "__dataclass_fields__", _PLAN_FIELDS)
+setattr(CompactionReport, "__dataclass_fields__", _REPORT_FIELDS)
 
 
 class CompactionPolicy(Protocol):

@@ -58,13 +58,7 @@ class PolicyChain:
                     details={"member": type(policy).__name__},
                 )
         self._policies = members
-        # A shipped member (not a subclass that may decide otherwise) decides in the core;
-        # any other is called back.
-        cores = [
-            policy._core if type(policy) in (*_SHIPPED, PolicyChain) else policy
-            for policy in members
-        ]
-        self._core = _core.chain_core(cores)
+        self._core = _core.chain_core([_core_of(policy) for policy in members])
         self.name = self._core.name
 
     @property
@@ -79,6 +73,18 @@ class PolicyChain:
             BudgetUnsatisfiable: If the untouchable turns alone exceed ``budget.max_tokens``.
         """
         return self._core.decide(transcript, budget)
+
+
+def _core_of(policy: CompactionPolicy) -> _core.PolicyCore | CompactionPolicy:
+    """Return a shipped member's core policy, which decides in the core; any other is called back.
+
+    A subclass of a shipped policy may decide otherwise, so only the exact classes qualify
+    (``isinstance`` narrows the type for the attribute; the ``type`` test excludes subclasses).
+    """
+    shipped = (*_SHIPPED, PolicyChain)
+    if isinstance(policy, shipped) and type(policy) in shipped:
+        return policy._core
+    return policy
 
 
 def default_chain(
