@@ -184,3 +184,44 @@ def test_a_view_makes_its_turns_on_first_read_and_keeps_the_inputs() -> None:
     kept = {t.turn_id: t for t in transcript.turns}
     assert all(turn is kept[turn.turn_id] for turn in view.turns)
     assert view.turns is view.turns
+
+
+# The modules the reference has, and what they may import: the standard library's pure
+# modules and the package itself. The reference's own check of this runs over every module,
+# and `cutctx.formats` and `cutctx.receipts` (which it does not have) parse JSON and name ledger
+# files by design, so that check is deselected (README, "Python") and this one holds the rest.
+_REFERENCE_MODULES = (
+    "__init__", "__about__", "types", "errors", "estimator", "executor", "_invariants",
+    "policies/__init__", "policies/chain", "policies/drop_oldest", "policies/masking",
+    "policies/summarizing",
+)
+_PURE = {"__future__", "collections", "dataclasses", "enum", "types", "typing", "math",
+         "functools", "cutctx", "baseaicore"}
+
+
+def test_the_reference_modules_import_no_client_store_clock_or_randomness() -> None:
+    import ast
+    from pathlib import Path
+
+    root = Path(cutctx.__file__).parent
+    for name in _REFERENCE_MODULES:
+        tree = ast.parse((root / f"{name}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                assert top in _PURE, f"{name}.py imports {top}"
+
+
+@pytest.mark.parametrize("module", ["cutctx.formats", "cutctx.receipts"])
+def test_the_docstring_examples_run(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0, "the module's docstrings hold examples"
+    assert result.failed == 0

@@ -169,8 +169,8 @@ def compact_json(
     >>> try:
     ...     compact_json(b"{", "anthropic", 10)
     ... except FormatCompactionError as e:
-    ...     print(e.code, e.details["document"])
-    INPUT_ERROR the transcript
+    ...     (e.code, e.details["document"])
+    ('INPUT_ERROR', 'the transcript')
     """
     return compact_json_with_report(
         data,

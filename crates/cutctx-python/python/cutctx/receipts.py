@@ -90,8 +90,8 @@ def seal(
     >>> try:
     ...     seal(["a", "b"], ["a"], ledger, compactor="me", method="m", dropped=["a"])
     ... except ReceiptError as e:
-    ...     print(e.code, ledger.exists())
-    RECEIPT_CLAIM_MISMATCH False
+    ...     (e.code, ledger.exists())
+    ('RECEIPT_CLAIM_MISMATCH', False)
     """
     line = _core.seal(
         _items(pre),
