@@ -130,7 +130,7 @@ pub fn compact(
         None => EstimatorSpec::default(),
     };
     let estimator = spec.estimator().map_err(from_format)?;
-    let pt = ProviderTranscript::parse_with(format, &document, estimator.as_ref())
+    let pt = ProviderTranscript::from_document_with(format, document, estimator.as_ref())
         .map_err(from_format)?;
     let policy = policy(args, spec)?;
     let budget = CompactionBudget::new(max_tokens).with_protected_recent_turns(

@@ -204,11 +204,26 @@ impl ProviderTranscript {
         document: &Value,
         estimator: &dyn TokenEstimator,
     ) -> Result<Self, FormatError> {
-        validate(format, document).map_err(FormatError::from_violation)?;
+        Self::from_document_with(format, document.clone(), estimator)
+    }
+
+    /// As [`ProviderTranscript::parse_with`], keeping `document` itself rather than a copy:
+    /// for a caller that has no further use for it (the command line), a large request is
+    /// then held once.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::parse`].
+    pub fn from_document_with(
+        format: Format,
+        document: Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Self, FormatError> {
+        validate(format, &document).map_err(FormatError::from_violation)?;
         let built = match format {
-            Format::OpenAiChat => openai_chat::build(document, estimator)?,
-            Format::OpenAiResponses => openai_responses::build(document, estimator)?,
-            Format::Anthropic => anthropic::build(document, estimator)?,
+            Format::OpenAiChat => openai_chat::build(&document, estimator)?,
+            Format::OpenAiResponses => openai_responses::build(&document, estimator)?,
+            Format::Anthropic => anthropic::build(&document, estimator)?,
         };
         let positions = built
             .turns
@@ -218,7 +233,7 @@ impl ProviderTranscript {
             .collect();
         Ok(Self {
             format,
-            document: document.clone(),
+            document,
             transcript: Transcript::new(built.turns)?,
             sources: built.sources,
             positions,

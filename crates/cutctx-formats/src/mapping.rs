@@ -140,14 +140,29 @@ pub(crate) struct Emit;
 impl Emit {
     /// `document` with its message list replaced by `items`, in the document's own shape.
     pub(crate) fn replace(document: &Value, key: &str, items: Vec<Value>) -> Value {
-        match document {
-            Value::Object(map) => {
-                let mut map = map.clone();
+        match shell(document, key) {
+            Value::Object(mut map) => {
                 map.insert(key.to_owned(), Value::Array(items));
                 Value::Object(map)
             }
             _ => Value::Array(items),
         }
+    }
+}
+
+/// `document` without the message list at `key`: the request's other fields, cloned. The list
+/// is most of a request's bytes and is always replaced, so cloning it would be wasted work.
+/// A document that is the list itself gives an empty array; a `key` holding anything but an
+/// array (the Responses `input` string) stays.
+pub(crate) fn shell(document: &Value, key: &str) -> Value {
+    match document {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, v)| !(k.as_str() == key && v.is_array()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        _ => Value::Array(Vec::new()),
     }
 }
 

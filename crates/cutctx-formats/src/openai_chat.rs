@@ -298,9 +298,17 @@ fn summary_message(text: &str) -> Value {
 
 /// `original` with `key` set to `value`, every other field as it was.
 pub(crate) fn with_field(original: &Value, key: &str, value: Value) -> Value {
-    let mut v = original.clone();
-    if let Value::Object(map) = &mut v {
-        map.insert(key.to_owned(), value);
+    match original {
+        // The replaced field is not cloned: it is a tool result's payload, the bulk of it.
+        Value::Object(map) => {
+            let mut map: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| k.as_str() != key)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            map.insert(key.to_owned(), value);
+            Value::Object(map)
+        }
+        other => other.clone(),
     }
-    v
 }

@@ -403,7 +403,7 @@ pub(crate) fn render(
     sources: &[TurnSource],
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
-    let mut doc = document.clone();
+    let mut doc = crate::mapping::shell(document, "input");
     let listed = match input(document)? {
         Input::Items(items) => Some(items),
         Input::Text(_) => None,
