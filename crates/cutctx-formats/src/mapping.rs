@@ -181,3 +181,54 @@ pub(crate) fn bad_position(position: usize) -> FormatError {
         details! { "position" => position },
     )
 }
+
+/// The message (or item) list a renderer reads kept messages from: borrowed from a
+/// [`ProviderTranscript`](crate::ProviderTranscript) that stays usable, whose kept messages are
+/// then cloned, or taken out of one that is being consumed, whose kept messages are then moved
+/// into the output instead of copied.
+pub(crate) enum Messages<'a> {
+    Borrowed(&'a [Value]),
+    Owned(Vec<Value>),
+}
+
+impl<'a> Messages<'a> {
+    /// The array at `key` of `document` (or `document` itself when it is an array); `None`
+    /// when there is no array there (a Responses `input` string).
+    pub(crate) fn borrowed(document: &'a Value, key: &str) -> Option<Self> {
+        match messages_key(document, key).0 {
+            Some(Value::Array(list)) => Some(Self::Borrowed(list)),
+            _ => None,
+        }
+    }
+
+    /// As [`Messages::borrowed`], taking the array out of `document` (an empty one stays in
+    /// its place, which [`shell`] leaves out of the output).
+    pub(crate) fn owned(document: &mut Value, key: &str) -> Option<Self> {
+        let list = match document {
+            Value::Array(list) => list,
+            Value::Object(map) => match map.get_mut(key) {
+                Some(Value::Array(list)) => list,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some(Self::Owned(std::mem::take(list)))
+    }
+
+    /// Message `i`, to read.
+    pub(crate) fn get(&self, i: usize) -> Option<&Value> {
+        match self {
+            Self::Borrowed(list) => list.get(i),
+            Self::Owned(list) => list.get(i),
+        }
+    }
+
+    /// Message `i`, to emit as it is: each renderer takes a message at most once (a view's
+    /// turns are in source order and each message is one turn), so moving it out is safe.
+    pub(crate) fn take(&mut self, i: usize) -> Option<Value> {
+        match self {
+            Self::Borrowed(list) => list.get(i).cloned(),
+            Self::Owned(list) => list.get_mut(i).map(std::mem::take),
+        }
+    }
+}
