@@ -130,7 +130,7 @@ pub fn compact(
         None => EstimatorSpec::default(),
     };
     let estimator = spec.estimator().map_err(from_format)?;
-    let pt = ProviderTranscript::parse_with(format, &document, estimator.as_ref())
+    let pt = ProviderTranscript::from_document_with(format, document, estimator.as_ref())
         .map_err(from_format)?;
     let policy = policy(args, spec)?;
     let budget = CompactionBudget::new(max_tokens).with_protected_recent_turns(
@@ -144,8 +144,10 @@ pub fn compact(
         (None, None) => BTreeMap::new(),
     };
     require_summaries(&plan, &summaries)?;
-    let out = pt.apply(&plan, &summaries).map_err(from_format)?;
-    let unchanged = out.report.kept_turn_ids.len() == pt.transcript().len();
+    let turns = pt.transcript().len();
+    // The transcript is consumed: its kept messages move into the output, not copied.
+    let out = pt.apply_into(&plan, &summaries).map_err(from_format)?;
+    let unchanged = out.report.kept_turn_ids.len() == turns;
     let output = if unchanged {
         // Nothing was compacted: the request as it was, byte for byte.
         let mut text = input_text.to_owned();
@@ -155,17 +157,30 @@ pub fn compact(
         text
     } else {
         let pretty = input_text.trim().contains('\n');
-        let text = if pretty {
-            serde_json::to_string_pretty(&out.document)
+        // One buffer, sized for the input: the output is rarely larger, so it is written
+        // without being copied as it grows.
+        let mut bytes = Vec::with_capacity(input_text.len() + 1);
+        let written = if pretty {
+            serde_json::to_writer_pretty(&mut bytes, &out.document)
         } else {
-            serde_json::to_string(&out.document)
+            serde_json::to_writer(&mut bytes, &out.document)
         };
-        text.map_err(|e| {
+        written.map_err(|e| {
             CliError::validation(
                 format!("the compacted request cannot be written as JSON: {e}"),
                 details! { "format" => format.as_str() },
             )
-        })? + "\n"
+        })?;
+        bytes.push(b'\n');
+        String::from_utf8(bytes).map_err(|e| {
+            CliError::validation(
+                format!(
+                    "the compacted request is not UTF-8 at byte {}",
+                    e.utf8_error().valid_up_to()
+                ),
+                details! { "format" => format.as_str() },
+            )
+        })?
     };
     Ok(FormatOutput {
         output,

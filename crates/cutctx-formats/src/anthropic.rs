@@ -344,7 +344,7 @@ pub(crate) fn render(
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
     let list = messages(document)?;
-    let mut doc = document.clone();
+    let mut doc = crate::mapping::shell(document, "messages");
     let mut system_kept = false;
     let mut outs: Vec<Out> = Vec::with_capacity(items.len());
     let mut pending: Option<Pending> = None;
@@ -463,9 +463,8 @@ fn flush(list: &[Value], pending: &mut Option<Pending>, outs: &mut Vec<Out>) {
     let Some(p) = pending.take() else {
         return;
     };
-    let original = list.get(p.message).cloned().unwrap_or(Value::Null);
     let value = with_field(
-        &original,
+        list.get(p.message).unwrap_or(&Value::Null),
         "content",
         Value::Array(p.blocks.into_values().collect()),
     );

@@ -20,8 +20,10 @@ pub const MEDIA_TOKEN_ESTIMATE: u64 = 765;
 pub(crate) struct Text {
     /// What the model reads, pieces joined by `\n`.
     text: String,
-    /// The same with media markers: the turn's content.
-    content: String,
+    /// The same with media markers (the turn's content), once there is a marker; until then
+    /// the content is `text` itself, and a turn without media (most turns, tool results
+    /// among them) builds its text once instead of twice.
+    content: Option<String>,
     /// How many media parts.
     media: u64,
 }
@@ -35,18 +37,21 @@ impl Text {
             self.text.push('\n');
         }
         self.text.push_str(piece);
-        if !self.content.is_empty() {
-            self.content.push('\n');
+        if let Some(content) = &mut self.content {
+            if !content.is_empty() {
+                content.push('\n');
+            }
+            content.push_str(piece);
         }
-        self.content.push_str(piece);
     }
 
     fn push_media(&mut self, marker: &str) {
         self.media = self.media.saturating_add(1);
-        if !self.content.is_empty() {
-            self.content.push('\n');
+        let content = self.content.get_or_insert_with(|| self.text.clone());
+        if !content.is_empty() {
+            content.push('\n');
         }
-        self.content.push_str(marker);
+        content.push_str(marker);
     }
 
     /// A JSON value the model reads verbatim (arguments given as an object, unknown parts).
@@ -121,7 +126,7 @@ impl Text {
         let estimate = estimator
             .estimate_tokens(&self.text)
             .saturating_add(self.media.saturating_mul(MEDIA_TOKEN_ESTIMATE));
-        (self.content, estimate)
+        (self.content.unwrap_or(self.text), estimate)
     }
 }
 

@@ -105,6 +105,7 @@ pub use bpe::BpeEstimator;
 pub use content::MEDIA_TOKEN_ESTIMATE;
 pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
+use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 pub use validate::{Rule, Violation, validate};
 
@@ -204,11 +205,26 @@ impl ProviderTranscript {
         document: &Value,
         estimator: &dyn TokenEstimator,
     ) -> Result<Self, FormatError> {
-        validate(format, document).map_err(FormatError::from_violation)?;
+        Self::from_document_with(format, document.clone(), estimator)
+    }
+
+    /// As [`ProviderTranscript::parse_with`], keeping `document` itself rather than a copy:
+    /// for a caller that has no further use for it (the command line), a large request is
+    /// then held once.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::parse`].
+    pub fn from_document_with(
+        format: Format,
+        document: Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Self, FormatError> {
+        validate(format, &document).map_err(FormatError::from_violation)?;
         let built = match format {
-            Format::OpenAiChat => openai_chat::build(document, estimator)?,
-            Format::OpenAiResponses => openai_responses::build(document, estimator)?,
-            Format::Anthropic => anthropic::build(document, estimator)?,
+            Format::OpenAiChat => openai_chat::build(&document, estimator)?,
+            Format::OpenAiResponses => openai_responses::build(&document, estimator)?,
+            Format::Anthropic => anthropic::build(&document, estimator)?,
         };
         let positions = built
             .turns
@@ -218,7 +234,7 @@ impl ProviderTranscript {
             .collect();
         Ok(Self {
             format,
-            document: document.clone(),
+            document,
             transcript: Transcript::new(built.turns)?,
             sources: built.sources,
             positions,
@@ -292,15 +308,64 @@ impl ProviderTranscript {
     /// break a rule of the provider, which no view of a valid plan produces.
     pub fn render(&self, view: &Transcript) -> Result<Value, FormatError> {
         let items = mapping::walk(&self.positions, view)?;
+        let document = &self.document;
         let out = match self.format {
-            Format::OpenAiChat => openai_chat::render(&self.document, &self.sources, &items)?,
-            Format::OpenAiResponses => {
-                openai_responses::render(&self.document, &self.sources, &items)?
+            Format::OpenAiChat => {
+                let list = Messages::borrowed(document, "messages");
+                openai_chat::render(document, list, &self.sources, &items)?
             }
-            Format::Anthropic => anthropic::render(&self.document, &self.sources, &items)?,
+            Format::OpenAiResponses => {
+                let list = Messages::borrowed(document, "input");
+                openai_responses::render(document, list, &self.sources, &items)?
+            }
+            Format::Anthropic => anthropic::render(document, &self.sources, &items)?,
         };
         validate(self.format, &out).map_err(FormatError::Invalid)?;
         Ok(out)
+    }
+
+    /// As [`ProviderTranscript::render`], consuming the transcript: kept messages are moved
+    /// into the output rather than copied, so a large request is not held twice.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::render`].
+    pub fn render_into(self, view: &Transcript) -> Result<Value, FormatError> {
+        let items = mapping::walk(&self.positions, view)?;
+        let mut document = self.document;
+        let out = match self.format {
+            Format::OpenAiChat => {
+                let list = Messages::owned(&mut document, "messages");
+                openai_chat::render(&document, list, &self.sources, &items)?
+            }
+            Format::OpenAiResponses => {
+                let list = Messages::owned(&mut document, "input");
+                openai_responses::render(&document, list, &self.sources, &items)?
+            }
+            Format::Anthropic => anthropic::render(&document, &self.sources, &items)?,
+        };
+        validate(self.format, &out).map_err(FormatError::Invalid)?;
+        Ok(out)
+    }
+
+    /// As [`ProviderTranscript::apply`], consuming the transcript (see
+    /// [`ProviderTranscript::render_into`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::apply`].
+    pub fn apply_into(
+        self,
+        plan: &CompactionPlan,
+        summaries: &BTreeMap<String, String>,
+    ) -> Result<Compacted, FormatError> {
+        let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
+        let document = self.render_into(&out.transcript)?;
+        Ok(Compacted {
+            document,
+            report: out.report,
+            view: out.transcript,
+        })
     }
 
     /// Applies `plan` (made for [`ProviderTranscript::transcript`]) with `summaries`, and

@@ -140,14 +140,29 @@ pub(crate) struct Emit;
 impl Emit {
     /// `document` with its message list replaced by `items`, in the document's own shape.
     pub(crate) fn replace(document: &Value, key: &str, items: Vec<Value>) -> Value {
-        match document {
-            Value::Object(map) => {
-                let mut map = map.clone();
+        match shell(document, key) {
+            Value::Object(mut map) => {
                 map.insert(key.to_owned(), Value::Array(items));
                 Value::Object(map)
             }
             _ => Value::Array(items),
         }
+    }
+}
+
+/// `document` without the message list at `key`: the request's other fields, cloned. The list
+/// is most of a request's bytes and is always replaced, so cloning it would be wasted work.
+/// A document that is the list itself gives an empty array; a `key` holding anything but an
+/// array (the Responses `input` string) stays.
+pub(crate) fn shell(document: &Value, key: &str) -> Value {
+    match document {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, v)| !(k.as_str() == key && v.is_array()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ),
+        _ => Value::Array(Vec::new()),
     }
 }
 
@@ -165,4 +180,55 @@ pub(crate) fn bad_position(position: usize) -> FormatError {
         format!("The view names turn position {position}, which has no source message."),
         details! { "position" => position },
     )
+}
+
+/// The message (or item) list a renderer reads kept messages from: borrowed from a
+/// [`ProviderTranscript`](crate::ProviderTranscript) that stays usable, whose kept messages are
+/// then cloned, or taken out of one that is being consumed, whose kept messages are then moved
+/// into the output instead of copied.
+pub(crate) enum Messages<'a> {
+    Borrowed(&'a [Value]),
+    Owned(Vec<Value>),
+}
+
+impl<'a> Messages<'a> {
+    /// The array at `key` of `document` (or `document` itself when it is an array); `None`
+    /// when there is no array there (a Responses `input` string).
+    pub(crate) fn borrowed(document: &'a Value, key: &str) -> Option<Self> {
+        match messages_key(document, key).0 {
+            Some(Value::Array(list)) => Some(Self::Borrowed(list)),
+            _ => None,
+        }
+    }
+
+    /// As [`Messages::borrowed`], taking the array out of `document` (an empty one stays in
+    /// its place, which [`shell`] leaves out of the output).
+    pub(crate) fn owned(document: &mut Value, key: &str) -> Option<Self> {
+        let list = match document {
+            Value::Array(list) => list,
+            Value::Object(map) => match map.get_mut(key) {
+                Some(Value::Array(list)) => list,
+                _ => return None,
+            },
+            _ => return None,
+        };
+        Some(Self::Owned(std::mem::take(list)))
+    }
+
+    /// Message `i`, to read.
+    pub(crate) fn get(&self, i: usize) -> Option<&Value> {
+        match self {
+            Self::Borrowed(list) => list.get(i),
+            Self::Owned(list) => list.get(i),
+        }
+    }
+
+    /// Message `i`, to emit as it is: each renderer takes a message at most once (a view's
+    /// turns are in source order and each message is one turn), so moving it out is safe.
+    pub(crate) fn take(&mut self, i: usize) -> Option<Value> {
+        match self {
+            Self::Borrowed(list) => list.get(i).cloned(),
+            Self::Owned(list) => list.get_mut(i).map(std::mem::take),
+        }
+    }
 }

@@ -31,7 +31,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, TurnSource, ViewItem, messages_key};
+use crate::mapping::{Built, Emit, Messages, TurnSource, ViewItem, messages_key};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -260,10 +260,16 @@ pub(crate) fn build(
 /// Renders the view items of a Chat transcript back into a document of the input's shape.
 pub(crate) fn render(
     document: &Value,
+    list: Option<Messages<'_>>,
     sources: &[TurnSource],
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
-    let list = messages(document)?;
+    let Some(mut list) = list else {
+        return Err(messages(document).err().unwrap_or_else(|| {
+            Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned())
+        })
+        .into());
+    };
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     for item in items {
         match item {
@@ -271,13 +277,16 @@ pub(crate) fn render(
                 let Some(TurnSource::Message(i)) = sources.get(*position) else {
                     return Err(crate::mapping::bad_position(*position));
                 };
-                let Some(original) = list.get(*i) else {
+                let value = match stub {
+                    None => list.take(*i),
+                    Some(stub) => list
+                        .get(*i)
+                        .map(|original| with_field(original, "content", Value::from(&**stub))),
+                };
+                let Some(value) = value else {
                     return Err(crate::mapping::bad_position(*position));
                 };
-                out.push(match stub {
-                    None => original.clone(),
-                    Some(stub) => with_field(original, "content", Value::from(&**stub)),
-                });
+                out.push(value);
             }
             ViewItem::Summary { text, .. } => out.push(summary_message(text)),
         }
@@ -298,9 +307,17 @@ fn summary_message(text: &str) -> Value {
 
 /// `original` with `key` set to `value`, every other field as it was.
 pub(crate) fn with_field(original: &Value, key: &str, value: Value) -> Value {
-    let mut v = original.clone();
-    if let Value::Object(map) = &mut v {
-        map.insert(key.to_owned(), value);
+    match original {
+        // The replaced field is not cloned: it is a tool result's payload, the bulk of it.
+        Value::Object(map) => {
+            let mut map: Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| k.as_str() != key)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            map.insert(key.to_owned(), value);
+            Value::Object(map)
+        }
+        other => other.clone(),
     }
-    v
 }

@@ -35,7 +35,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, TurnSource, ViewItem};
+use crate::mapping::{Built, Emit, Messages, TurnSource, ViewItem};
 use crate::openai_chat::with_field;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
@@ -400,14 +400,11 @@ fn model_text(text: &mut Text, item: &Value) {
 /// Renders the view items of a Responses transcript back into a document of the input's shape.
 pub(crate) fn render(
     document: &Value,
+    mut listed: Option<Messages<'_>>,
     sources: &[TurnSource],
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
-    let mut doc = document.clone();
-    let listed = match input(document)? {
-        Input::Items(items) => Some(items),
-        Input::Text(_) => None,
-    };
+    let mut doc = crate::mapping::shell(document, "input");
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     let mut instructions_kept = false;
     let mut only_input_text = true;
@@ -434,13 +431,12 @@ pub(crate) fn render(
                 }
                 Some(TurnSource::Message(i)) => {
                     only_input_text = false;
-                    let original = listed
-                        .and_then(|l| l.get(*i))
-                        .ok_or_else(|| crate::mapping::bad_position(*position))?;
-                    out.push(match stub {
-                        None => original.clone(),
-                        Some(stub) => masked(*i, original, stub)?,
-                    });
+                    let value = match (stub, listed.as_mut()) {
+                        (None, Some(l)) => l.take(*i),
+                        (Some(stub), Some(l)) => l.get(*i).map(|o| masked(*i, o, stub)).transpose()?,
+                        (_, None) => None,
+                    };
+                    out.push(value.ok_or_else(|| crate::mapping::bad_position(*position))?);
                 }
                 _ => return Err(crate::mapping::bad_position(*position)),
             },

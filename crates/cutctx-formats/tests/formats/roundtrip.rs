@@ -1,5 +1,7 @@
 //! With a budget that fits, every corpus request comes back identical, whatever the policy.
 
+use std::collections::BTreeMap;
+
 use cutctx_formats::{Format, ProviderTranscript, validate};
 use cutctx_model::{CompactionBudget, Role};
 
@@ -97,4 +99,46 @@ fn turn_ids_are_positional_and_exchanges_hold_calls_with_all_their_results() {
             }
         }
     }
+}
+
+/// The consuming path (`from_document_with`, `apply_into`), which moves kept messages into
+/// the output, renders exactly what the borrowing path renders, for every corpus request,
+/// policy and a range of budgets, summaries and the lead-in included.
+#[test]
+fn the_consuming_path_renders_what_the_borrowing_path_renders() {
+    let mut compared = 0;
+    for case in crate::corpus() {
+        let pt = ProviderTranscript::parse(case.format, &case.document).expect("corpus parses");
+        let owned = ProviderTranscript::from_document_with(
+            case.format,
+            case.document.clone(),
+            &cutctx_policies::CharRatioEstimator::default(),
+        )
+        .expect("corpus parses");
+        assert_eq!(owned.transcript(), pt.transcript(), "{}", case.name);
+        let total: u64 = pt.transcript().turns().iter().map(|t| t.token_estimate()).sum();
+        for (name, policy) in crate::policies() {
+            for budget in [0, total / 4, total / 2, total] {
+                let budget = CompactionBudget::new(budget).with_protected_recent_turns(1);
+                let Ok(plan) = policy.decide(pt.transcript(), &budget) else {
+                    continue;
+                };
+                let summaries: BTreeMap<String, String> = plan
+                    .summarization_requests
+                    .iter()
+                    .map(|r| {
+                        let text = crate::summary_text(r.group_id(), r.turn_ids().len());
+                        (r.group_id().to_owned(), text)
+                    })
+                    .collect();
+                let borrowed = pt.apply(&plan, &summaries).expect("applies");
+                let consumed = owned.clone().apply_into(&plan, &summaries).expect("applies");
+                assert_eq!(consumed.document, borrowed.document, "{} {name}", case.name);
+                assert_eq!(consumed.report, borrowed.report, "{} {name}", case.name);
+                compared += 1;
+            }
+        }
+    }
+    // The corpus reaches every format with plans that compact (and some that fit).
+    assert!(compared > 100, "only {compared} comparisons");
 }
