@@ -256,7 +256,9 @@ fn plan(text: &str, o: &Options) -> Result<Planned, Failure> {
         None => EstimatorSpec::default(),
     };
     let estimator = spec.estimator()?;
-    let pt = ProviderTranscript::parse_with(o.format, &document, estimator.as_ref())?;
+    // The document is handed over, not copied: the transcript keeps it, and applying the plan
+    // moves its kept messages into the output (as the command line does).
+    let pt = ProviderTranscript::from_document_with(o.format, document, estimator.as_ref())?;
     let policy = policy(o, spec)?;
     let budget =
         CompactionBudget::new(o.max_tokens).with_protected_recent_turns(o.protected_recent);
@@ -275,12 +277,13 @@ fn strip_position(e: &serde_json::Error) -> String {
 fn finish(
     text: &str,
     o: &Options,
-    p: &Planned,
+    p: Planned,
     summaries: &BTreeMap<String, String>,
 ) -> Result<(String, String), Failure> {
     require_summaries(&p.plan, summaries)?;
-    let out = p.pt.apply(&p.plan, summaries)?;
-    let unchanged = out.report.kept_turn_ids.len() == p.pt.transcript().len();
+    let turns = p.pt.transcript().len();
+    let out = p.pt.apply_into(&p.plan, summaries)?;
+    let unchanged = out.report.kept_turn_ids.len() == turns;
     let output = if unchanged {
         // Nothing was compacted: the request as it was, byte for byte.
         let mut same = text.to_owned();
@@ -436,12 +439,12 @@ fn compact_json<'py>(
         match summarize {
             None => py.detach(|| {
                 let planned = plan(text, &o)?;
-                finish(text, &o, &planned, &given)
+                finish(text, &o, planned, &given)
             }),
             Some(f) => {
                 let planned = py.detach(|| plan(text, &o))?;
                 let made = run_summarize(py, f, &planned)?;
-                py.detach(|| finish(text, &o, &planned, &made))
+                py.detach(|| finish(text, &o, planned, &made))
             }
         }
     };
