@@ -14,7 +14,9 @@ fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(format), Some(Ok(n))) = (args.first(), args.get(1).map(|s| s.parse::<usize>()))
     else {
-        eprintln!("usage: format_request openai-chat|openai-responses|anthropic MESSAGES [RESULT_BYTES]");
+        eprintln!(
+            "usage: format_request openai-chat|openai-responses|anthropic MESSAGES [RESULT_BYTES]"
+        );
         return std::process::ExitCode::from(2);
     };
     let result_bytes = match args.get(2).map(|s| s.parse::<usize>()) {
@@ -45,7 +47,8 @@ fn main() -> std::process::ExitCode {
 /// A tool result of `bytes` bytes that differs from step to step (log lines with a quote, so
 /// escaping is exercised as it is in real logs).
 fn result_text(step: usize, bytes: usize) -> String {
-    let line = format!("2026-11-29T12:00:00Z INFO worker={step} \"cache\" key={step:x} hit=false\n");
+    let line =
+        format!("2026-11-29T12:00:00Z INFO worker={step} \"cache\" key={step:x} hit=false\n");
     let mut s = line.repeat(bytes / line.len() + 1);
     s.truncate(bytes);
     s
@@ -98,7 +101,10 @@ fn request(format: &str, n: usize, result_bytes: usize) -> Option<Value> {
         }
         "anthropic" => {
             // Anthropic's system prompt is top-level; the first message is the first user one.
-            items.insert(0, json!({"role": "user", "content": "Fix the failing build."}));
+            items.insert(
+                0,
+                json!({"role": "user", "content": "Fix the failing build."}),
+            );
             json!({"model": "claude-sonnet-4-5", "max_tokens": 4096, "system": system, "messages": items})
         }
         _ => return None,

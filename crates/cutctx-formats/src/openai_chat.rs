@@ -265,10 +265,10 @@ pub(crate) fn render(
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
     let Some(mut list) = list else {
-        return Err(messages(document).err().unwrap_or_else(|| {
-            Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned())
-        })
-        .into());
+        return Err(messages(document)
+            .err()
+            .unwrap_or_else(|| Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned()))
+            .into());
     };
     let mut out: Vec<Value> = Vec::with_capacity(items.len());
     for item in items {

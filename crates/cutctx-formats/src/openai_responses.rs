@@ -433,7 +433,9 @@ pub(crate) fn render(
                     only_input_text = false;
                     let value = match (stub, listed.as_mut()) {
                         (None, Some(l)) => l.take(*i),
-                        (Some(stub), Some(l)) => l.get(*i).map(|o| masked(*i, o, stub)).transpose()?,
+                        (Some(stub), Some(l)) => {
+                            l.get(*i).map(|o| masked(*i, o, stub)).transpose()?
+                        }
                         (_, None) => None,
                     };
                     out.push(value.ok_or_else(|| crate::mapping::bad_position(*position))?);

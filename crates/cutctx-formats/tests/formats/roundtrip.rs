@@ -116,7 +116,12 @@ fn the_consuming_path_renders_what_the_borrowing_path_renders() {
         )
         .expect("corpus parses");
         assert_eq!(owned.transcript(), pt.transcript(), "{}", case.name);
-        let total: u64 = pt.transcript().turns().iter().map(|t| t.token_estimate()).sum();
+        let total: u64 = pt
+            .transcript()
+            .turns()
+            .iter()
+            .map(|t| t.token_estimate())
+            .sum();
         for (name, policy) in crate::policies() {
             for budget in [0, total / 4, total / 2, total] {
                 let budget = CompactionBudget::new(budget).with_protected_recent_turns(1);
@@ -132,7 +137,10 @@ fn the_consuming_path_renders_what_the_borrowing_path_renders() {
                     })
                     .collect();
                 let borrowed = pt.apply(&plan, &summaries).expect("applies");
-                let consumed = owned.clone().apply_into(&plan, &summaries).expect("applies");
+                let consumed = owned
+                    .clone()
+                    .apply_into(&plan, &summaries)
+                    .expect("applies");
                 assert_eq!(consumed.document, borrowed.document, "{} {name}", case.name);
                 assert_eq!(consumed.report, borrowed.report, "{} {name}", case.name);
                 compared += 1;
