@@ -22,10 +22,7 @@ use std::process::{Command, Stdio};
 
 use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use cutctx::model::details;
-use cutctx::{
-    CompactionBudget, CompactionPlan, CompactionPolicy, DropOldestPolicy, ErrorCode,
-    ObservationMaskingPolicy, PolicyChain, SummarizationRequest, SummarizingPolicy, default_chain,
-};
+use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
 use serde_json::Value;
 
 use crate::CliError;
@@ -243,35 +240,17 @@ fn policy(args: &FormatArgs, spec: EstimatorSpec) -> Result<Box<dyn CompactionPo
         let text = request.to_string();
         return Ok(crate::request::parse(&text)?.policy);
     }
-    let masking = || -> Result<ObservationMaskingPolicy, CliError> {
-        let policy = ObservationMaskingPolicy::new(2)?;
-        // Stubs are estimated as the turns are; the default keeps the reference's plans.
-        Ok(if spec.is_default() {
-            policy
-        } else {
-            policy.with_estimator(spec.estimator().map_err(from_format)?)
-        })
-    };
-    Ok(match name {
-        "drop_oldest" => Box::new(DropOldestPolicy),
-        "observation_masking" => Box::new(masking()?),
-        "summarizing" => Box::new(SummarizingPolicy::new(prompt)?),
-        "default_chain" if spec.is_default() => Box::new(default_chain(prompt)?),
-        "default_chain" => Box::new(PolicyChain::new(vec![
-            Box::new(masking()?),
-            Box::new(SummarizingPolicy::new(prompt)?),
-            Box::new(DropOldestPolicy),
-        ])?),
-        other => {
-            return Err(CliError::validation(
+    cutctx::formats::policy_named(name, prompt, &spec)
+        .map_err(from_format)?
+        .ok_or_else(|| {
+            CliError::validation(
                 format!(
-                    "unknown policy {other:?}; expected drop_oldest, observation_masking, \
+                    "unknown policy {name:?}; expected drop_oldest, observation_masking, \
                      summarizing, default_chain or a policy object."
                 ),
-                details! { "policy" => other },
-            ));
-        }
-    })
+                details! { "policy" => name },
+            )
+        })
 }
 
 /// The JSON form of a request, ids and figures only.

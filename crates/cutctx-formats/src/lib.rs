@@ -85,6 +85,7 @@ mod content;
 mod error;
 mod estimate;
 mod mapping;
+mod named;
 pub mod openai_chat;
 pub mod openai_responses;
 #[cfg(test)]
@@ -107,6 +108,7 @@ pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
 use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
+pub use named::{POLICY_NAMES, policy_named};
 pub use validate::{Rule, Violation, validate};
 
 /// A provider transcript format.

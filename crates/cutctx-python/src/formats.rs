@@ -16,10 +16,7 @@ use std::collections::BTreeMap;
 use cutctx::Details;
 use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use cutctx::model::details;
-use cutctx::{
-    CompactionBudget, CompactionPlan, CompactionPolicy, DropOldestPolicy, ErrorCode,
-    ObservationMaskingPolicy, PolicyChain, SummarizationRequest, SummarizingPolicy, default_chain,
-};
+use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -161,35 +158,15 @@ struct Options {
 fn policy(o: &Options, spec: EstimatorSpec) -> Result<Box<dyn CompactionPolicy>, Failure> {
     let prompt = o.prompt_id.as_deref().unwrap_or(DEFAULT_PROMPT_ID);
     let name = o.policy.as_deref().unwrap_or("default_chain");
-    // Stubs are estimated as the turns are; the default estimator keeps the reference's plans.
-    let masking = || -> Result<ObservationMaskingPolicy, Failure> {
-        let policy = ObservationMaskingPolicy::new(2)?;
-        Ok(if spec.is_default() {
-            policy
-        } else {
-            policy.with_estimator(spec.estimator()?)
-        })
-    };
-    Ok(match name {
-        "drop_oldest" => Box::new(DropOldestPolicy),
-        "observation_masking" => Box::new(masking()?),
-        "summarizing" => Box::new(SummarizingPolicy::new(prompt)?),
-        "default_chain" if spec.is_default() => Box::new(default_chain(prompt)?),
-        "default_chain" => Box::new(PolicyChain::new(vec![
-            Box::new(masking()?),
-            Box::new(SummarizingPolicy::new(prompt)?),
-            Box::new(DropOldestPolicy),
-        ])?),
-        other => {
-            return Err(Coded::validation(
-                format!(
-                    "unknown policy {other:?}; expected drop_oldest, observation_masking, \
-                     summarizing or default_chain."
-                ),
-                details! { "policy" => other },
-            )
-            .into());
-        }
+    cutctx::formats::policy_named(name, prompt, &spec)?.ok_or_else(|| {
+        Coded::validation(
+            format!(
+                "unknown policy {name:?}; expected drop_oldest, observation_masking, \
+                 summarizing or default_chain."
+            ),
+            details! { "policy" => name },
+        )
+        .into()
     })
 }
 
