@@ -345,10 +345,10 @@ pub(crate) fn render(
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
     let Some(mut list) = list else {
-        return Err(messages(document).err().unwrap_or_else(|| {
-            Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned())
-        })
-        .into());
+        return Err(messages(document)
+            .err()
+            .unwrap_or_else(|| Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned()))
+            .into());
     };
     let mut doc = crate::mapping::shell(document, "messages");
     let mut system_kept = false;
