@@ -271,7 +271,7 @@ fn compact_format(
         .as_deref()
         .map(|p| read_text(p, "the summaries"))
         .transpose()?;
-    let out = cutctx_cli::formats::compact(format, &input, summaries.as_deref())?;
+    let out = cutctx_cli::formats::compact_owned(format, input, summaries.as_deref())?;
     if let Some(path) = &format.report {
         output::write_atomically(path, out.report.as_bytes(), "report")?;
     }

@@ -40,7 +40,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, TurnSource, ViewItem};
+use crate::mapping::{Built, Emit, Messages, TurnSource, ViewItem};
 use crate::openai_chat::with_field;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
@@ -340,22 +340,24 @@ struct Pending {
 /// Renders the view items of an Anthropic transcript back into a document of the input's shape.
 pub(crate) fn render(
     document: &Value,
+    list: Option<Messages<'_>>,
     sources: &[TurnSource],
     items: &[ViewItem],
 ) -> Result<Value, FormatError> {
-    let list = messages(document)?;
+    let Some(mut list) = list else {
+        return Err(messages(document)
+            .err()
+            .unwrap_or_else(|| Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned()))
+            .into());
+    };
     let mut doc = crate::mapping::shell(document, "messages");
     let mut system_kept = false;
     let mut outs: Vec<Out> = Vec::with_capacity(items.len());
     let mut pending: Option<Pending> = None;
-    let message = |i: usize, position: usize| {
-        list.get(i)
-            .ok_or_else(|| crate::mapping::bad_position(position))
-    };
     for item in items {
         let (position, stub) = match item {
             ViewItem::Summary { text } => {
-                flush(list, &mut pending, &mut outs);
+                flush(&list, &mut pending, &mut outs);
                 let mut m = Map::new();
                 m.insert("role".into(), Value::from("user"));
                 m.insert("content".into(), Value::from(&**text));
@@ -377,36 +379,47 @@ pub(crate) fn render(
                 }
             }
             Some(TurnSource::Message(i)) => {
-                flush(list, &mut pending, &mut outs);
-                let original = message(*i, position)?;
+                flush(&list, &mut pending, &mut outs);
+                let assistant = list
+                    .get(*i)
+                    .ok_or_else(|| crate::mapping::bad_position(position))?
+                    .get("role")
+                    .and_then(Value::as_str)
+                    == Some("assistant");
+                // A kept message is moved out of a consumed transcript, not copied.
                 let value = match stub {
-                    None => original.clone(),
-                    Some(stub) => masked_message(*i, original, stub)?,
-                };
+                    None => list.take(*i),
+                    Some(stub) => list
+                        .get(*i)
+                        .map(|original| masked_message(*i, original, stub))
+                        .transpose()?,
+                }
+                .ok_or_else(|| crate::mapping::bad_position(position))?;
                 outs.push(Out {
-                    assistant: original.get("role").and_then(Value::as_str) == Some("assistant"),
+                    assistant,
                     value,
                     first: Some(*i),
                     last: Some(*i),
                 });
             }
             Some(TurnSource::Block { message: i, block }) => {
-                let original = message(*i, position)?;
-                let b = self::blocks(original)
-                    .get(*block)
-                    .ok_or_else(|| crate::mapping::bad_position(position))?;
                 let value = match stub {
-                    None => b.clone(),
-                    Some(stub) => with_field(b, "content", Value::from(stub)),
-                };
-                open_pending(list, &mut pending, &mut outs, *i)
+                    None => list.take_block(*i, *block),
+                    Some(stub) => list
+                        .get(*i)
+                        .and_then(|original| self::blocks(original).get(*block))
+                        .map(|b| with_field(b, "content", Value::from(stub))),
+                }
+                .ok_or_else(|| crate::mapping::bad_position(position))?;
+                open_pending(&list, &mut pending, &mut outs, *i)
                     .blocks
                     .insert(*block, value);
             }
             Some(TurnSource::Blocks { message: i, blocks }) => {
-                let original = message(*i, position)?;
-                let all = self::blocks(original);
-                let p = open_pending(list, &mut pending, &mut outs, *i);
+                if list.get(*i).is_none() {
+                    return Err(crate::mapping::bad_position(position));
+                }
+                let p = open_pending(&list, &mut pending, &mut outs, *i);
                 match stub {
                     Some(stub) => {
                         let mut text = Map::new();
@@ -418,8 +431,8 @@ pub(crate) fn render(
                     }
                     None => {
                         for &j in blocks {
-                            if let Some(b) = all.get(j) {
-                                p.blocks.insert(j, b.clone());
+                            if let Some(b) = list.take_block(*i, j) {
+                                p.blocks.insert(j, b);
                             }
                         }
                     }
@@ -428,7 +441,7 @@ pub(crate) fn render(
             _ => return Err(crate::mapping::bad_position(position)),
         }
     }
-    flush(list, &mut pending, &mut outs);
+    flush(&list, &mut pending, &mut outs);
     if !system_kept && let Value::Object(map) = &mut doc {
         map.remove("system");
     }
@@ -444,7 +457,7 @@ pub(crate) fn render(
 
 /// The pending rebuilt message for message `i`, flushing another one first.
 fn open_pending<'p>(
-    list: &[Value],
+    list: &Messages<'_>,
     pending: &'p mut Option<Pending>,
     outs: &mut Vec<Out>,
     i: usize,
@@ -459,7 +472,7 @@ fn open_pending<'p>(
 }
 
 /// Emits the pending rebuilt message: the original with the present blocks, in order.
-fn flush(list: &[Value], pending: &mut Option<Pending>, outs: &mut Vec<Out>) {
+fn flush(list: &Messages<'_>, pending: &mut Option<Pending>, outs: &mut Vec<Out>) {
     let Some(p) = pending.take() else {
         return;
     };

@@ -320,7 +320,10 @@ impl ProviderTranscript {
                 let list = Messages::borrowed(document, "input");
                 openai_responses::render(document, list, &self.sources, &items)?
             }
-            Format::Anthropic => anthropic::render(document, &self.sources, &items)?,
+            Format::Anthropic => {
+                let list = Messages::borrowed(document, "messages");
+                anthropic::render(document, list, &self.sources, &items)?
+            }
         };
         validate(self.format, &out).map_err(FormatError::Invalid)?;
         Ok(out)
@@ -344,7 +347,10 @@ impl ProviderTranscript {
                 let list = Messages::owned(&mut document, "input");
                 openai_responses::render(&document, list, &self.sources, &items)?
             }
-            Format::Anthropic => anthropic::render(&document, &self.sources, &items)?,
+            Format::Anthropic => {
+                let list = Messages::owned(&mut document, "messages");
+                anthropic::render(&document, list, &self.sources, &items)?
+            }
         };
         validate(self.format, &out).map_err(FormatError::Invalid)?;
         Ok(out)

@@ -231,4 +231,18 @@ impl<'a> Messages<'a> {
             Self::Owned(list) => list.get_mut(i).map(std::mem::take),
         }
     }
+
+    /// Block `j` of message `i`'s content array, to emit as it is: as [`Messages::take`], each
+    /// block is one turn (an Anthropic `tool_result`) or part of one, so it is taken at most
+    /// once. The message's other fields stay, for the rebuilt message to copy.
+    pub(crate) fn take_block(&mut self, i: usize, j: usize) -> Option<Value> {
+        match self {
+            Self::Borrowed(list) => list.get(i)?.get("content")?.get(j).cloned(),
+            Self::Owned(list) => list
+                .get_mut(i)?
+                .get_mut("content")?
+                .get_mut(j)
+                .map(std::mem::take),
+        }
+    }
 }
