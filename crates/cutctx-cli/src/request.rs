@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use cutctx::model::wire::{ObjectOnly, UniqueKeys, WireInt, unique_string_map};
-use cutctx::model::{TurnRecord, details};
+use cutctx::model::{SharedTurnRecord, details};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
     ObservationMaskingPolicy, PolicyChain, SummarizingPolicy, Transcript, TranscriptTurn,
@@ -28,7 +28,7 @@ pub struct Request {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestWire {
-    transcript: Vec<ObjectOnly<TurnRecord>>,
+    transcript: Turns,
     budget: ObjectOnly<BudgetWire>,
     policy: UniqueKeys,
     #[serde(default, deserialize_with = "unique_string_map")]
@@ -43,6 +43,44 @@ struct BudgetWire {
     protected_recent_turns: WireInt,
 }
 
+/// The transcript's turns, each built as soon as its record is read, so that no array of
+/// records stands beside the turns. A turn that breaks a rule does not stop the reading: the
+/// rest of the document may still not be JSON, or not a request, and those errors come first,
+/// as they do when every record is read before any turn is built; of the broken turns, the
+/// first is reported.
+struct Turns(Result<Vec<TranscriptTurn>, cutctx::CompactionError>);
+
+impl<'de> Deserialize<'de> for Turns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Turns;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                // What `Vec`'s own visitor says, so the message for a non-array is unchanged.
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Turns, A::Error> {
+                let mut turns = Ok(Vec::new());
+                while let Some(ObjectOnly(record)) =
+                    seq.next_element::<ObjectOnly<SharedTurnRecord>>()?
+                {
+                    if let Ok(built) = &mut turns {
+                        match TranscriptTurn::try_from(record) {
+                            Ok(turn) => built.push(turn),
+                            Err(e) => turns = Err(e),
+                        }
+                    }
+                }
+                Ok(Turns(turns))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
 fn default_protected() -> WireInt {
     WireInt(i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS))
 }
@@ -54,12 +92,7 @@ fn default_protected() -> WireInt {
 /// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
 pub fn parse(text: &str) -> Result<Request, CliError> {
     let ObjectOnly(wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
-    let turns = wire
-        .transcript
-        .into_iter()
-        .map(|ObjectOnly(record)| TranscriptTurn::try_from(record))
-        .collect::<Result<Vec<_>, _>>()?;
-    let transcript = Transcript::new(turns)?;
+    let transcript = Transcript::new(wire.transcript.0?)?;
     let budget = CompactionBudget::from_signed(
         wire.budget.0.max_tokens.0,
         wire.budget.0.protected_recent_turns.0,
