@@ -82,11 +82,7 @@ fn transcript(n: usize, result_bytes: usize) -> Result<Transcript, cutctx::Compa
 }
 
 /// The document's text: keys in code point order, one line and a newline.
-fn document(
-    n: usize,
-    percent: u64,
-    result_bytes: usize,
-) -> Result<String, String> {
+fn document(n: usize, percent: u64, result_bytes: usize) -> Result<String, String> {
     let t = transcript(n, result_bytes).map_err(|e| e.to_string())?;
     let max_tokens = t.token_estimate() * percent / 100;
     let plan = default_chain(PROMPT_ID)
@@ -95,7 +91,12 @@ fn document(
     let summaries: BTreeMap<&str, String> = plan
         .summarization_requests
         .iter()
-        .map(|r| (r.group_id(), format!("Summary of {} turns.", r.turn_ids().len())))
+        .map(|r| {
+            (
+                r.group_id(),
+                format!("Summary of {} turns.", r.turn_ids().len()),
+            )
+        })
         .collect();
     let summaries = serde_json::to_string(&summaries).map_err(|e| e.to_string())?;
     Ok(format!(

@@ -37,7 +37,7 @@ pub fn plan(request_text: &str) -> Result<String, CliError> {
 ///
 /// As [`plan`], and `COMPACTION_SUMMARY_MISSING` when a requested summary is not supplied.
 pub fn compact(request_text: &str) -> Result<String, CliError> {
-    compact_retaining(request_text).map(|(out, _)| out)
+    compact_parsed(request::parse(request_text)?).map(|(out, _)| out)
 }
 
 /// What [`compact_retaining`] built its output from: the request, the plan and the compacted
@@ -48,14 +48,21 @@ pub struct Retained {
     _compacted: cutctx::CompactedTranscript,
 }
 
-/// As [`compact`], handing back what the output was built from as well, so that a process
-/// about to exit can leave it to the operating system rather than free it piece by piece.
+/// As [`compact`], taking the request's text to free it as soon as it is parsed (nothing
+/// after parsing reads it, and the output is then built where it was), and handing back what
+/// the output was built from, so that a process about to exit can leave it to the operating
+/// system rather than free it piece by piece.
 ///
 /// # Errors
 ///
 /// As [`compact`].
-pub fn compact_retaining(request_text: &str) -> Result<(String, Retained), CliError> {
-    let req = request::parse(request_text)?;
+pub fn compact_retaining(request_text: String) -> Result<(String, Retained), CliError> {
+    let req = request::parse(&request_text)?;
+    drop(request_text);
+    compact_parsed(req)
+}
+
+fn compact_parsed(req: request::Request) -> Result<(String, Retained), CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
     // One buffer sized once: the three parts are written in place, never copied together.

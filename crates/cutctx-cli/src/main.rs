@@ -192,12 +192,11 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             ledger: None,
             ..
         } => {
-            let text = read_text(request, "the request")?;
-            let (out, retained) = cutctx_cli::compact_retaining(&text)?;
-            // The process ends right after printing: freeing the request's text and every
-            // turn, action and id one by one would only delay the exit, so the operating
-            // system reclaims them whole.
-            std::mem::forget((text, retained));
+            let (out, retained) =
+                cutctx_cli::compact_retaining(read_text(request, "the request")?)?;
+            // The process ends right after printing: freeing every turn, action and id one
+            // by one would only delay the exit, so the operating system reclaims them whole.
+            std::mem::forget(retained);
             Ok(ok(out))
         }
         Command::Compact {

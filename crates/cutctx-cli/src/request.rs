@@ -369,3 +369,44 @@ fn policy(v: &Value, top: bool) -> Result<Box<dyn CompactionPolicy>, CliError> {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(text: &str) -> &'static str {
+        match parse(text) {
+            Ok(_) => "OK",
+            Err(e) => e.code,
+        }
+    }
+
+    #[test]
+    fn a_broken_turn_waits_for_the_rest_of_the_document() {
+        let negative = r#"{"turn_id":"a","role":"user","token_estimate":-1}"#;
+        let fine = r#"{"turn_id":"b","role":"user","token_estimate":1}"#;
+        let tail = r#""budget":{"max_tokens":10},"policy":{"name":"drop_oldest"}}"#;
+        // Alone, the broken turn is the error, with its id.
+        let e = parse(&format!(r#"{{"transcript":[{negative},{fine}],{tail}"#))
+            .err()
+            .expect("negative estimate");
+        assert_eq!(e.code, "VALIDATION_ERROR");
+        assert_eq!(e.details["turn_id"], "a");
+        // Text that is not JSON after it is named first, as when every record was read first.
+        assert_eq!(
+            code(&format!(r#"{{"transcript":[{negative},{fine}],"budget":"#)),
+            "INPUT_ERROR"
+        );
+        // Of two broken turns, the first is reported.
+        let empty = r#"{"turn_id":"","role":"tool","token_estimate":1}"#;
+        let e = parse(&format!(r#"{{"transcript":[{negative},{empty}],{tail}"#))
+            .err()
+            .expect("two broken turns");
+        assert_eq!(e.details["turn_id"], "a");
+        // A transcript that is not an array says so as before.
+        let e = parse(&format!(r#"{{"transcript":{{}},{tail}"#))
+            .err()
+            .expect("not an array");
+        assert!(e.message.contains("expected a sequence"), "{}", e.message);
+    }
+}

@@ -397,7 +397,10 @@ impl Transcript {
                 128 + text(&t.turn_id)
                     + text(&t.content)
                     + t.tool_call_id.as_deref().map_or(0, text)
-                    + t.metadata.iter().map(|(k, v)| text(k) + text(v) + 2).sum::<usize>()
+                    + t.metadata
+                        .iter()
+                        .map(|(k, v)| text(k) + text(v) + 2)
+                        .sum::<usize>()
             })
             .sum::<usize>()
             + 2

@@ -263,6 +263,21 @@ mod tests {
     }
 
     #[test]
+    fn shared_text_reads_as_a_string_does() {
+        for text in [r#""plain""#, r#""with \"escapes\"\n""#, r#""\u00e9""#] {
+            let shared: WireText = serde_json::from_str(text).expect("a string");
+            let owned: String = serde_json::from_str(text).expect("a string");
+            assert_eq!(&*shared.0, owned);
+        }
+        assert_eq!(&*WireText::default().0, "");
+        for bad in ["1", "null", "[]", "{}"] {
+            let shared = serde_json::from_str::<WireText>(bad).expect_err(bad);
+            let owned = serde_json::from_str::<String>(bad).expect_err(bad);
+            assert_eq!(shared.to_string(), owned.to_string(), "{bad}");
+        }
+    }
+
+    #[test]
     fn objects_only() {
         let ok: ObjectOnly<P> = serde_json::from_str(r#"{"a": 1}"#).expect("object");
         assert_eq!(ok.0, P { a: WireInt(1) });
