@@ -37,14 +37,55 @@ pub fn plan(request_text: &str) -> Result<String, CliError> {
 ///
 /// As [`plan`], and `COMPACTION_SUMMARY_MISSING` when a requested summary is not supplied.
 pub fn compact(request_text: &str) -> Result<String, CliError> {
-    let req = request::parse(request_text)?;
+    compact_parsed(request::parse(request_text)?).map(|(out, _)| out)
+}
+
+/// What [`compact_retaining`] built its output from: the request, the plan and the compacted
+/// view, hundreds of thousands of small allocations for a large request.
+pub struct Retained {
+    _request: request::Request,
+    _plan: CompactionPlan,
+    _compacted: cutctx::CompactedTranscript,
+}
+
+/// As [`compact`], taking the request's text to free it as soon as it is parsed (nothing
+/// after parsing reads it, and the output is then built where it was), and handing back what
+/// the output was built from, so that a process about to exit can leave it to the operating
+/// system rather than free it piece by piece.
+///
+/// # Errors
+///
+/// As [`compact`].
+pub fn compact_retaining(request_text: String) -> Result<(String, Retained), CliError> {
+    let req = request::parse(&request_text)?;
+    drop(request_text);
+    compact_parsed(req)
+}
+
+fn compact_parsed(req: request::Request) -> Result<(String, Retained), CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
-    Ok(format!(
-        "{{\"plan\":{},\"report\":{},\"transcript\":{}}}\n",
-        plan.canonical_json(),
-        out.report.canonical_json(),
-        out.transcript.canonical_json()
+    // One buffer sized once: the three parts are written in place, never copied together.
+    let mut text = String::with_capacity(
+        plan.canonical_len_hint()
+            + out.report.canonical_len_hint()
+            + out.transcript.canonical_len_hint()
+            + 64,
+    );
+    text.push_str("{\"plan\":");
+    plan.write_canonical_into(&mut text);
+    text.push_str(",\"report\":");
+    out.report.write_canonical_into(&mut text);
+    text.push_str(",\"transcript\":");
+    out.transcript.write_canonical_into(&mut text);
+    text.push_str("}\n");
+    Ok((
+        text,
+        Retained {
+            _request: req,
+            _plan: plan,
+            _compacted: out,
+        },
     ))
 }
 

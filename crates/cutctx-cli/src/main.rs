@@ -154,7 +154,10 @@ fn main() -> ExitCode {
         }
     };
     let delivered = run(&cli.command).and_then(|(status, out)| {
-        output::deliver(&mut std::io::stdout().lock(), out.as_bytes()).map(|d| (status, d))
+        let delivery = output::deliver(&mut std::io::stdout().lock(), out.as_bytes());
+        // As the request: the exit reclaims the output whole.
+        std::mem::forget(out);
+        delivery.map(|d| (status, d))
     });
     match delivered {
         Ok((status, Delivery::Written)) => ExitCode::from(status),
@@ -188,7 +191,14 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             request,
             ledger: None,
             ..
-        } => cutctx_cli::compact(&read_text(request, "the request")?).map(ok),
+        } => {
+            let (out, retained) =
+                cutctx_cli::compact_retaining(read_text(request, "the request")?)?;
+            // The process ends right after printing: freeing every turn, action and id one
+            // by one would only delay the exit, so the operating system reclaims them whole.
+            std::mem::forget(retained);
+            Ok(ok(out))
+        }
         Command::Compact {
             request,
             ledger: Some(file),

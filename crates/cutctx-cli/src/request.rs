@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use cutctx::model::wire::{ObjectOnly, UniqueKeys, WireInt, unique_string_map};
-use cutctx::model::{TurnRecord, details};
+use cutctx::model::{SharedTurnRecord, details};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
     ObservationMaskingPolicy, PolicyChain, SummarizingPolicy, Transcript, TranscriptTurn,
@@ -28,7 +28,7 @@ pub struct Request {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RequestWire {
-    transcript: Vec<ObjectOnly<TurnRecord>>,
+    transcript: Turns,
     budget: ObjectOnly<BudgetWire>,
     policy: UniqueKeys,
     #[serde(default, deserialize_with = "unique_string_map")]
@@ -43,6 +43,44 @@ struct BudgetWire {
     protected_recent_turns: WireInt,
 }
 
+/// The transcript's turns, each built as soon as its record is read, so that no array of
+/// records stands beside the turns. A turn that breaks a rule does not stop the reading: the
+/// rest of the document may still not be JSON, or not a request, and those errors come first,
+/// as they do when every record is read before any turn is built; of the broken turns, the
+/// first is reported.
+struct Turns(Result<Vec<TranscriptTurn>, cutctx::CompactionError>);
+
+impl<'de> Deserialize<'de> for Turns {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Turns;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                // What `Vec`'s own visitor says, so the message for a non-array is unchanged.
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Turns, A::Error> {
+                let mut turns = Ok(Vec::new());
+                while let Some(ObjectOnly(record)) =
+                    seq.next_element::<ObjectOnly<SharedTurnRecord>>()?
+                {
+                    if let Ok(built) = &mut turns {
+                        match TranscriptTurn::try_from(record) {
+                            Ok(turn) => built.push(turn),
+                            Err(e) => turns = Err(e),
+                        }
+                    }
+                }
+                Ok(Turns(turns))
+            }
+        }
+        d.deserialize_seq(V)
+    }
+}
+
 fn default_protected() -> WireInt {
     WireInt(i128::from(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS))
 }
@@ -54,12 +92,7 @@ fn default_protected() -> WireInt {
 /// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
 pub fn parse(text: &str) -> Result<Request, CliError> {
     let ObjectOnly(wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
-    let turns = wire
-        .transcript
-        .into_iter()
-        .map(|ObjectOnly(record)| TranscriptTurn::try_from(record))
-        .collect::<Result<Vec<_>, _>>()?;
-    let transcript = Transcript::new(turns)?;
+    let transcript = Transcript::new(wire.transcript.0?)?;
     let budget = CompactionBudget::from_signed(
         wire.budget.0.max_tokens.0,
         wire.budget.0.protected_recent_turns.0,
@@ -335,4 +368,45 @@ fn policy(v: &Value, top: bool) -> Result<Box<dyn CompactionPolicy>, CliError> {
             ));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(text: &str) -> &'static str {
+        match parse(text) {
+            Ok(_) => "OK",
+            Err(e) => e.code,
+        }
+    }
+
+    #[test]
+    fn a_broken_turn_waits_for_the_rest_of_the_document() {
+        let negative = r#"{"turn_id":"a","role":"user","token_estimate":-1}"#;
+        let fine = r#"{"turn_id":"b","role":"user","token_estimate":1}"#;
+        let tail = r#""budget":{"max_tokens":10},"policy":{"name":"drop_oldest"}}"#;
+        // Alone, the broken turn is the error, with its id.
+        let e = parse(&format!(r#"{{"transcript":[{negative},{fine}],{tail}"#))
+            .err()
+            .expect("negative estimate");
+        assert_eq!(e.code, "VALIDATION_ERROR");
+        assert_eq!(e.details["turn_id"], "a");
+        // Text that is not JSON after it is named first, as when every record was read first.
+        assert_eq!(
+            code(&format!(r#"{{"transcript":[{negative},{fine}],"budget":"#)),
+            "INPUT_ERROR"
+        );
+        // Of two broken turns, the first is reported.
+        let empty = r#"{"turn_id":"","role":"tool","token_estimate":1}"#;
+        let e = parse(&format!(r#"{{"transcript":[{negative},{empty}],{tail}"#))
+            .err()
+            .expect("two broken turns");
+        assert_eq!(e.details["turn_id"], "a");
+        // A transcript that is not an array says so as before.
+        let e = parse(&format!(r#"{{"transcript":{{}},{tail}"#))
+            .err()
+            .expect("not an array");
+        assert!(e.message.contains("expected a sequence"), "{}", e.message);
+    }
 }

@@ -48,9 +48,46 @@ impl PlanDraft {
     /// The plan's canonical JSON, without a trailing newline: the reference's golden bytes.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        let mut out = String::with_capacity(128 + 96 * self.actions.len());
+        let mut out = String::with_capacity(self.canonical_len_hint());
         self.write(&mut out);
         out
+    }
+
+    /// Appends [`PlanDraft::canonical_json`] to `out`, so that a caller assembling a larger
+    /// document writes it in place instead of copying it there.
+    pub fn write_canonical_into(&self, out: &mut String) {
+        self.write(out);
+    }
+
+    /// About the length of [`PlanDraft::canonical_json`], to size a buffer once.
+    ///
+    /// Text is counted with an eighth more for escapes: a buffer a little too large costs
+    /// nothing until written, one too small is copied whole when it grows.
+    #[must_use]
+    pub fn canonical_len_hint(&self) -> usize {
+        let text = |s: &str| s.len() + s.len() / 8 + 2;
+        let actions: usize = self
+            .actions
+            .iter()
+            .map(|a| {
+                80 + text(&a.turn_id)
+                    + match &a.what {
+                        What::Keep | What::Drop => 0,
+                        What::Mask(r) => 64 + text(&r.content),
+                        What::Summarize(g) => text(g),
+                    }
+            })
+            .sum();
+        let requests: usize = self
+            .summarization_requests
+            .iter()
+            .map(|r| {
+                96 + text(r.group_id())
+                    + text(r.prompt_id())
+                    + r.turn_ids().iter().map(|id| text(id) + 1).sum::<usize>()
+            })
+            .sum();
+        256 + text(&self.policy_name) + text(&self.policy_version) + actions + requests
     }
 
     /// The lower-case SHA-256 hex of [`PlanDraft::canonical_json`], streamed into the hasher

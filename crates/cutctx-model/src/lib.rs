@@ -48,7 +48,7 @@ pub use parallelism::Parallelism;
 pub use report::{CompactedTranscript, CompactionReport};
 pub use summarization::SummarizationRequest;
 pub use transcript::{DerivedTurn, Transcript};
-pub use turn::{Metadata, Role, TranscriptTurn, TurnRecord};
+pub use turn::{Metadata, Role, SharedTurnRecord, TranscriptTurn, TurnRecord};
 
 /// The prefix of every summary turn's id: a summary for group `g` is the turn `summary:g`.
 pub const SUMMARY_TURN_ID_PREFIX: &str = "summary:";

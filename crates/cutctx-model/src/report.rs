@@ -50,14 +50,25 @@ impl CompactionReport {
     /// The report's canonical JSON, without a trailing newline.
     #[must_use]
     pub fn canonical_json(&self) -> String {
+        let mut out = String::with_capacity(self.canonical_len_hint());
+        self.write_canonical_into(&mut out);
+        out
+    }
+
+    /// About the length of [`CompactionReport::canonical_json`], to size a buffer once.
+    #[must_use]
+    pub fn canonical_len_hint(&self) -> usize {
         let ids = |v: &[Arc<str>]| v.iter().map(|s| s.len() + 3).sum::<usize>();
-        let mut out = String::with_capacity(
-            512 + ids(&self.kept_turn_ids)
-                + ids(&self.masked_turn_ids)
-                + ids(&self.summarized_turn_ids)
-                + ids(&self.dropped_turn_ids),
-        );
-        let w = &mut Writer::new(&mut out, Style::CANONICAL);
+        512 + ids(&self.kept_turn_ids)
+            + ids(&self.masked_turn_ids)
+            + ids(&self.summarized_turn_ids)
+            + ids(&self.dropped_turn_ids)
+    }
+
+    /// Appends [`CompactionReport::canonical_json`] to `out`, so that a caller assembling a
+    /// larger document writes it in place instead of copying it there.
+    pub fn write_canonical_into(&self, out: &mut String) {
+        let w = &mut Writer::new(out, Style::CANONICAL);
         w.raw("{\"budget_unmet\":");
         w.bool(self.budget_unmet);
         w.raw(",\"dropped_turn_ids\":");
@@ -87,7 +98,6 @@ impl CompactionReport {
         w.raw(",\"turns_before\":");
         w.u64(self.turns_before);
         w.raw("}");
-        out
     }
 }
 

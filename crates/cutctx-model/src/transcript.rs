@@ -379,13 +379,37 @@ impl Transcript {
     /// The transcript's canonical JSON: an array of turns, each with all seven keys.
     #[must_use]
     pub fn canonical_json(&self) -> String {
-        let size: usize = self
-            .turns
+        let mut out = String::with_capacity(self.canonical_len_hint());
+        self.write_canonical_into(&mut out);
+        out
+    }
+
+    /// About the length of [`Transcript::canonical_json`], to size a buffer once.
+    ///
+    /// Text is counted with an eighth more for escapes: a buffer a little too large costs
+    /// nothing until written, one too small is copied whole when it grows.
+    #[must_use]
+    pub fn canonical_len_hint(&self) -> usize {
+        let text = |s: &str| s.len() + s.len() / 8 + 2;
+        self.turns
             .iter()
-            .map(|t| 128 + t.turn_id.len() + t.content.len())
-            .sum();
-        let mut out = String::with_capacity(size + 2);
-        let mut w = Writer::new(&mut out, Style::CANONICAL);
+            .map(|t| {
+                128 + text(&t.turn_id)
+                    + text(&t.content)
+                    + t.tool_call_id.as_deref().map_or(0, text)
+                    + t.metadata
+                        .iter()
+                        .map(|(k, v)| text(k) + text(v) + 2)
+                        .sum::<usize>()
+            })
+            .sum::<usize>()
+            + 2
+    }
+
+    /// Appends [`Transcript::canonical_json`] to `out`, so that a caller assembling a larger
+    /// document writes it in place instead of copying it there.
+    pub fn write_canonical_into(&self, out: &mut String) {
+        let mut w = Writer::new(out, Style::CANONICAL);
         w.raw("[");
         for (i, t) in self.turns.iter().enumerate() {
             if i > 0 {
@@ -394,7 +418,6 @@ impl Transcript {
             write_turn(&mut w, t.json_fields());
         }
         w.raw("]");
-        out
     }
 
     /// The turns, consuming the transcript.

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use cutctx_json::TurnFields;
 use serde::{Deserialize, Serialize};
 
+use crate::wire::WireText;
 use crate::{CompactionError, details, py_repr_str};
 
 /// A turn's metadata: string to string, opaque to every policy, never in plan or report bytes.
@@ -289,7 +290,58 @@ impl TryFrom<TurnRecord> for TranscriptTurn {
     type Error = CompactionError;
 
     fn try_from(r: TurnRecord) -> Result<Self, Self::Error> {
-        if r.turn_id.is_empty() {
+        Self::try_from(SharedTurnRecord {
+            turn_id: WireText(Arc::from(r.turn_id)),
+            role: r.role,
+            content: WireText(Arc::from(r.content)),
+            token_estimate: r.token_estimate,
+            tool_call_id: r.tool_call_id.map(|id| WireText(Arc::from(id))),
+            pinned: r.pinned,
+            metadata: r.metadata,
+        })
+    }
+}
+
+/// [`TurnRecord`] with its text read straight into the shared strings a [`TranscriptTurn`]
+/// holds: the same keys, defaults and errors, one copy of each string fewer. For reading
+/// large documents.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedTurnRecord {
+    /// Must be non-empty.
+    pub turn_id: WireText,
+    /// One of the four roles.
+    pub role: Role,
+    /// Defaults to `""`.
+    #[serde(default)]
+    pub content: WireText,
+    /// Must be an integer `>= 0`.
+    pub token_estimate: crate::wire::WireInt,
+    /// Defaults to `null`.
+    #[serde(default)]
+    pub tool_call_id: Option<WireText>,
+    /// Defaults to `false`.
+    #[serde(default)]
+    pub pinned: bool,
+    /// Defaults to `{}`. A repeated key is refused.
+    #[serde(default, deserialize_with = "crate::wire::unique_string_map")]
+    pub metadata: BTreeMap<String, String>,
+}
+
+impl TryFrom<crate::wire::ObjectOnly<SharedTurnRecord>> for TranscriptTurn {
+    type Error = CompactionError;
+
+    fn try_from(r: crate::wire::ObjectOnly<SharedTurnRecord>) -> Result<Self, Self::Error> {
+        Self::try_from(r.0)
+    }
+}
+
+impl TryFrom<SharedTurnRecord> for TranscriptTurn {
+    type Error = CompactionError;
+
+    fn try_from(r: SharedTurnRecord) -> Result<Self, Self::Error> {
+        let turn_id = r.turn_id.0;
+        if turn_id.is_empty() {
             return Self::new("", r.role, "", 0);
         }
         let estimate = u64::try_from(r.token_estimate.0).map_err(|_| {
@@ -297,20 +349,20 @@ impl TryFrom<TurnRecord> for TranscriptTurn {
                 format!(
                     "token_estimate must not be negative; turn {} declares {}. A negative \
                      estimate would let a total fall below its untouchable floor.",
-                    py_repr_str(&r.turn_id),
+                    py_repr_str(&turn_id),
                     r.token_estimate.0
                 )
             } else {
                 format!(
                     "token_estimate of turn {} is {}, beyond the largest supported estimate {}.",
-                    py_repr_str(&r.turn_id),
+                    py_repr_str(&turn_id),
                     r.token_estimate.0,
                     u64::MAX
                 )
             };
             CompactionError::validation(
                 message,
-                details! { "turn_id" => r.turn_id.as_str(), "token_estimate" => r.token_estimate.0.to_string().parse::<serde_json::Number>().ok() },
+                details! { "turn_id" => &*turn_id, "token_estimate" => r.token_estimate.0.to_string().parse::<serde_json::Number>().ok() },
             )
         })?;
         let metadata = if r.metadata.is_empty() {
@@ -318,8 +370,8 @@ impl TryFrom<TurnRecord> for TranscriptTurn {
         } else {
             Arc::new(r.metadata)
         };
-        Ok(Self::new(r.turn_id, r.role, r.content, estimate)?
-            .with_tool_call_id_opt(r.tool_call_id.map(Arc::from))
+        Ok(Self::new(turn_id, r.role, r.content.0, estimate)?
+            .with_tool_call_id_opt(r.tool_call_id.map(|id| id.0))
             .with_pinned(r.pinned)
             .with_metadata(metadata))
     }

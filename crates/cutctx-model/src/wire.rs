@@ -66,6 +66,40 @@ impl<'de> Deserialize<'de> for WireStr {
     }
 }
 
+/// A JSON string read straight into shared text: one allocation and one copy, from the input
+/// itself or from the parser's buffer for a string with escapes, never through a `String`.
+///
+/// It reads and refuses exactly what `String` does (`deserialize_string`, "expected a
+/// string"); only the allocation differs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireText(pub std::sync::Arc<str>);
+
+impl Default for WireText {
+    /// The empty text, as a missing `content` means.
+    fn default() -> Self {
+        Self(std::sync::Arc::from(""))
+    }
+}
+
+impl<'de> Deserialize<'de> for WireText {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = WireText;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<WireText, E> {
+                Ok(WireText(std::sync::Arc::from(v)))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<WireText, E> {
+                Ok(WireText(std::sync::Arc::from(v)))
+            }
+        }
+        d.deserialize_string(V)
+    }
+}
+
 /// `T`, read only from a JSON object (never from an array of its fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObjectOnly<T>(pub T);
@@ -226,6 +260,21 @@ mod tests {
         let ok: UniqueKeys =
             serde_json::from_str(r#"{"a": [1, 2.5, "x", null, true]}"#).expect("no repeat");
         assert_eq!(ok.0, serde_json::json!({"a": [1, 2.5, "x", null, true]}));
+    }
+
+    #[test]
+    fn shared_text_reads_as_a_string_does() {
+        for text in [r#""plain""#, r#""with \"escapes\"\n""#, r#""\u00e9""#] {
+            let shared: WireText = serde_json::from_str(text).expect("a string");
+            let owned: String = serde_json::from_str(text).expect("a string");
+            assert_eq!(&*shared.0, owned);
+        }
+        assert_eq!(&*WireText::default().0, "");
+        for bad in ["1", "null", "[]", "{}"] {
+            let shared = serde_json::from_str::<WireText>(bad).expect_err(bad);
+            let owned = serde_json::from_str::<String>(bad).expect_err(bad);
+            assert_eq!(shared.to_string(), owned.to_string(), "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,101 @@
+#!/usr/bin/env python3
+"""`cutctx compact REQUEST` against the hardware: a ratio to one SHA-256 pass over the request.
+
+It runs the release CLI on a generated request document (the `request_document` example of
+cutctx-cli: a system turn, then assistant-call / 1 KB tool result / user turns, the default
+chain with every summary it asks for supplied), alternating each run with one SHA-256 pass over
+the same file (`openssl dgst -sha256`, which uses the CPU's SHA instructions where it has
+them), so that drift in the machine's speed touches both alike. It prints the median ratio of
+the CLI's wall time to the SHA-256 pass's, and the CLI's peak resident memory (from `wait4`,
+the child's own figure) as a multiple of the input's size.
+
+    python3 scripts/request-bench.py [--turns 100000] [--runs 3] [--budgets 5 50]
+    python3 scripts/request-bench.py --scale 10   # also 1/10 of the turns: the growth
+    python3 scripts/request-bench.py --cli OLD    # the same, for another build of cutctx
+
+It builds the binaries itself (`cargo build --release`), writes the requests under a temporary
+folder, and checks that every compaction exits 0.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def timed(argv):
+    """Runs argv with standard output discarded; returns (seconds, peak RSS in bytes)."""
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        proc = subprocess.Popen(argv, stdout=null)
+        _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{argv[0]} failed with status {code}")
+    return elapsed, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+
+
+def measure(cli, path, runs):
+    argv = [cli, "compact", path]
+    ratios, peaks, times = [], [], []
+    timed(argv)  # warm the page cache and the binary
+    for _ in range(runs):
+        sha, _ = timed(["openssl", "dgst", "-sha256", path])
+        t, rss = timed(argv)
+        ratios.append(t / sha)
+        peaks.append(rss)
+        times.append(t)
+    return ratios, peaks, times
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--turns", type=int, default=100_000)
+    p.add_argument("--result-bytes", type=int, default=1_000)
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--budgets", type=int, nargs="+", default=[5, 50],
+                   help="budgets, in percent of the transcript's estimate")
+    p.add_argument("--scale", type=int, default=0,
+                   help="also run 1/SCALE of the turns and report the growth of the time")
+    p.add_argument("--cli", help="measure this cutctx binary instead of target/release/cutctx "
+                   "(an older build, to compare)")
+    args = p.parse_args()
+    subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
+                    "--bin", "cutctx", "--example", "request_document"], cwd=ROOT, check=True)
+    cli = args.cli or os.path.join(ROOT, "target/release/cutctx")
+    gen = os.path.join(ROOT, "target/release/examples/request_document")
+    sizes = [args.turns] + ([args.turns // args.scale] if args.scale else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"{'budget':>6} {'turns':>8} {'MB':>6} {'x sha256 (median; runs)':<30} "
+              f"{'peak / input (runs)':<24}")
+        results = {}
+        for percent in args.budgets:
+            for n in sizes:
+                path = os.path.join(tmp, f"request-{n}-{percent}.json")
+                with open(path, "wb") as out:
+                    subprocess.run([gen, str(n), str(percent), str(args.result_bytes)],
+                                   stdout=out, check=True)
+                size = os.path.getsize(path)
+                ratios, peaks, times = measure(cli, path, args.runs)
+                med = statistics.median(ratios)
+                results[(percent, n)] = statistics.median(times)
+                print(f"{percent:>5}% {n:>8} {size / 1e6:>6.1f} "
+                      f"{med:>5.2f}  ({', '.join(f'{r:.2f}' for r in ratios)}){'':<6}"
+                      f"{statistics.median(peaks) / size:>4.2f}  "
+                      f"({', '.join(f'{m / size:.2f}' for m in peaks)})", flush=True)
+        if args.scale:
+            print(f"\ngrowth from {sizes[1]} to {sizes[0]} turns (time ratio; linear is "
+                  f"{args.scale}):")
+            for percent in args.budgets:
+                big, small = results[(percent, sizes[0])], results[(percent, sizes[1])]
+                print(f"  {percent:>3}% {big / small:5.1f}")
+
+
+if __name__ == "__main__":
+    main()
