@@ -19,41 +19,19 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
+
+from benchlib import against_sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMATS = ["openai-chat", "openai-responses", "anthropic"]
 POLICIES = ["drop_oldest", "observation_masking"]
 
 
-def timed(argv):
-    """Runs argv with standard output discarded; returns (seconds, peak RSS in bytes)."""
-    start = time.perf_counter()
-    with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen(argv, stdout=null)
-        _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        sys.exit(f"{argv[0]} failed with status {proc.returncode}")
-    return elapsed, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
-
-
 def measure(cli, path, fmt, policy, max_tokens, runs):
     argv = [cli, "compact", "--format", fmt, "--policy", policy,
             "--max-tokens", str(max_tokens), path]
-    ratios, peaks, cli_times, sha_times = [], [], [], []
-    timed(argv)  # warm the page cache and the binary
-    for _ in range(runs):
-        sha, _ = timed(["openssl", "dgst", "-sha256", path])
-        t, rss = timed(argv)
-        ratios.append(t / sha)
-        peaks.append(rss)
-        cli_times.append(t)
-        sha_times.append(sha)
-    return ratios, peaks, cli_times, sha_times
+    return against_sha256(argv, path, runs)
 
 
 def main():
@@ -88,7 +66,7 @@ def main():
                 # removes the older half, masking stubs every result but the last two.
                 max_tokens = size // 8
                 for policy in args.policies:
-                    ratios, peaks, cli_t, _ = measure(cli, path, fmt, policy, max_tokens,
+                    ratios, peaks, cli_t = measure(cli, path, fmt, policy, max_tokens,
                                                       args.runs)
                     med = statistics.median(ratios)
                     results[(fmt, policy, n)] = (med, statistics.median(cli_t))

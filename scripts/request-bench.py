@@ -21,37 +21,16 @@ import argparse
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
-import time
+
+from benchlib import against_sha256
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def timed(argv):
-    """Runs argv with standard output discarded; returns (seconds, peak RSS in bytes)."""
-    start = time.perf_counter()
-    with open(os.devnull, "wb") as null:
-        proc = subprocess.Popen(argv, stdout=null)
-        _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        sys.exit(f"{argv[0]} failed with status {code}")
-    return elapsed, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
-
-
 def measure(cli, path, runs):
     argv = [cli, "compact", path]
-    ratios, peaks, times = [], [], []
-    timed(argv)  # warm the page cache and the binary
-    for _ in range(runs):
-        sha, _ = timed(["openssl", "dgst", "-sha256", path])
-        t, rss = timed(argv)
-        ratios.append(t / sha)
-        peaks.append(rss)
-        times.append(t)
-    return ratios, peaks, times
+    return against_sha256(argv, path, runs)
 
 
 def main():

@@ -1,0 +1,39 @@
+"""What the benchmark scripts share: running the CLI with its peak memory, against one SHA-256.
+
+`against_sha256` runs a command right after one `openssl dgst -sha256` over the same file, run
+after run, so that drift in the machine's speed touches both alike; `openssl` because it uses
+the processor's SHA instructions, the floor of reading the file at all.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+
+def timed(argv):
+    """Runs argv with standard output discarded; returns (seconds, peak RSS in bytes)."""
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        proc = subprocess.Popen(argv, stdout=null)
+        _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        sys.exit(f"{argv[0]} failed with status {code}")
+    return elapsed, usage.ru_maxrss * 1024  # ru_maxrss is in KiB on Linux
+
+
+def against_sha256(argv, path, runs):
+    """`runs` timings of argv, each right after one SHA-256 pass over `path`, after one warm-up
+    run (the page cache, the binary): the ratios of the two wall times, argv's peak RSS in
+    bytes, and its wall times."""
+    ratios, peaks, times = [], [], []
+    timed(argv)
+    for _ in range(runs):
+        sha, _ = timed(["openssl", "dgst", "-sha256", path])
+        t, rss = timed(argv)
+        ratios.append(t / sha)
+        peaks.append(rss)
+        times.append(t)
+    return ratios, peaks, times
