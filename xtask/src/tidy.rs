@@ -270,28 +270,33 @@ pub(crate) fn check_doc_header(path: &str, text: &str) -> Option<Problem> {
     })
 }
 
-/// The manifest must contain `[lints]` with `workspace = true` (or `lints.workspace = true`).
-pub(crate) fn check_lints_table(path: &str, manifest: &str) -> Option<Problem> {
+/// A manifest's `key = value` lines with the table each sits in, comments stripped and
+/// whitespace removed from keys and values: enough to find one setting, not a TOML parser.
+fn toml_entries(manifest: &str) -> impl Iterator<Item = (String, String, String)> + '_ {
     let mut section = String::new();
-    for line in manifest.lines() {
+    manifest.lines().filter_map(move |line| {
         let line = strip_toml_comment(line).trim();
         if line.starts_with('[') {
             section = table_header(line);
-            continue;
+            return None;
         }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key: String = key.chars().filter(|c| !c.is_whitespace()).collect();
-        let value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
-        let inherits = match (section.as_str(), key.as_str()) {
+        let (key, value) = line.split_once('=')?;
+        let squeeze = |s: &str| s.chars().filter(|c| !c.is_whitespace()).collect::<String>();
+        Some((section.clone(), squeeze(key), squeeze(value)))
+    })
+}
+
+/// The manifest must contain `[lints]` with `workspace = true` (or `lints.workspace = true`).
+pub(crate) fn check_lints_table(path: &str, manifest: &str) -> Option<Problem> {
+    let inherits = toml_entries(manifest).any(|(section, key, value)| {
+        match (section.as_str(), key.as_str()) {
             ("lints", "workspace") | ("", "lints.workspace") => value == "true",
             ("", "lints") => value == "{workspace=true}",
             _ => false,
-        };
-        if inherits {
-            return None;
         }
+    });
+    if inherits {
+        return None;
     }
     Some(Problem::new(
         path,
@@ -335,25 +340,14 @@ pub(crate) fn check_deny_unsafe(path: &str, text: &str) -> Option<Problem> {
 /// The manifest of an [`UNSAFE_GLUE_CRATES`] member has its own `[lints.rust]` table with
 /// `unsafe_code = "deny"` (it cannot inherit the workspace's `forbid`).
 pub(crate) fn check_glue_lints(path: &str, manifest: &str) -> Option<Problem> {
-    let mut section = String::new();
-    for line in manifest.lines() {
-        let line = strip_toml_comment(line).trim();
-        if line.starts_with('[') {
-            section = table_header(line);
-            continue;
-        }
-        let Some((key, value)) = line.split_once('=') else {
-            continue;
-        };
-        let key: String = key.chars().filter(|c| !c.is_whitespace()).collect();
-        let value: String = value.chars().filter(|c| !c.is_whitespace()).collect();
-        let denies = match (section.as_str(), key.as_str()) {
-            ("lints.rust", "unsafe_code") | ("lints", "rust.unsafe_code") => value == "\"deny\"",
-            _ => false,
-        };
-        if denies {
-            return None;
-        }
+    let denies = toml_entries(manifest).any(|(section, key, value)| {
+        matches!(
+            (section.as_str(), key.as_str()),
+            ("lints.rust", "unsafe_code") | ("lints", "rust.unsafe_code")
+        ) && value == "\"deny\""
+    });
+    if denies {
+        return None;
     }
     Some(Problem::new(
         path,
