@@ -39,11 +39,11 @@ goes through `cutctx compact --format F --max-tokens N --policy P` for every pol
 flag set of the tables below. A bare message array (the formats accept one) is validated
 inside a minimal request body (`wrap_for_schema`), the same for input and output.
 
-An error is identified by where and what (`error_key`): the instance path with array positions
-erased (compaction moves messages, so positions change), the failing keyword and schema path,
-and for `anyOf`, the failures of the branch the instance came closest to. An output fails when
-it has more errors of some identity than its input had: compaction only drops, masks and adds
-summaries, so it never needs a new one.
+A failure is one leaf of a validation error (under an `anyOf`, the failures of the branch the
+instance came closest to), identified by where and what (`failures`): the instance path with
+array positions erased (compaction moves messages, so positions change), the failing keyword
+and its schema path. An output fails the check when it has more failures of some identity than
+its input had: compaction only drops, masks and adds summaries, so it never needs a new one.
 """
 
 from __future__ import annotations
@@ -68,8 +68,11 @@ from typing import Any
 # Every policy name `cutctx compact --policy` accepts; `check_policies_are_known` holds this list
 # to the CLI's own help text.
 POLICIES = ["drop_oldest", "observation_masking", "summarizing", "default_chain"]
-# Budgets, in percent of the request's own estimate (`tokens_before` of an unconstrained run).
-BUDGETS = [100, 50, 20, 5]
+# Budgets, in percent of the room between the request's untouchable floor (system, pinned and
+# protected turns: any lower budget is refused) and its whole estimate; 0 is the tightest budget
+# the CLI accepts. Percentages of the whole estimate would leave most runs refused: a tau-bench
+# system prompt alone is over half of a typical call.
+BUDGETS = [100, 50, 20, 5, 0]
 # Extra flags, one sweep per set; e.g. ("repair", ["--repair"]) or ("reserve", ["--reserve-output", "256"]).
 FLAG_SETS: list[tuple[str, list[str]]] = [
     ("plain", []),
@@ -194,27 +197,23 @@ def exact_path(path: Any) -> str:
     return "/".join(str(p) for p in path) or "(root)"
 
 
-def error_key(error: Any) -> tuple[Any, ...]:
-    """Where and what, never the instance's content; positions erased (see the docstring)."""
-    return (
-        erase_positions(error.absolute_path),
-        error.validator,
-        tuple(
-            (erase_positions(leaf.absolute_path), leaf.validator, tuple(map(str, leaf.absolute_schema_path)))
-            for leaf, _ in leaves(error)
-        ),
-    )
+def failures(validator: Any, fmt: str, doc: Any) -> list[tuple[tuple[str, str, str], str]]:
+    """Every failure of `doc`, each as (identity, description), in document order.
 
-
-def describe(error: Any) -> str:
-    """One line naming an error's place and schema path, without the instance's content."""
-    parts = []
-    for leaf, names in leaves(error):
-        parts.append(
-            f"at {exact_path(leaf.absolute_path)}: {leaf.validator} "
-            f"(via {' > '.join(names) or '-'}; schema path {'/'.join(map(str, leaf.absolute_schema_path))})"
-        )
-    return f"{exact_path(error.absolute_path)}: {error.validator}; " + "; ".join(parts)
+    A failure is a leaf of `leaves`: an error under an `anyOf` is its closest branch's
+    failures, so an array whose items fail in two places gives two failures, and dropping one
+    of those items drops one. The identity is where and what, with array positions erased
+    (compaction moves messages); the description names the exact place and the branches taken,
+    never the instance's content."""
+    out = []
+    for error in schema_errors(validator, fmt, doc):
+        for leaf, names in leaves(error):
+            schema_path = "/".join(map(str, leaf.absolute_schema_path))
+            identity = (erase_positions(leaf.absolute_path), leaf.validator, schema_path)
+            described = (f"at {exact_path(leaf.absolute_path)}: {leaf.validator} "
+                         f"(via {' > '.join(names) or '-'}; schema path {schema_path})")
+            out.append((identity, described))
+    return out
 
 
 def schema_errors(validator: Any, fmt: str, doc: Any) -> list[Any]:
@@ -223,15 +222,14 @@ def schema_errors(validator: Any, fmt: str, doc: Any) -> list[Any]:
 
 
 def new_errors(validator: Any, fmt: str, before: Any, after: Any) -> list[str]:
-    """Errors of `after` beyond those of `before`, counted by identity, described."""
-    have = collections.Counter(error_key(e) for e in schema_errors(validator, fmt, before))
+    """Failures of `after` beyond those of `before`, counted by identity, described."""
+    have = collections.Counter(identity for identity, _ in failures(validator, fmt, before))
     out = []
-    for error in schema_errors(validator, fmt, after):
-        key = error_key(error)
-        if have[key] > 0:
-            have[key] -= 1
+    for identity, described in failures(validator, fmt, after):
+        if have[identity] > 0:
+            have[identity] -= 1
         else:
-            out.append(describe(error))
+            out.append(described)
     return out
 
 
@@ -379,20 +377,40 @@ def init_worker(cli: str, shared: str) -> None:
     _STATE["validators"] = load_validators(Path(shared))
 
 
-def run_cli(fmt: str, body: bytes, budget: int, policy: str, flags: list[str], report: str | None = None) -> tuple[str | None, bytes]:
-    """(None, stdout) on success, (error code, b"") on a refusal."""
+def run_cli(fmt: str, body: bytes, budget: int, policy: str, flags: list[str],
+            report: str | None = None) -> tuple[str | None, dict[str, Any], bytes]:
+    """(None, {}, stdout) on success; (error code, its details, b"") on a refusal."""
     cmd = [_STATE["cli"], "compact", "--error-format", "json", "--format", fmt, "--max-tokens", str(budget),
            "--policy", policy, "--summarize-with", SUMMARIZER, *flags]
     if report:
         cmd += ["--report", report]
     done = subprocess.run(cmd + ["-"], input=body, capture_output=True, check=False)
     if done.returncode == 0:
-        return None, done.stdout
+        return None, {}, done.stdout
     lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
     try:
-        return str(json.loads(lines[-1])["code"]), b""
+        error = json.loads(lines[-1])
+        return str(error["code"]), error.get("details") or {}, b""
     except (IndexError, ValueError, KeyError, TypeError):
-        return f"EXIT_{done.returncode}", b""
+        return f"EXIT_{done.returncode}", {}, b""
+
+
+def budgets(fmt: str, body: bytes, flags: list[str]) -> tuple[str | None, list[tuple[int, int]]]:
+    """(refusal code, []) or (None, [(percent, budget)]) for the BUDGETS of one input.
+
+    Two probes: an unbounded budget gives the estimate (`tokens_before` of the report) and a
+    budget of 1 the untouchable floor (`untouchable_tokens` of COMPACTION_BUDGET_UNSATISFIABLE)."""
+    with tempfile.TemporaryDirectory(prefix="schema-check.") as tmp:
+        report = os.path.join(tmp, "report.json")
+        code, _, _ = run_cli(fmt, body, 2**62, "drop_oldest", flags, report)
+        if code is not None:
+            return code, []
+        with open(report, encoding="utf-8") as f:
+            estimate = int(json.load(f)["report"]["tokens_before"])
+    code, details, _ = run_cli(fmt, body, 1, "drop_oldest", flags)
+    floor = int(details.get("untouchable_tokens", 0)) if code == "COMPACTION_BUDGET_UNSATISFIABLE" else 0
+    floor = min(floor, estimate)
+    return None, [(pct, max(1, floor + (estimate - floor) * pct // 100)) for pct in BUDGETS]
 
 
 def sweep_one(job: tuple[str, str, Any]) -> dict[str, Any]:
@@ -402,22 +420,17 @@ def sweep_one(job: tuple[str, str, Any]) -> dict[str, Any]:
     body = json.dumps(doc, ensure_ascii=False).encode("utf-8")
     result: dict[str, Any] = {"label": label, "fmt": fmt, "validated": 0, "refused": collections.Counter(),
                               "input_refused": None, "failures": [], "input_errors": []}
-    before = [error_key(e) for e in schema_errors(validator, fmt, doc)]
-    result["input_errors"] = sorted({f"{k[0]}: {k[1]}" for k in before})
-    with tempfile.TemporaryDirectory(prefix="schema-check.") as tmp:
-        report = os.path.join(tmp, "report.json")
-        code, _ = run_cli(fmt, body, 2**62, "drop_oldest", [], report)
-        if code is not None:
-            result["input_refused"] = code
-            return result
-        with open(report, encoding="utf-8") as f:
-            estimate = json.load(f)["report"]["tokens_before"]
+    result["input_errors"] = sorted({f"{i[0]}: {i[1]} ({i[2]})" for i, _ in failures(validator, fmt, doc)})
     seen: dict[str, list[str]] = {hashlib.sha256(body).hexdigest(): []}
     for flag_name, flags in FLAG_SETS:
+        code, table = budgets(fmt, body, flags)
+        if code is not None:
+            # Refused whatever the budget: counted once per input and flag set, not per run.
+            result["input_refused"] = code
+            continue
         for policy in POLICIES:
-            for pct in BUDGETS:
-                budget = max(1, estimate * pct // 100)
-                code, out = run_cli(fmt, body, budget, policy, flags)
+            for pct, budget in table:
+                code, _, out = run_cli(fmt, body, budget, policy, flags)
                 if code is not None:
                     result["refused"][code] += 1
                     continue
@@ -446,7 +459,7 @@ def sweep(cli: str, root: Path, shared: Path, calls: int, jobs: int) -> int:
     inputs = corpus + replay
     print(f"inputs: {len(corpus)} corpus requests, {len(replay) // 3} of {total_calls} tau-bench calls "
           f"x 3 formats = {len(replay)}; {len(FLAG_SETS)} flag set(s) x {len(POLICIES)} policies x "
-          f"{len(BUDGETS)} budgets ({', '.join(f'{b}%' for b in BUDGETS)}) each", flush=True)
+          f"{len(BUDGETS)} budgets ({', '.join(f'{b}%' for b in BUDGETS)} of the room above the untouchable floor) each", flush=True)
     validated = 0
     refused: collections.Counter[str] = collections.Counter()
     input_refused: dict[str, list[str]] = collections.defaultdict(list)
