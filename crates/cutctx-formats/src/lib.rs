@@ -91,6 +91,7 @@ pub mod openai_responses;
 mod prompt;
 #[cfg(test)]
 mod recipe_format;
+mod repair;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -111,6 +112,7 @@ use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 pub use named::{POLICY_NAMES, policy_named};
 pub use prompt::{PromptCount, TurnCount};
+pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use validate::{Rule, Violation, validate};
 
 /// A provider transcript format.
