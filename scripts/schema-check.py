@@ -73,9 +73,12 @@ POLICIES = ["drop_oldest", "observation_masking", "summarizing", "default_chain"
 # the CLI accepts. Percentages of the whole estimate would leave most runs refused: a tau-bench
 # system prompt alone is over half of a typical call.
 BUDGETS = [100, 50, 20, 5, 0]
-# Extra flags, one sweep per set; e.g. ("repair", ["--repair"]) or ("reserve", ["--reserve-output", "256"]).
+# Extra flags, one sweep per set. `--repair` drops what a provider rejects: its outputs must be as
+# valid as any other. (`--reserve-output` only moves the budget, which the budgets above already
+# sweep, so it gets no set of its own.)
 FLAG_SETS: list[tuple[str, list[str]]] = [
     ("plain", []),
+    ("repair", ["--repair"]),
 ]
 # Summaries come from this command (run by `sh -c`, one summary per request): a fixed line.
 SUMMARIZER = "printf %s 'Earlier turns, summarized.'"
@@ -398,17 +401,26 @@ def run_cli(fmt: str, body: bytes, budget: int, policy: str, flags: list[str],
 def budgets(fmt: str, body: bytes, flags: list[str]) -> tuple[str | None, list[tuple[int, int]]]:
     """(refusal code, []) or (None, [(percent, budget)]) for the BUDGETS of one input.
 
-    Two probes: an unbounded budget gives the estimate (`tokens_before` of the report) and a
-    budget of 1 the untouchable floor (`untouchable_tokens` of COMPACTION_BUDGET_UNSATISFIABLE)."""
-    with tempfile.TemporaryDirectory(prefix="schema-check.") as tmp:
-        report = os.path.join(tmp, "report.json")
-        code, _, _ = run_cli(fmt, body, 2**62, "drop_oldest", flags, report)
-        if code is not None:
-            return code, []
-        with open(report, encoding="utf-8") as f:
-            estimate = int(json.load(f)["report"]["tokens_before"])
-    code, details, _ = run_cli(fmt, body, 1, "drop_oldest", flags)
-    floor = int(details.get("untouchable_tokens", 0)) if code == "COMPACTION_BUDGET_UNSATISFIABLE" else 0
+    The whole prompt's estimate is `cutctx estimate`'s `total` (tools, system, messages and the
+    output reserve). The floor is what no budget below can meet: the tools and the reserve,
+    which never shrink, plus the untouchable turns (`untouchable_tokens` of the core's
+    COMPACTION_BUDGET_UNSATISFIABLE, probed with a budget of just the fixed parts)."""
+    estimate_flags = [f for f in flags if f == "--repair"]
+    cmd = [_STATE["cli"], "estimate", "--error-format", "json", "--format", fmt, *estimate_flags, "-"]
+    done = subprocess.run(cmd, input=body, capture_output=True, check=False)
+    if done.returncode != 0:
+        code, _, _ = run_cli(fmt, body, 2**62, "drop_oldest", flags)
+        return code or f"EXIT_{done.returncode}", []
+    counts = json.loads(done.stdout)
+    estimate = int(counts["total"])
+    outside_turns = int(counts["tools"]) + int(counts["reserve"])
+    # Just the fixed parts (tools, reserve, system): they pass their own check, and the turns'
+    # budget is then the system text alone, below the untouchable turns whenever any other is.
+    probe = outside_turns + int(counts["system"])
+    code, details, _ = run_cli(fmt, body, probe, "drop_oldest", flags)
+    floor = outside_turns
+    if code == "COMPACTION_BUDGET_UNSATISFIABLE" and "untouchable_tokens" in details:
+        floor += int(details["untouchable_tokens"])
     floor = min(floor, estimate)
     return None, [(pct, max(1, floor + (estimate - floor) * pct // 100)) for pct in BUDGETS]
 
