@@ -31,7 +31,7 @@ pub struct Tuning {
     /// Fire when the request would exceed TRIGGER × window (default 1.0).
     #[arg(long)]
     pub trigger: Option<f64>,
-    /// When firing, compact down to TARGET × window (default 0.5).
+    /// When firing, compact down to the untouchable part plus TARGET of the room above it (default 0.2).
     #[arg(long)]
     pub target: Option<f64>,
     /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a policy object.

@@ -257,7 +257,7 @@ pub fn replay(config: &SessionConfig, prices: &PriceTable, run: &Value) -> Resul
         let size = full.tokens() + config.reserve_output;
         // Stateless: compact to the window whenever the call would not fit.
         if size > config.window {
-            match compact_to(config, &request, config.window, &mut summarize) {
+            match compact_to(config, &request, 1.0, &mut summarize) {
                 Ok(fitted) => {
                     stateless.report.compactions += 1;
                     stateless.call(Sent::of(format, &fitted.document, config));
