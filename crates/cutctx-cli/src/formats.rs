@@ -379,7 +379,11 @@ fn run_summarizer(
 }
 
 /// One run of the summarizer: `input` on its standard input, its standard output back.
-pub(crate) fn summarize_once(command: &str, group_id: &str, input: &str) -> Result<String, CliError> {
+pub(crate) fn summarize_once(
+    command: &str,
+    group_id: &str,
+    input: &str,
+) -> Result<String, CliError> {
     let fail = |message: String, extra: Option<(&str, Value)>| {
         let mut d = details! { "group_id" => group_id };
         if let Some((k, v)) = extra {

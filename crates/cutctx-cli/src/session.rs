@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use cutctx::model::details;
-use cutctx::session::{Firing, PriceTable, Replay, Restart, SessionConfig, SessionState, StrategyReport};
+use cutctx::session::{
+    Firing, PriceTable, Replay, Restart, SessionConfig, SessionState, StrategyReport,
+};
 use cutctx::{CompactionError, SummarizationRequest};
 use serde_json::Value;
 
@@ -94,10 +96,18 @@ pub struct SessionOutput {
 }
 
 fn estimator_spec(text: Option<&str>) -> Result<EstimatorSpec, CliError> {
-    text.map_or_else(|| Ok(EstimatorSpec::default()), |s| s.parse().map_err(from_format))
+    text.map_or_else(
+        || Ok(EstimatorSpec::default()),
+        |s| s.parse().map_err(from_format),
+    )
 }
 
-fn config(format: Format, window: u64, tuning: &Tuning, breakpoints: Breakpoints) -> Result<SessionConfig, CliError> {
+fn config(
+    format: Format,
+    window: u64,
+    tuning: &Tuning,
+    breakpoints: Breakpoints,
+) -> Result<SessionConfig, CliError> {
     let spec = estimator_spec(tuning.estimator.as_deref())?;
     let config = SessionConfig {
         format,
@@ -105,7 +115,9 @@ fn config(format: Format, window: u64, tuning: &Tuning, breakpoints: Breakpoints
         reserve_output: tuning.reserve_output,
         trigger: tuning.trigger.unwrap_or(SessionConfig::DEFAULT_TRIGGER),
         target: tuning.target.unwrap_or(SessionConfig::DEFAULT_TARGET),
-        protected_recent: tuning.protected_recent.unwrap_or(cutctx::CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
+        protected_recent: tuning
+            .protected_recent
+            .unwrap_or(cutctx::CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
         policy: named_policy(tuning.policy.as_deref(), tuning.prompt_id.as_deref(), spec)?,
         estimator: spec.estimator().map_err(from_format)?,
         cache_breakpoints: breakpoints == Breakpoints::Auto,
@@ -130,13 +142,21 @@ impl From<FormatError> for CliError {
 /// another version or of another format; `COMPACTION_BUDGET_UNSATISFIABLE` when the
 /// untouchable part cannot fit the window; `COMPACTION_SUMMARY_MISSING` at a firing that needs
 /// summaries without `--summarize-with`; `SUMMARIZER_ERROR`.
-pub fn session(args: &SessionArgs, request_text: &str, state_text: Option<&str>) -> Result<SessionOutput, CliError> {
+pub fn session(
+    args: &SessionArgs,
+    request_text: &str,
+    state_text: Option<&str>,
+) -> Result<SessionOutput, CliError> {
     let format: Format = args.format.into();
     let config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
     let request: Value = crate::error::parse_json("the request", request_text)?;
-    let previous = state_text.map(|t| SessionState::from_json(t, format)).transpose()?;
+    let previous = state_text
+        .map(|t| SessionState::from_json(t, format))
+        .transpose()?;
     let command = args.summarize_with.as_deref();
-    let mut summarize = |pt: &ProviderTranscript, r: &SummarizationRequest| -> Result<String, CliError> {
+    let mut summarize = |pt: &ProviderTranscript,
+                         r: &SummarizationRequest|
+     -> Result<String, CliError> {
         match command {
             Some(c) => summarize_once(c, r.group_id(), &pt.summarization_input(r).to_string()),
             None => Err(CliError::from(CompactionError::SummaryMissing {
@@ -166,10 +186,24 @@ pub fn session(args: &SessionArgs, request_text: &str, state_text: Option<&str>)
         text
     } else {
         let pretty = request_text.trim().contains('\n');
-        let text = if pretty { serde_json::to_string_pretty(&step.request) } else { serde_json::to_string(&step.request) };
-        text.map_err(|e| CliError::validation(format!("the request cannot be written as JSON: {e}"), details! {}))? + "\n"
+        let text = if pretty {
+            serde_json::to_string_pretty(&step.request)
+        } else {
+            serde_json::to_string(&step.request)
+        };
+        text.map_err(|e| {
+            CliError::validation(
+                format!("the request cannot be written as JSON: {e}"),
+                details! {},
+            )
+        })? + "\n"
     };
-    Ok(SessionOutput { output, state: step.state.to_json(), notice, firing: step.firing })
+    Ok(SessionOutput {
+        output,
+        state: step.state.to_json(),
+        notice,
+        firing: step.firing,
+    })
 }
 
 /// The options of `cutctx replay`.
@@ -209,7 +243,10 @@ pub fn prices(name: &str, file_text: Option<&str>) -> Result<PriceTable, CliErro
     }
     let text = file_text.unwrap_or_default();
     PriceTable::from_json(text).map_err(|why| {
-        CliError::validation(format!("the price table is not valid: {why}"), details! { "document" => "price table" })
+        CliError::validation(
+            format!("the price table is not valid: {why}"),
+            details! { "document" => "price table" },
+        )
     })
 }
 
@@ -220,7 +257,11 @@ pub fn prices(name: &str, file_text: Option<&str>) -> Result<PriceTable, CliErro
 ///
 /// `INPUT_ERROR` for text that is not JSON; `FORMAT_*` for a run its provider would refuse;
 /// `VALIDATION_ERROR` for bad settings.
-pub fn replay(args: &ReplayArgs, run_text: &str, prices: &PriceTable) -> Result<(String, String), CliError> {
+pub fn replay(
+    args: &ReplayArgs,
+    run_text: &str,
+    prices: &PriceTable,
+) -> Result<(String, String), CliError> {
     let format: Format = args.format.into();
     let run: Value = crate::error::parse_json("the run", run_text)?;
     let window = match args.window {
@@ -228,25 +269,43 @@ pub fn replay(args: &ReplayArgs, run_text: &str, prices: &PriceTable) -> Result<
         None => {
             let fraction = args.window_fraction.unwrap_or(0.7);
             if !(fraction > 0.0 && fraction.is_finite()) {
-                return Err(CliError::validation("--window-fraction must be above 0", details! { "window_fraction" => fraction }));
+                return Err(CliError::validation(
+                    "--window-fraction must be above 0",
+                    details! { "window_fraction" => fraction },
+                ));
             }
-            let estimator = estimator_spec(args.tuning.estimator.as_deref())?.estimator().map_err(from_format)?;
-            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref()) + args.tuning.reserve_output;
+            let estimator = estimator_spec(args.tuning.estimator.as_deref())?
+                .estimator()
+                .map_err(from_format)?;
+            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())
+                + args.tuning.reserve_output;
             scaled(full, fraction)
         }
     };
     let config = config(format, window, &args.tuning, Breakpoints::Off)?;
     let replay = cutctx::session::replay(&config, prices, &run)?;
-    let out = if args.json { json_line(&replay, prices) } else { table(&replay, prices) };
+    let out = if args.json {
+        json_line(&replay, prices)
+    } else {
+        table(&replay, prices)
+    };
     Ok((out, crate::svg::chart(&replay, prices)))
 }
 
-#[expect(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "token counts are far below 2^52; floored on purpose")]
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "token counts are far below 2^52; floored on purpose"
+)]
 fn scaled(tokens: u64, fraction: f64) -> u64 {
     (tokens as f64 * fraction).floor() as u64
 }
 
-#[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "token counts are far below 2^52"
+)]
 fn peak_share(r: &StrategyReport, window: u64) -> f64 {
     r.peak_tokens as f64 / window.max(1) as f64
 }
@@ -256,18 +315,43 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
     let calls = replay.strategies.first().map_or(0, |s| s.calls);
     let mut out = format!(
         "replay: {calls} calls; window {} tokens (the whole run is {}); prices {} ({}, {} {}/M input, cache read {}x, uncached {}x)\n",
-        replay.window, replay.final_tokens, prices.name, prices.model, prices.currency, prices.input_per_million, prices.cache_read, prices.cache_write
+        replay.window,
+        replay.final_tokens,
+        prices.name,
+        prices.model,
+        prices.currency,
+        prices.input_per_million,
+        prices.cache_read,
+        prices.cache_write
     );
     let _ = writeln!(
         out,
         "{:<10} {:>5} {:>11} {:>9} {:>5} {:>11} {:>12} {:>12} {:>10} {:>11}",
-        "strategy", "calls", "tokens_sent", "cache_hit", "busts", "compactions", "cost_units", format!("cost_{}", prices.currency), "peak_use", "over_window"
+        "strategy",
+        "calls",
+        "tokens_sent",
+        "cache_hit",
+        "busts",
+        "compactions",
+        "cost_units",
+        format!("cost_{}", prices.currency),
+        "peak_use",
+        "over_window"
     );
     for s in &replay.strategies {
         let _ = writeln!(
             out,
             "{:<10} {:>5} {:>11} {:>9.3} {:>5} {:>11} {:>12.1} {:>12.6} {:>10.3} {:>11}",
-            s.name, s.calls, s.tokens_sent, s.hit_rate(), s.busts, s.compactions, s.cost_units, s.cost_money, peak_share(s, replay.window), s.over_window
+            s.name,
+            s.calls,
+            s.tokens_sent,
+            s.hit_rate(),
+            s.busts,
+            s.compactions,
+            s.cost_units,
+            s.cost_money,
+            peak_share(s, replay.window),
+            s.over_window
         );
     }
     out

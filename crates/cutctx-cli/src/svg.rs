@@ -14,7 +14,10 @@ const COLOURS: [&str; 3] = ["#888888", "#d62728", "#1f77b4"];
 
 /// The chart of `replay` as an SVG document.
 #[must_use]
-#[expect(clippy::cast_precision_loss, reason = "token counts and call counts are far below 2^52")]
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "token counts and call counts are far below 2^52"
+)]
 pub(crate) fn chart(replay: &Replay, prices: &PriceTable) -> String {
     let calls = replay.strategies.first().map_or(0, |s| s.calls).max(2);
     let plot = WIDTH - LEFT - RIGHT;
@@ -46,7 +49,12 @@ pub(crate) fn chart(replay: &Replay, prices: &PriceTable) -> String {
         wy + 4.0
     );
     for (s, colour) in replay.strategies.iter().zip(COLOURS) {
-        let points: Vec<(f64, f64)> = s.sizes.iter().enumerate().map(|(i, &v)| (x(i), top + PANEL - PANEL * v as f64 / size_max)).collect();
+        let points: Vec<(f64, f64)> = s
+            .sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (x(i), top + PANEL - PANEL * v as f64 / size_max))
+            .collect();
         line(&mut svg, &points, colour);
     }
     // Bottom panel: cumulative cost.
@@ -56,21 +64,49 @@ pub(crate) fn chart(replay: &Replay, prices: &PriceTable) -> String {
         .flat_map(|s| s.cumulative_units.last().copied())
         .fold(1.0_f64, f64::max);
     let bottom = top + PANEL + 50.0;
-    panel(&mut svg, bottom, &format!("cumulative cost (base input tokens; {} prices)", prices.name), cost_max);
+    panel(
+        &mut svg,
+        bottom,
+        &format!(
+            "cumulative cost (base input tokens; {} prices)",
+            prices.name
+        ),
+        cost_max,
+    );
     for (s, colour) in replay.strategies.iter().zip(COLOURS) {
-        let points: Vec<(f64, f64)> = s.cumulative_units.iter().enumerate().map(|(i, &v)| (x(i), bottom + PANEL - PANEL * v / cost_max)).collect();
+        let points: Vec<(f64, f64)> = s
+            .cumulative_units
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (x(i), bottom + PANEL - PANEL * v / cost_max))
+            .collect();
         line(&mut svg, &points, colour);
         if let Some(&(px, py)) = points.last() {
-            let _ = writeln!(svg, "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{} {:.0}</text>", px + 6.0, py + 4.0, s.name, s.cost_units);
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{} {:.0}</text>",
+                px + 6.0,
+                py + 4.0,
+                s.name,
+                s.cost_units
+            );
         }
     }
-    let _ = writeln!(svg, "<text x=\"{LEFT:.1}\" y=\"{:.1}\">call</text>", bottom + PANEL + 30.0);
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT:.1}\" y=\"{:.1}\">call</text>",
+        bottom + PANEL + 30.0
+    );
     for (i, (s, colour)) in replay.strategies.iter().zip(COLOURS).enumerate() {
         let ly = 16.0 + 14.0 * i as f64;
         let _ = writeln!(
             svg,
             "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"3\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            WIDTH - RIGHT + 20.0, ly + 40.0, WIDTH - RIGHT + 34.0, ly + 44.0, s.name
+            WIDTH - RIGHT + 20.0,
+            ly + 40.0,
+            WIDTH - RIGHT + 34.0,
+            ly + 44.0,
+            s.name
         );
     }
     svg.push_str("</svg>\n");
@@ -97,5 +133,9 @@ fn line(svg: &mut String, points: &[(f64, f64)], colour: &str) {
     for (x, y) in points {
         let _ = write!(p, "{x:.1},{y:.1} ");
     }
-    let _ = writeln!(svg, "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"/>", p.trim_end());
+    let _ = writeln!(
+        svg,
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"/>",
+        p.trim_end()
+    );
 }

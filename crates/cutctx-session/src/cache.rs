@@ -160,7 +160,10 @@ impl PriceTable {
     /// A call's cost in base-input-token units: cached tokens at the read price, the rest at
     /// the write price.
     #[must_use]
-    #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
     pub fn units(&self, tokens: u64, cached: u64) -> f64 {
         cached as f64 * self.cache_read + tokens.saturating_sub(cached) as f64 * self.cache_write
     }

@@ -47,7 +47,10 @@ pub struct StrategyReport {
 impl StrategyReport {
     /// Cached tokens over tokens sent (0 when nothing was sent).
     #[must_use]
-    #[expect(clippy::cast_precision_loss, reason = "token counts are far below 2^52")]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
     pub fn hit_rate(&self) -> f64 {
         if self.tokens_sent == 0 {
             0.0
@@ -78,7 +81,10 @@ pub fn call_points(format: Format, messages: &[Value]) -> Vec<usize> {
         let kind = m.get("type").and_then(Value::as_str);
         role == Some("assistant")
             || matches!(format, Format::OpenAiResponses)
-                && matches!(kind, Some("function_call" | "reasoning" | "custom_tool_call"))
+                && matches!(
+                    kind,
+                    Some("function_call" | "reasoning" | "custom_tool_call")
+                )
     };
     let mut points = Vec::new();
     let mut previous = false;
@@ -228,7 +234,10 @@ impl<'a> Meter<'a> {
 }
 
 fn unsatisfiable(e: &FormatError) -> bool {
-    matches!(e, FormatError::Compaction(CompactionError::BudgetUnsatisfiable { .. }))
+    matches!(
+        e,
+        FormatError::Compaction(CompactionError::BudgetUnsatisfiable { .. })
+    )
 }
 
 /// Replays `run` (a request holding the whole history) under `config` and `prices`.
@@ -240,7 +249,11 @@ fn unsatisfiable(e: &FormatError) -> bool {
 ///
 /// `FORMAT_*` for a run its provider would refuse; `VALIDATION_ERROR` for bad settings; any
 /// other failure of a compaction.
-pub fn replay(config: &SessionConfig, prices: &PriceTable, run: &Value) -> Result<Replay, FormatError> {
+pub fn replay(
+    config: &SessionConfig,
+    prices: &PriceTable,
+    run: &Value,
+) -> Result<Replay, FormatError> {
     config.check()?;
     let format = config.format;
     cutctx_formats::validate(format, run).map_err(FormatError::from)?;

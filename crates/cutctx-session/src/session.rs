@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 
 use cutctx_formats::{Format, FormatError, ProviderTranscript};
 use cutctx_invariants::CompactionPlan;
-use cutctx_model::{CompactedTranscript, CompactionBudget, CompactionError, SummarizationRequest, Transcript, details};
+use cutctx_model::{
+    CompactedTranscript, CompactionBudget, CompactionError, SummarizationRequest, Transcript,
+    details,
+};
 use cutctx_policies::{CompactionPolicy, TokenEstimator};
 use serde_json::Value;
 
@@ -79,7 +82,12 @@ impl SessionConfig {
     }
 }
 
-#[expect(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss, reason = "windows are far below 2^52 tokens; the product is floored on purpose")]
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "windows are far below 2^52 tokens; the product is floored on purpose"
+)]
 fn fraction(window: u64, f: f64) -> u64 {
     (window as f64 * f).floor() as u64
 }
@@ -148,7 +156,8 @@ pub enum Decision {
 }
 
 /// A summarizer: the summary text for one request of a plan.
-pub type Summarize<'a, E> = dyn FnMut(&ProviderTranscript, &SummarizationRequest) -> Result<String, E> + 'a;
+pub type Summarize<'a, E> =
+    dyn FnMut(&ProviderTranscript, &SummarizationRequest) -> Result<String, E> + 'a;
 
 /// One call: `request` holds the whole history, `previous` the state of the last call (or
 /// `None` for a new session). Returns the request to send and the state to keep.
@@ -175,19 +184,31 @@ pub fn step<E: From<FormatError>>(
     let messages = history(format, request);
     let (mut state, restarted) = continue_from(format, previous, messages)?;
     let new = messages.get(state.messages..).unwrap_or(&[]);
-    state.message_tokens += new.iter().map(|m| message_tokens(m, config.estimator.as_ref())).sum::<u64>();
+    state.message_tokens += new
+        .iter()
+        .map(|m| message_tokens(m, config.estimator.as_ref()))
+        .sum::<u64>();
     state.absorb(new);
     let fixed = fixed_tokens(format, request, config.estimator.as_ref());
     let prompt = fixed + state.message_tokens + config.reserve_output;
     if prompt <= config.trigger_tokens() {
         let request = materialize(format, request, &state)?;
-        return Ok(Step { request, state, firing: None, restarted, prompt_tokens: prompt });
+        return Ok(Step {
+            request,
+            state,
+            firing: None,
+            restarted,
+            prompt_tokens: prompt,
+        });
     }
     let fitted = compact_to(config, request, config.target, summarize)?;
     let list = history(format, &fitted.document);
     state.prefix = references(messages, list);
     state.prefix_len = messages.len();
-    state.message_tokens = list.iter().map(|m| message_tokens(m, config.estimator.as_ref())).sum();
+    state.message_tokens = list
+        .iter()
+        .map(|m| message_tokens(m, config.estimator.as_ref()))
+        .sum();
     if format == Format::Anthropic && config.cache_breakpoints {
         mark_prefix_end(request, &mut state.prefix);
     }
@@ -216,8 +237,16 @@ pub fn step<E: From<FormatError>>(
 ///
 /// On [`Decision::Fire`] the state has absorbed `new` all the same; the caller then calls
 /// [`step`] with the full history and this state.
-pub fn push(config: &SessionConfig, state: &mut SessionState, fixed_tokens: u64, new: &[Value]) -> Decision {
-    state.message_tokens += new.iter().map(|m| message_tokens(m, config.estimator.as_ref())).sum::<u64>();
+pub fn push(
+    config: &SessionConfig,
+    state: &mut SessionState,
+    fixed_tokens: u64,
+    new: &[Value],
+) -> Decision {
+    state.message_tokens += new
+        .iter()
+        .map(|m| message_tokens(m, config.estimator.as_ref()))
+        .sum::<u64>();
     state.absorb(new);
     let prompt_tokens = fixed_tokens + state.message_tokens + config.reserve_output;
     if prompt_tokens <= config.trigger_tokens() {
@@ -229,7 +258,11 @@ pub fn push(config: &SessionConfig, state: &mut SessionState, fixed_tokens: u64,
 
 /// The state to continue from: `previous` when `messages` extends the history it describes,
 /// a new one otherwise.
-fn continue_from(format: Format, previous: Option<&SessionState>, messages: &[Value]) -> Result<(SessionState, Option<Restart>), FormatError> {
+fn continue_from(
+    format: Format,
+    previous: Option<&SessionState>,
+    messages: &[Value],
+) -> Result<(SessionState, Option<Restart>), FormatError> {
     let Some(prev) = previous else {
         return Ok((SessionState::new(format), None));
     };
@@ -241,18 +274,30 @@ fn continue_from(format: Format, previous: Option<&SessionState>, messages: &[Va
         .into());
     }
     let Some(known) = messages.get(..prev.messages) else {
-        let why = Restart::Rewound { known: prev.messages, given: messages.len() };
+        let why = Restart::Rewound {
+            known: prev.messages,
+            given: messages.len(),
+        };
         return Ok((SessionState::new(format), Some(why)));
     };
     if digest_of(format, known) != prev.digest {
-        return Ok((SessionState::new(format), Some(Restart::Diverged { known: prev.messages })));
+        return Ok((
+            SessionState::new(format),
+            Some(Restart::Diverged {
+                known: prev.messages,
+            }),
+        ));
     }
     Ok((prev.clone(), None))
 }
 
 /// The request to send: `request` with its message list replaced by the state's prefix and
 /// the history after it; `request` itself while the session has never fired.
-fn materialize(format: Format, request: &Value, state: &SessionState) -> Result<Value, FormatError> {
+fn materialize(
+    format: Format,
+    request: &Value,
+    state: &SessionState,
+) -> Result<Value, FormatError> {
     if state.prefix_len == 0 && state.prefix.is_empty() {
         return Ok(request.clone());
     }
@@ -340,52 +385,83 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     let estimator = config.estimator.as_ref();
     let pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
     let messages = history(format, request);
-    let counts: Vec<u64> = messages.iter().map(|m| message_tokens(m, estimator)).collect();
+    let counts: Vec<u64> = messages
+        .iter()
+        .map(|m| message_tokens(m, estimator))
+        .collect();
     let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
     let mut held = vec![false; messages.len()];
     for (p, &untouchable) in analysis.untouchable().iter().enumerate() {
-        if let Some(slot) = pt.sources().get(p).and_then(|s| s.message()).and_then(|i| held.get_mut(i))
+        if let Some(slot) = pt
+            .sources()
+            .get(p)
+            .and_then(|s| s.message())
+            .and_then(|i| held.get_mut(i))
             && untouchable
         {
             *slot = true;
         }
     }
-    let held_tokens: u64 = counts.iter().zip(&held).filter(|(_, h)| **h).map(|(c, _)| c).sum();
+    let held_tokens: u64 = counts
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| **h)
+        .map(|(c, _)| c)
+        .sum();
     let free_tokens: u64 = counts.iter().sum::<u64>() - held_tokens;
     let floor = fixed_tokens(format, request, estimator) + config.reserve_output + held_tokens;
     let limit = config.window;
     if floor > limit {
-        return Err(E::from(FormatError::from(CompactionError::BudgetUnsatisfiable {
-            message: format!(
-                "the untouchable part of the request (everything but the messages, the system turns \
+        return Err(E::from(FormatError::from(
+            CompactionError::BudgetUnsatisfiable {
+                message: format!(
+                    "the untouchable part of the request (everything but the messages, the system turns \
                  and the {} most recent turns, with the output reserve) is {floor} tokens, over the \
                  window of {limit}",
-                config.protected_recent
-            ),
-            details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
-        })));
+                    config.protected_recent
+                ),
+                details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
+            },
+        )));
     }
     let goal = floor + fraction(limit - floor, share);
     let turn_floor = analysis.untouchable_tokens();
-    let turn_free: u64 = pt.transcript().turns().iter().map(|t| t.token_estimate()).sum::<u64>() - turn_floor;
+    let turn_free: u64 = pt
+        .transcript()
+        .turns()
+        .iter()
+        .map(|t| t.token_estimate())
+        .sum::<u64>()
+        - turn_floor;
     // Message tokens to turn tokens, over the removable part.
     let scale = |tokens: u64| -> u64 {
         if free_tokens == 0 {
             tokens
         } else {
-            u64::try_from(u128::from(tokens) * u128::from(turn_free) / u128::from(free_tokens)).unwrap_or(u64::MAX)
+            u64::try_from(u128::from(tokens) * u128::from(turn_free) / u128::from(free_tokens))
+                .unwrap_or(u64::MAX)
         }
     };
     let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
     let mut best: Option<(u64, Fitted)> = None;
     let mut room = scale(goal - floor);
     for _ in 0..8 {
-        let b = CompactionBudget::new(turn_floor + room).with_protected_recent_turns(config.protected_recent);
-        let plan = config.policy.decide(pt.transcript(), &b).map_err(|e| E::from(FormatError::from(e)))?;
+        let b = CompactionBudget::new(turn_floor + room)
+            .with_protected_recent_turns(config.protected_recent);
+        let plan = config
+            .policy
+            .decide(pt.transcript(), &b)
+            .map_err(|e| E::from(FormatError::from(e)))?;
         let mut texts = BTreeMap::new();
         for r in &plan.summarization_requests {
-            let key = (r.turn_ids().iter().map(ToString::to_string).collect::<Vec<_>>(), r.target_tokens());
+            let key = (
+                r.turn_ids()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+                r.target_tokens(),
+            );
             let text = match summaries.get(&key) {
                 Some(t) => t.clone(),
                 None => {
@@ -396,10 +472,16 @@ pub(crate) fn compact_to<E: From<FormatError>>(
             };
             texts.insert(r.group_id().to_owned(), text);
         }
-        let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts).map_err(|e| E::from(FormatError::from(e)))?;
+        let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts)
+            .map_err(|e| E::from(FormatError::from(e)))?;
         let document = pt.render(&compacted.transcript).map_err(E::from)?;
         let measured = prompt_tokens(format, &document, estimator) + config.reserve_output;
-        let fitted = Fitted { document, input: pt.transcript().clone(), plan, compacted };
+        let fitted = Fitted {
+            document,
+            input: pt.transcript().clone(),
+            plan,
+            compacted,
+        };
         if measured <= goal {
             return Ok(fitted);
         }
@@ -413,17 +495,24 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     }
     match best {
         Some((measured, fitted)) if measured <= limit => Ok(fitted),
-        Some((measured, _)) => Err(E::from(FormatError::from(CompactionError::BudgetUnsatisfiable {
-            message: format!("the most the policy could compact the request to is {measured} tokens, over the window of {limit}"),
-            details: details! { "untouchable_tokens" => measured, "max_tokens" => limit },
-        }))),
+        Some((measured, _)) => Err(E::from(FormatError::from(
+            CompactionError::BudgetUnsatisfiable {
+                message: format!(
+                    "the most the policy could compact the request to is {measured} tokens, over the window of {limit}"
+                ),
+                details: details! { "untouchable_tokens" => measured, "max_tokens" => limit },
+            },
+        ))),
         None => unreachable_fitted(),
     }
 }
 
 /// The loop above runs at least once and either returns or records a best attempt.
 fn unreachable_fitted<T, E: From<FormatError>>() -> Result<T, E> {
-    Err(E::from(FormatError::from(CompactionError::validation("no compaction was attempted", details! {}))))
+    Err(E::from(FormatError::from(CompactionError::validation(
+        "no compaction was attempted",
+        details! {},
+    ))))
 }
 
 /// Anthropic: puts `cache_control` on the last block of the prefix's last message, so that
@@ -463,7 +552,8 @@ const MAX_CACHE_MARKS: usize = 4;
 fn count_marks(value: &Value) -> usize {
     match value {
         Value::Object(map) => {
-            usize::from(map.contains_key("cache_control")) + map.values().map(count_marks).sum::<usize>()
+            usize::from(map.contains_key("cache_control"))
+                + map.values().map(count_marks).sum::<usize>()
         }
         Value::Array(list) => list.iter().map(count_marks).sum(),
         _ => 0,

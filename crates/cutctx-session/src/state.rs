@@ -177,12 +177,18 @@ impl SessionState {
             return Err(bad("unexpected keys", "$"));
         }
         let body = map.get("state").ok_or_else(|| bad("no state", "state"))?;
-        let check = map.get("check").and_then(Value::as_str).ok_or_else(|| bad("no check", "check"))?;
+        let check = map
+            .get("check")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("no check", "check"))?;
         if hex(&Sha256::digest(body.to_string().as_bytes()).into()) != check {
-            return Err(bad("its check does not match its content (corrupt or edited)", "check"));
+            return Err(bad(
+                "its check does not match its content (corrupt or edited)",
+                "check",
+            ));
         }
-        let body: Body =
-            serde_json::from_value(body.clone()).map_err(|_| bad("a field has the wrong shape", "state"))?;
+        let body: Body = serde_json::from_value(body.clone())
+            .map_err(|_| bad("a field has the wrong shape", "state"))?;
         if body.format != format.as_str() {
             return Err(CompactionError::validation(
                 format!(
@@ -193,9 +199,12 @@ impl SessionState {
                 details! { "field" => "format", "state_format" => body.format.as_str(), "format" => format.as_str() },
             ));
         }
-        let digest = unhex(&body.history_digest).ok_or_else(|| bad("a digest that is not 64 hex digits", "history_digest"))?;
-        let messages = usize::try_from(body.messages).map_err(|_| bad("too many messages", "messages"))?;
-        let prefix_len = usize::try_from(body.prefix_len).map_err(|_| bad("too long a prefix", "prefix_len"))?;
+        let digest = unhex(&body.history_digest)
+            .ok_or_else(|| bad("a digest that is not 64 hex digits", "history_digest"))?;
+        let messages =
+            usize::try_from(body.messages).map_err(|_| bad("too many messages", "messages"))?;
+        let prefix_len =
+            usize::try_from(body.prefix_len).map_err(|_| bad("too long a prefix", "prefix_len"))?;
         if prefix_len > messages {
             return Err(bad("a prefix longer than the history", "prefix_len"));
         }
@@ -203,7 +212,10 @@ impl SessionState {
         for item in &body.prefix {
             if let PrefixItem::Keep([a, b]) = item {
                 if a < &next || b <= a || *b > body.prefix_len {
-                    return Err(bad("kept ranges out of order or beyond the prefix", "prefix"));
+                    return Err(bad(
+                        "kept ranges out of order or beyond the prefix",
+                        "prefix",
+                    ));
                 }
                 next = *b;
             }
@@ -256,7 +268,11 @@ fn hex(bytes: &[u8; 32]) -> String {
 }
 
 fn unhex(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
+    if text.len() != 64
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
         return None;
     }
     let mut out = [0u8; 32];
