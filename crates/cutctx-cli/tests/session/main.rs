@@ -88,7 +88,7 @@ fn the_state_carries_the_prefix_from_call_to_call() {
         }
         previous = Some(list);
     }
-    assert!(fired >= 1 && fired <= 6, "{fired} firings");
+    assert!((1..=6).contains(&fired), "{fired} firings");
     let rows = std::fs::read_to_string(&ledger).expect("a ledger");
     assert_eq!(rows.lines().count(), fired, "one receipt per firing");
     let (status, _, err) = run(&["ledger", "verify", ledger.to_str().expect("utf-8")]);
