@@ -15,7 +15,7 @@
 //! * [`push`] is the in-memory path for new messages alone: its cost grows with them, not
 //!   with the history.
 //!
-//! [`replay`] runs one recorded agent loop call by call under three strategies (none,
+//! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
 //! stateless compaction before every call, the session) and prices each with a
 //! [`PriceTable`] and the prefix-cache model of [`cache`].
 //!
