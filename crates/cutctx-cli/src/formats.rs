@@ -383,8 +383,18 @@ fn parse_summaries(text: &str) -> Result<BTreeMap<String, String>, CliError> {
 
 /// The policy the options name.
 fn policy(args: &FormatArgs, spec: EstimatorSpec) -> Result<Box<dyn CompactionPolicy>, CliError> {
-    let prompt = args.prompt_id.as_deref().unwrap_or(DEFAULT_PROMPT_ID);
-    let name = args.policy.as_deref().unwrap_or("default_chain");
+    named_policy(args.policy.as_deref(), args.prompt_id.as_deref(), spec)
+}
+
+/// The policy `--policy` names (a name or a policy object; `default_chain` when absent), with
+/// `--prompt-id` (or [`DEFAULT_PROMPT_ID`]).
+pub(crate) fn named_policy(
+    name: Option<&str>,
+    prompt_id: Option<&str>,
+    spec: EstimatorSpec,
+) -> Result<Box<dyn CompactionPolicy>, CliError> {
+    let prompt = prompt_id.unwrap_or(DEFAULT_PROMPT_ID);
+    let name = name.unwrap_or("default_chain");
     if name.trim_start().starts_with('{') {
         // A policy object, checked exactly as a request document's.
         let policy: Value =
@@ -470,7 +480,11 @@ fn run_summarizer(
 }
 
 /// One run of the summarizer: `input` on its standard input, its standard output back.
-fn summarize_once(command: &str, group_id: &str, input: &str) -> Result<String, CliError> {
+pub(crate) fn summarize_once(
+    command: &str,
+    group_id: &str,
+    input: &str,
+) -> Result<String, CliError> {
     let fail = |message: String, extra: Option<(&str, Value)>| {
         let mut d = details! { "group_id" => group_id };
         if let Some((k, v)) = extra {

@@ -81,6 +81,27 @@ pub fn compact_with_ledger(
     ))
 }
 
+/// `cutctx session --ledger FILE`: appends the receipt of one firing (pre = the history's
+/// turns, post = the compacted view's), as `compact --ledger` does for one compaction.
+///
+/// # Errors
+///
+/// Any failure to append (`LEDGER_*`).
+pub fn append_firing(
+    ledger: &Path,
+    compactor: Option<&str>,
+    firing: &cutctx::session::Firing,
+    clock: &dyn Clock,
+) -> Result<(), CliError> {
+    let compactor = compactor.map_or_else(default_compactor, str::to_owned);
+    let row = receipt_for_compaction(&firing.input, &firing.compacted, &compactor, clock)
+        .map_err(|e| from_receipt(&e))?;
+    Ledger::new(ledger)
+        .append(&row, clock)
+        .map(|_| ())
+        .map_err(|e| from_receipt(&e))
+}
+
 /// `cutctx receipt seal`: receipts `pre` → `post` into `ledger` and prints the row as written
 /// (one line). `dropped_text`, when given, is the caller's claim, checked before anything is
 /// written.

@@ -13,6 +13,8 @@ pub mod formats;
 pub mod ledger;
 pub mod output;
 pub mod request;
+pub mod session;
+mod svg;
 
 pub use error::{CliError, INPUT_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 

@@ -88,6 +88,22 @@ enum Command {
         #[arg(long)]
         plan: PathBuf,
     },
+    /// Compact across the calls of an agent loop: rarely, deeply, keeping the cached prefix.
+    /// Prints the request to send; the state file is created or replaced.
+    Session {
+        /// The provider request holding the whole history, or `-` for standard input.
+        request: PathBuf,
+        #[command(flatten)]
+        args: cutctx_cli::session::SessionArgs,
+    },
+    /// Replay a recorded run call by call without compaction, with stateless compaction and
+    /// with a session, and price each.
+    Replay {
+        /// The run: a provider request holding the whole history, or `-` for standard input.
+        run: PathBuf,
+        #[command(flatten)]
+        args: cutctx_cli::session::ReplayArgs,
+    },
     /// Compaction receipts for any compactor's work.
     Receipt {
         #[command(subcommand)]
@@ -234,6 +250,8 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             &clock,
         )
         .map(ok),
+        Command::Session { request, args } => session(request, args, &clock).map(ok),
+        Command::Replay { run, args } => replay(run, args).map(ok),
         Command::Estimate {
             request,
             format,
@@ -329,6 +347,47 @@ fn compact_format(
         output::write_atomically(path, out.report.as_bytes(), "report")?;
     }
     Ok(out.output)
+}
+
+/// `session`: reads the request and the state (absent on the first call), appends a firing's
+/// receipt to the ledger, replaces the state atomically, and only then hands back the request
+/// to print: a failure at any step leaves the previous state in place and prints nothing.
+fn session(
+    request: &Path,
+    args: &cutctx_cli::session::SessionArgs,
+    clock: &dyn cutctx::receipts::Clock,
+) -> Result<String, CliError> {
+    let text = read_text(request, "the request")?;
+    let state = match std::fs::metadata(&args.state) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        _ => Some(read_text(&args.state, "the session state")?),
+    };
+    let out = cutctx_cli::session::session(args, &text, state.as_deref())?;
+    if let (Some(ledger), Some(firing)) = (&args.ledger, &out.firing) {
+        cutctx_cli::ledger::append_firing(ledger, args.compactor.as_deref(), firing, clock)?;
+    }
+    output::write_atomically(&args.state, out.state.as_bytes(), "state")?;
+    if let Some(line) = &out.notice {
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
+    Ok(out.output)
+}
+
+/// `replay`: reads the run (and a price table file), writes the SVG atomically when asked,
+/// and hands back the table.
+fn replay(run: &Path, args: &cutctx_cli::session::ReplayArgs) -> Result<String, CliError> {
+    let text = read_text(run, "the run")?;
+    let table_text = if cutctx::session::PriceTable::named(&args.pricing).is_some() {
+        None
+    } else {
+        Some(read_text(Path::new(&args.pricing), "the price table")?)
+    };
+    let prices = cutctx_cli::session::prices(&args.pricing, table_text.as_deref())?;
+    let (out, svg) = cutctx_cli::session::replay(args, &text, &prices)?;
+    if let Some(path) = &args.svg {
+        output::write_atomically(path, svg.as_bytes(), "svg")?;
+    }
+    Ok(out)
 }
 
 /// Reads a whole file (or standard input for `-`) as UTF-8.

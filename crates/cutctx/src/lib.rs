@@ -84,6 +84,22 @@ pub use cutctx_executor as executor;
 #[cfg(feature = "formats")]
 pub use cutctx_formats as formats;
 
+/// Cache-aware compaction sessions for agent loops, and the replay that prices strategies
+/// (`cutctx-session`); with the `session` feature.
+///
+/// ```
+/// use cutctx::formats::Format;
+/// use cutctx::session::{PriceTable, SessionState};
+///
+/// let state = SessionState::new(Format::OpenAiChat);
+/// let again = SessionState::from_json(&state.to_json(), Format::OpenAiChat)?;
+/// assert_eq!(again, state);
+/// assert_eq!(PriceTable::anthropic().cache_read, 0.1);
+/// # Ok::<(), cutctx::CompactionError>(())
+/// ```
+#[cfg(feature = "session")]
+pub use cutctx_session as session;
+
 /// Compaction receipts and the pure walk over a ledger's text (`cutctx-receipts`); with the
 /// `receipts` feature.
 ///

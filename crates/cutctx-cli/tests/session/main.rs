@@ -1,0 +1,185 @@
+//! `cutctx session` and `cutctx replay` through the real binary: the state file across calls,
+//! a corrupt state refused, a rewind announced, a firing's receipt in the ledger, the replay's
+//! table, JSON and SVG, and (when `../shared` is present) one tau-bench run.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+fn run(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cutctx"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("session")
+        .join(test);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).expect("an old scratch folder can be removed");
+    }
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    dir
+}
+
+/// A chat request holding `n` exchanges of `size` characters.
+fn chat(n: usize, size: usize) -> Value {
+    let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+    for i in 0..n {
+        let id = format!("c{i}");
+        messages.push(json!({"role": "user", "content": format!("{i} {}", "q".repeat(size))}));
+        messages.push(json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}));
+        messages.push(json!({"role": "tool", "tool_call_id": id, "content": "r".repeat(size)}));
+        messages.push(json!({"role": "assistant", "content": format!("answer {i}")}));
+    }
+    json!({"model": "m", "messages": messages})
+}
+
+fn session(dir: &Path, request: &Value, extra: &[&str]) -> (Option<i32>, String, String) {
+    let path = dir.join("request.json");
+    std::fs::write(&path, request.to_string()).expect("written");
+    let state = dir.join("state.json");
+    let mut args = vec![
+        "session",
+        "--format",
+        "openai-chat",
+        "--window",
+        "2000",
+        "--policy",
+        "drop_oldest",
+        "--state",
+    ];
+    args.push(state.to_str().expect("utf-8"));
+    args.push(path.to_str().expect("utf-8"));
+    args.extend_from_slice(extra);
+    run(&args)
+}
+
+#[test]
+fn the_state_carries_the_prefix_from_call_to_call() {
+    let dir = scratch("carries");
+    let ledger = dir.join("ledger.jsonl");
+    let ledger_arg = ["--ledger", ledger.to_str().expect("utf-8")];
+    let mut previous: Option<Vec<Value>> = None;
+    let mut fired = 0;
+    for n in 1..30 {
+        let (status, out, err) = session(&dir, &chat(n, 200), &ledger_arg);
+        assert_eq!(status, Some(0), "{err}");
+        let sent: Value = serde_json::from_str(&out).expect("json");
+        let list = sent["messages"].as_array().expect("messages").clone();
+        let tokens = cutctx::session::prompt_tokens(
+            cutctx::formats::Format::OpenAiChat,
+            &sent,
+            &cutctx::CharRatioEstimator::default(),
+        );
+        assert!(tokens <= 2000, "call {n}: {tokens} tokens");
+        if let Some(prev) = &previous
+            && list.get(..prev.len()) != Some(&prev[..])
+        {
+            fired += 1;
+        }
+        previous = Some(list);
+    }
+    assert!((1..=6).contains(&fired), "{fired} firings");
+    let rows = std::fs::read_to_string(&ledger).expect("a ledger");
+    assert_eq!(rows.lines().count(), fired, "one receipt per firing");
+    let (status, _, err) = run(&["ledger", "verify", ledger.to_str().expect("utf-8")]);
+    assert_eq!(status, Some(0), "{err}");
+}
+
+#[test]
+fn a_corrupt_state_is_refused_and_a_rewind_announced() {
+    let dir = scratch("corrupt");
+    let (status, _, err) = session(&dir, &chat(20, 200), &[]);
+    assert_eq!(status, Some(0), "{err}");
+    let (status, _, err) = session(&dir, &chat(10, 200), &[]);
+    assert_eq!(status, Some(0), "{err}");
+    assert!(err.contains("starting a new session"), "{err}");
+    let state = dir.join("state.json");
+    let text = std::fs::read_to_string(&state).expect("state");
+    std::fs::write(&state, text.replacen("\"messages\":", "\"messages\":9", 1)).expect("written");
+    let (status, out, err) = session(&dir, &chat(11, 200), &["--error-format", "json"]);
+    assert_eq!(status, Some(2));
+    assert!(out.is_empty());
+    assert!(err.contains("\"code\":\"VALIDATION_ERROR\""), "{err}");
+    assert!(!err.contains("qqqq"), "no content in errors");
+}
+
+#[test]
+fn replay_prints_a_table_json_and_a_deterministic_svg() {
+    let dir = scratch("replay");
+    let run_path = dir.join("run.json");
+    std::fs::write(&run_path, chat(25, 300).to_string()).expect("written");
+    let svg = dir.join("chart.svg");
+    let args = [
+        "replay",
+        "--format",
+        "openai-chat",
+        run_path.to_str().expect("utf-8"),
+        "--window-fraction",
+        "0.6",
+        "--policy",
+        "drop_oldest",
+        "--svg",
+        svg.to_str().expect("utf-8"),
+    ];
+    let (status, table, err) = run(&args);
+    assert_eq!(status, Some(0), "{err}");
+    for name in ["none", "stateless", "session", "cache_hit", "over_window"] {
+        assert!(table.contains(name), "{table}");
+    }
+    let first = std::fs::read_to_string(&svg).expect("svg");
+    assert!(first.starts_with("<svg") && first.ends_with("</svg>\n"));
+    let (_, again, _) = run(&args);
+    assert_eq!(table, again);
+    assert_eq!(first, std::fs::read_to_string(&svg).expect("svg"));
+    let mut json_args = args[..8].to_vec();
+    json_args.push("--json");
+    let (status, out, _) = run(&json_args);
+    assert_eq!(status, Some(0));
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let s = v["strategies"].as_array().expect("strategies");
+    assert!(
+        s[2]["cost_units"].as_f64() < s[1]["cost_units"].as_f64(),
+        "{out}"
+    );
+    assert_eq!(s[2]["over_window"], 0);
+    let prices = dir.join("prices.json");
+    std::fs::write(&prices, r#"{"name":"mine","model":"x","input_per_million":1.0,"cache_read":0.2,"cache_write":1.0,"min_cached_tokens":0,"cache_block_tokens":1}"#).expect("written");
+    json_args.extend(["--pricing", prices.to_str().expect("utf-8")]);
+    let (status, out, err) = run(&json_args);
+    assert_eq!(status, Some(0), "{err}");
+    assert!(out.contains("\"prices\":\"mine\""));
+}
+
+#[test]
+fn a_tau_bench_run_replays_when_shared_is_present() {
+    let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/realworld/tau-bench/tau-bench-airline-gpt4o-task2-idx52.chat.json");
+    if !shared.exists() {
+        eprintln!("skipped: ../shared is absent");
+        return;
+    }
+    let (status, out, err) = run(&[
+        "replay",
+        "--format",
+        "openai-chat",
+        shared.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert_eq!(status, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let s = v["strategies"].as_array().expect("strategies");
+    assert!(
+        s[2]["cost_units"].as_f64() <= s[1]["cost_units"].as_f64(),
+        "{out}"
+    );
+}

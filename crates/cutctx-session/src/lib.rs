@@ -1,0 +1,72 @@
+//! `cutctx-session`: cache-aware compaction for agent loops, and the replay that prices it.
+//!
+//! A provider bills the part of a prompt it has cached at a fraction of the price, and caches
+//! by prefix: rewriting one early message makes everything after it a miss. Compacting before
+//! every call therefore saves tokens and loses money. A session compacts rarely and deeply:
+//!
+//! * [`step`] takes the whole history (as a provider client sends it) and the state of the
+//!   previous call. While the request fits under `trigger × window`, it sends the previous
+//!   request with the new messages appended: the earlier compaction's prefix is rebuilt from
+//!   the state byte for byte, never recomputed.
+//! * When it would not, it fires once, compacting the whole history down to `target × window`
+//!   with any policy, and remembers the result as a [`SessionState`]: kept messages by
+//!   reference, written ones (summaries, stubs) as they are, and a chained digest of the
+//!   history, so that a rewound, edited or foreign history starts a new session.
+//! * [`push`] is the in-memory path for new messages alone: its cost grows with them, not
+//!   with the history.
+//!
+//! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
+//! stateless compaction before every call, the session) and prices each with a
+//! [`PriceTable`] and the prefix-cache model of [`cache`].
+//!
+//! ```
+//! use cutctx_formats::{EstimatorSpec, Format, FormatError, policy_named};
+//! use cutctx_session::{SessionConfig, step};
+//! use serde_json::json;
+//!
+//! let config = SessionConfig {
+//!     format: Format::OpenAiChat,
+//!     window: 1_000,
+//!     reserve_output: 0,
+//!     trigger: SessionConfig::DEFAULT_TRIGGER,
+//!     target: SessionConfig::DEFAULT_TARGET,
+//!     protected_recent: 2,
+//!     policy: policy_named("drop_oldest", "p", &EstimatorSpec::default())?.expect("known"),
+//!     estimator: EstimatorSpec::default().estimator()?,
+//!     cache_breakpoints: false,
+//! };
+//! let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+//! let mut state = None;
+//! for i in 0..40 {
+//!     messages.push(json!({"role": "user", "content": format!("question {i} {}", "x".repeat(80))}));
+//!     let request = json!({"model": "m", "messages": messages});
+//!     let mut no_summaries = |_: &_, _: &_| -> Result<String, FormatError> { unreachable!() };
+//!     let sent = step(&config, state.as_ref(), &request, &mut no_summaries)?;
+//!     assert!(sent.prompt_tokens <= 1_000 || sent.firing.is_some());
+//!     state = Some(sent.state);
+//!     messages.push(json!({"role": "assistant", "content": "ok"}));
+//! }
+//! assert!(state.expect("ran").firings() >= 1);
+//! # Ok::<(), FormatError>(())
+//! ```
+//!
+//! **Architecture invariant:** pure. No I/O, clock, environment or randomness: state in,
+//! state out, as values; the caller reads and writes the state file and runs the summarizer.
+#![forbid(unsafe_code)]
+#![warn(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "pure crate: no I/O, clock or random order"
+)]
+
+pub mod cache;
+mod count;
+pub mod replay;
+mod session;
+mod state;
+
+pub use cache::PriceTable;
+pub use count::{fixed_tokens, history, list_key, message_tokens, prompt_tokens};
+pub use replay::{Replay, StrategyReport, replay};
+pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
+pub use state::{PrefixItem, STATE_VERSION, SessionState};

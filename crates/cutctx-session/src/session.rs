@@ -1,0 +1,578 @@
+//! One call of a session: decide whether the request to send would cross the trigger, compact
+//! once down to the target when it would, and otherwise re-send the earlier compaction's
+//! prefix byte for byte with the new messages appended.
+
+use std::collections::BTreeMap;
+
+use cutctx_formats::{Format, FormatError, ProviderTranscript};
+use cutctx_invariants::CompactionPlan;
+use cutctx_model::{
+    CompactedTranscript, CompactionBudget, CompactionError, SummarizationRequest, Transcript,
+    details,
+};
+use cutctx_policies::{CompactionPolicy, TokenEstimator};
+use serde_json::Value;
+
+use crate::count::{fixed_tokens, history, list_key, message_tokens, prompt_tokens};
+use crate::state::{PrefixItem, SessionState, digest_of, message_digest};
+
+/// A session's settings. The same settings are expected at every call, but nothing breaks
+/// when they change: the next call simply decides with the new ones.
+pub struct SessionConfig {
+    /// The format of the requests.
+    pub format: Format,
+    /// The provider's window, in estimated tokens: the whole prompt plus `reserve_output`.
+    pub window: u64,
+    /// Tokens kept free for the answer.
+    pub reserve_output: u64,
+    /// Fire when the request to send would exceed `trigger × window`.
+    pub trigger: f64,
+    /// When firing, compact down to the untouchable part plus `target` of the room the window
+    /// leaves above it.
+    pub target: f64,
+    /// How many of the most recent turns are never touched.
+    pub protected_recent: u64,
+    /// The policy a firing compacts with.
+    pub policy: Box<dyn CompactionPolicy>,
+    /// How messages and the rest of the request are counted.
+    pub estimator: Box<dyn TokenEstimator>,
+    /// Anthropic: mark the end of the compacted prefix with `cache_control` after a firing.
+    pub cache_breakpoints: bool,
+}
+
+impl SessionConfig {
+    /// The default trigger: fire only when the request would not fit the window any more.
+    /// A lower trigger fires earlier and more often, each firing a bust, for no gain: the
+    /// window is the only hard limit.
+    pub const DEFAULT_TRIGGER: f64 = 1.0;
+    /// The default target: cut to a fifth of the room the window leaves above the untouchable
+    /// part (everything but the messages, the system turns, the protected recent turns, the
+    /// reserve). A firing re-bills everything after the first message it changes at the
+    /// uncached price (Anthropic: 1.25x instead of 0.1x), so a firing is worth its bust only
+    /// if the calls before the next one are many: cutting deep leaves the most room to grow
+    /// into. Cutting to the floor itself (0.0) saves a little more on the tau-bench replays
+    /// (0.822x of stateless cost at the 70% window, against 0.826x at 0.2 and 0.839x at 0.5)
+    /// but leaves nothing of the older context; 0.2 keeps some for a small price.
+    pub const DEFAULT_TARGET: f64 = 0.2;
+
+    /// Checks the figures: `0 <= target < trigger <= 1` and a window above the reserve.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` naming the figure.
+    pub fn check(&self) -> Result<(), CompactionError> {
+        let ok = self.target >= 0.0 && self.target < self.trigger && self.trigger <= 1.0;
+        if !ok || !self.target.is_finite() || !self.trigger.is_finite() {
+            return Err(CompactionError::validation(
+                "the session needs 0 <= target < trigger <= 1",
+                details! { "target" => self.target, "trigger" => self.trigger },
+            ));
+        }
+        if self.window <= self.reserve_output {
+            return Err(CompactionError::validation(
+                "the window must be larger than the output reserve",
+                details! { "window" => self.window, "reserve_output" => self.reserve_output },
+            ));
+        }
+        Ok(())
+    }
+
+    fn trigger_tokens(&self) -> u64 {
+        fraction(self.window, self.trigger)
+    }
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "windows are far below 2^52 tokens; the product is floored on purpose"
+)]
+fn fraction(window: u64, f: f64) -> u64 {
+    (window as f64 * f).floor() as u64
+}
+
+/// Why a session started again instead of continuing the state it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// The history holds fewer messages than the state describes.
+    Rewound {
+        /// Messages the state describes.
+        known: usize,
+        /// Messages in the history.
+        given: usize,
+    },
+    /// The history's first messages are not the ones the state describes (edited, or
+    /// another conversation).
+    Diverged {
+        /// Messages the state describes.
+        known: usize,
+    },
+}
+
+/// What a firing did.
+#[derive(Debug, Clone)]
+pub struct Firing {
+    /// The whole prompt before compaction, with the reserve.
+    pub before_tokens: u64,
+    /// The whole prompt after compaction, with the reserve.
+    pub after_tokens: u64,
+    /// The transcript the plan was made for (the full history).
+    pub input: Transcript,
+    /// The plan applied.
+    pub plan: CompactionPlan,
+    /// The view and the report.
+    pub compacted: CompactedTranscript,
+}
+
+/// The result of one call.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// The request to send.
+    pub request: Value,
+    /// The state to keep for the next call.
+    pub state: SessionState,
+    /// Whether (and how) this call compacted.
+    pub firing: Option<Firing>,
+    /// Whether the given state was set aside, and why.
+    pub restarted: Option<Restart>,
+    /// The request's whole prompt with the reserve, as the trigger saw it.
+    pub prompt_tokens: u64,
+}
+
+/// What [`push`] says about new messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Send what was sent last time with the new messages appended.
+    Append {
+        /// The whole prompt with the reserve.
+        prompt_tokens: u64,
+    },
+    /// The request would cross the trigger: call [`step`] with the full history.
+    Fire {
+        /// The whole prompt with the reserve, before compaction.
+        prompt_tokens: u64,
+    },
+}
+
+/// A summarizer: the summary text for one request of a plan.
+pub type Summarize<'a, E> =
+    dyn FnMut(&ProviderTranscript, &SummarizationRequest) -> Result<String, E> + 'a;
+
+/// One call: `request` holds the whole history, `previous` the state of the last call (or
+/// `None` for a new session). Returns the request to send and the state to keep.
+///
+/// Between firings the request's message list is the previous one plus the new messages:
+/// the prefix is rebuilt from the state (kept messages by reference to the history, written
+/// ones as stored), never recomputed. A history that does not extend the one in `previous`
+/// starts a new session ([`Step::restarted`] says why).
+///
+/// # Errors
+///
+/// `FORMAT_*` for a request its provider would refuse; `VALIDATION_ERROR` for bad settings or
+/// a state of another format; `COMPACTION_BUDGET_UNSATISFIABLE` when the untouchable part of
+/// the request cannot fit the window; the summarizer's own error.
+pub fn step<E: From<FormatError>>(
+    config: &SessionConfig,
+    previous: Option<&SessionState>,
+    request: &Value,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Step, E> {
+    config.check().map_err(FormatError::from)?;
+    let format = config.format;
+    cutctx_formats::validate(format, request).map_err(FormatError::from)?;
+    let messages = history(format, request);
+    let (mut state, restarted) = continue_from(format, previous, messages)?;
+    let new = messages.get(state.messages..).unwrap_or(&[]);
+    state.message_tokens += new
+        .iter()
+        .map(|m| message_tokens(m, config.estimator.as_ref()))
+        .sum::<u64>();
+    state.absorb(new);
+    let fixed = fixed_tokens(format, request, config.estimator.as_ref());
+    let prompt = fixed + state.message_tokens + config.reserve_output;
+    if prompt <= config.trigger_tokens() {
+        let request = materialize(format, request, &state)?;
+        return Ok(Step {
+            request,
+            state,
+            firing: None,
+            restarted,
+            prompt_tokens: prompt,
+        });
+    }
+    let fitted = compact_to(config, request, config.target, summarize)?;
+    let list = history(format, &fitted.document);
+    state.prefix = references(messages, list);
+    state.prefix_len = messages.len();
+    state.message_tokens = list
+        .iter()
+        .map(|m| message_tokens(m, config.estimator.as_ref()))
+        .sum();
+    if format == Format::Anthropic && config.cache_breakpoints {
+        mark_prefix_end(request, &mut state.prefix);
+    }
+    state.firings += 1;
+    let request = materialize(format, request, &state)?;
+    let after = prompt_tokens(format, &request, config.estimator.as_ref()) + config.reserve_output;
+    Ok(Step {
+        request,
+        state,
+        firing: Some(Firing {
+            before_tokens: prompt,
+            after_tokens: after,
+            input: fitted.input,
+            plan: fitted.plan,
+            compacted: fitted.compacted,
+        }),
+        restarted,
+        prompt_tokens: prompt,
+    })
+}
+
+/// The cheap path for a caller that keeps its session in memory and hands over only the new
+/// messages (and the estimate of the rest of the request, `fixed_tokens`): advances the state
+/// over `new` and says whether the request still fits under the trigger. Costs time in
+/// proportion to `new` alone: the history is neither hashed nor counted again.
+///
+/// On [`Decision::Fire`] the state has absorbed `new` all the same; the caller then calls
+/// [`step`] with the full history and this state.
+pub fn push(
+    config: &SessionConfig,
+    state: &mut SessionState,
+    fixed_tokens: u64,
+    new: &[Value],
+) -> Decision {
+    state.message_tokens += new
+        .iter()
+        .map(|m| message_tokens(m, config.estimator.as_ref()))
+        .sum::<u64>();
+    state.absorb(new);
+    let prompt_tokens = fixed_tokens + state.message_tokens + config.reserve_output;
+    if prompt_tokens <= config.trigger_tokens() {
+        Decision::Append { prompt_tokens }
+    } else {
+        Decision::Fire { prompt_tokens }
+    }
+}
+
+/// The state to continue from: `previous` when `messages` extends the history it describes,
+/// a new one otherwise.
+fn continue_from(
+    format: Format,
+    previous: Option<&SessionState>,
+    messages: &[Value],
+) -> Result<(SessionState, Option<Restart>), FormatError> {
+    let Some(prev) = previous else {
+        return Ok((SessionState::new(format), None));
+    };
+    if prev.format != format {
+        return Err(CompactionError::validation(
+            format!("the session state is for {} requests, not {}", prev.format.as_str(), format.as_str()),
+            details! { "field" => "format", "state_format" => prev.format.as_str(), "format" => format.as_str() },
+        )
+        .into());
+    }
+    let Some(known) = messages.get(..prev.messages) else {
+        let why = Restart::Rewound {
+            known: prev.messages,
+            given: messages.len(),
+        };
+        return Ok((SessionState::new(format), Some(why)));
+    };
+    if digest_of(format, known) != prev.digest {
+        return Ok((
+            SessionState::new(format),
+            Some(Restart::Diverged {
+                known: prev.messages,
+            }),
+        ));
+    }
+    Ok((prev.clone(), None))
+}
+
+/// The request to send: `request` with its message list replaced by the state's prefix and
+/// the history after it; `request` itself while the session has never fired.
+fn materialize(
+    format: Format,
+    request: &Value,
+    state: &SessionState,
+) -> Result<Value, FormatError> {
+    if state.prefix_len == 0 && state.prefix.is_empty() {
+        return Ok(request.clone());
+    }
+    let messages = history(format, request);
+    let mut list = Vec::with_capacity(state.prefix.len() + messages.len() - state.prefix_len);
+    for item in &state.prefix {
+        match item {
+            PrefixItem::Keep([a, b]) => {
+                let range = usize::try_from(*a).ok().zip(usize::try_from(*b).ok());
+                let slice = range.and_then(|(a, b)| messages.get(a..b)).ok_or_else(|| {
+                    CompactionError::validation(
+                        "the session state keeps messages the history does not have",
+                        details! { "from" => *a, "to" => *b, "messages" => messages.len() },
+                    )
+                })?;
+                list.extend_from_slice(slice);
+            }
+            PrefixItem::Insert(m) => list.push(m.clone()),
+        }
+    }
+    list.extend_from_slice(messages.get(state.prefix_len..).unwrap_or(&[]));
+    let mut out = request.clone();
+    match &mut out {
+        Value::Object(map) => {
+            map.insert(list_key(format).to_owned(), Value::Array(list));
+        }
+        other => *other = Value::Array(list),
+    }
+    Ok(out)
+}
+
+/// The compacted message list `list` as prefix items over `messages`: a message of `list`
+/// equal to the next unused one of `messages` (found by digest) is a reference, any other is
+/// stored. Consecutive references merge into one range.
+fn references(messages: &[Value], list: &[Value]) -> Vec<PrefixItem> {
+    let mut by_digest: BTreeMap<[u8; 32], Vec<usize>> = BTreeMap::new();
+    for (i, m) in messages.iter().enumerate() {
+        by_digest.entry(message_digest(m)).or_default().push(i);
+    }
+    let mut items: Vec<PrefixItem> = Vec::new();
+    let mut next = 0usize;
+    for m in list {
+        let found = by_digest.get(&message_digest(m)).and_then(|at| {
+            let k = at.partition_point(|&i| i < next);
+            at.get(k).copied()
+        });
+        match found {
+            Some(i) => {
+                let (a, b) = (i as u64, i as u64 + 1);
+                match items.last_mut() {
+                    Some(PrefixItem::Keep([_, end])) if *end == a => *end = b,
+                    _ => items.push(PrefixItem::Keep([a, b])),
+                }
+                next = i + 1;
+            }
+            None => items.push(PrefixItem::Insert(m.clone())),
+        }
+    }
+    items
+}
+
+/// What [`compact_to`] returns.
+pub(crate) struct Fitted {
+    pub(crate) document: Value,
+    pub(crate) input: Transcript,
+    pub(crate) plan: CompactionPlan,
+    pub(crate) compacted: CompactedTranscript,
+}
+
+/// Compacts the whole `request` down to the untouchable part (everything but the messages,
+/// the reserve, system turns and the protected recent turns) plus `share` of the room the
+/// window leaves above it; at worst to the window itself.
+///
+/// The policy's budget counts turn content while the goal counts the request's JSON, so the
+/// budget is the untouchable turns' estimate plus the room scaled from one unit to the other,
+/// lowered by the overshoot until the rendered request fits (a few rounds; summaries are asked
+/// once per set of turns).
+pub(crate) fn compact_to<E: From<FormatError>>(
+    config: &SessionConfig,
+    request: &Value,
+    share: f64,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Fitted, E> {
+    let format = config.format;
+    let estimator = config.estimator.as_ref();
+    let pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
+    let messages = history(format, request);
+    let counts: Vec<u64> = messages
+        .iter()
+        .map(|m| message_tokens(m, estimator))
+        .collect();
+    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
+    let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
+    let mut held = vec![false; messages.len()];
+    for (p, &untouchable) in analysis.untouchable().iter().enumerate() {
+        if let Some(slot) = pt
+            .sources()
+            .get(p)
+            .and_then(|s| s.message())
+            .and_then(|i| held.get_mut(i))
+            && untouchable
+        {
+            *slot = true;
+        }
+    }
+    let held_tokens: u64 = counts
+        .iter()
+        .zip(&held)
+        .filter(|(_, h)| **h)
+        .map(|(c, _)| c)
+        .sum();
+    let free_tokens: u64 = counts.iter().sum::<u64>() - held_tokens;
+    let floor = fixed_tokens(format, request, estimator) + config.reserve_output + held_tokens;
+    let limit = config.window;
+    if floor > limit {
+        return Err(E::from(FormatError::from(
+            CompactionError::BudgetUnsatisfiable {
+                message: format!(
+                    "the untouchable part of the request (everything but the messages, the system turns \
+                 and the {} most recent turns, with the output reserve) is {floor} tokens, over the \
+                 window of {limit}",
+                    config.protected_recent
+                ),
+                details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
+            },
+        )));
+    }
+    let goal = floor + fraction(limit - floor, share);
+    let turn_floor = analysis.untouchable_tokens();
+    let turn_free: u64 = pt
+        .transcript()
+        .turns()
+        .iter()
+        .map(|t| t.token_estimate())
+        .sum::<u64>()
+        - turn_floor;
+    // Message tokens to turn tokens, over the removable part.
+    let scale = |tokens: u64| -> u64 {
+        if free_tokens == 0 {
+            tokens
+        } else {
+            u64::try_from(u128::from(tokens) * u128::from(turn_free) / u128::from(free_tokens))
+                .unwrap_or(u64::MAX)
+        }
+    };
+    let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
+    let mut best: Option<(u64, Fitted)> = None;
+    let mut room = scale(goal - floor);
+    for _ in 0..8 {
+        let b = CompactionBudget::new(turn_floor + room)
+            .with_protected_recent_turns(config.protected_recent);
+        let plan = config
+            .policy
+            .decide(pt.transcript(), &b)
+            .map_err(|e| E::from(FormatError::from(e)))?;
+        let mut texts = BTreeMap::new();
+        for r in &plan.summarization_requests {
+            let key = (
+                r.turn_ids()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>(),
+                r.target_tokens(),
+            );
+            let text = match summaries.get(&key) {
+                Some(t) => t.clone(),
+                None => {
+                    let t = summarize(&pt, r)?;
+                    summaries.insert(key, t.clone());
+                    t
+                }
+            };
+            texts.insert(r.group_id().to_owned(), text);
+        }
+        let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts)
+            .map_err(|e| E::from(FormatError::from(e)))?;
+        let document = pt.render(&compacted.transcript).map_err(E::from)?;
+        let measured = prompt_tokens(format, &document, estimator) + config.reserve_output;
+        let fitted = Fitted {
+            document,
+            input: pt.transcript().clone(),
+            plan,
+            compacted,
+        };
+        if measured <= goal {
+            return Ok(fitted);
+        }
+        if best.as_ref().is_none_or(|(m, _)| measured < *m) {
+            best = Some((measured, fitted));
+        }
+        if room == 0 {
+            break;
+        }
+        room = room.saturating_sub(scale(measured - goal).max(1));
+    }
+    match best {
+        Some((measured, fitted)) if measured <= limit => Ok(fitted),
+        Some((measured, _)) => Err(E::from(FormatError::from(
+            CompactionError::BudgetUnsatisfiable {
+                message: format!(
+                    "the most the policy could compact the request to is {measured} tokens, over the window of {limit}"
+                ),
+                details: details! { "untouchable_tokens" => measured, "max_tokens" => limit },
+            },
+        ))),
+        None => unreachable_fitted(),
+    }
+}
+
+/// The loop above runs at least once and either returns or records a best attempt.
+fn unreachable_fitted<T, E: From<FormatError>>() -> Result<T, E> {
+    Err(E::from(FormatError::from(CompactionError::validation(
+        "no compaction was attempted",
+        details! {},
+    ))))
+}
+
+/// Anthropic: puts `cache_control` on the last block of the prefix's last message, so that
+/// the provider caches everything up to it, unless the request already holds the provider's
+/// limit of four marks (the user's own marks are kept, and counted).
+fn mark_prefix_end(request: &Value, prefix: &mut Vec<PrefixItem>) {
+    if count_marks(request) >= MAX_CACHE_MARKS {
+        return;
+    }
+    let messages = history(Format::Anthropic, request);
+    let message = match prefix.last() {
+        Some(PrefixItem::Insert(m)) => m.clone(),
+        Some(PrefixItem::Keep([a, b])) => {
+            let (a, b) = (*a, *b);
+            let Some(m) = usize::try_from(b - 1).ok().and_then(|i| messages.get(i)) else {
+                return;
+            };
+            let m = m.clone();
+            prefix.pop();
+            if b - 1 > a {
+                prefix.push(PrefixItem::Keep([a, b - 1]));
+            }
+            prefix.push(PrefixItem::Insert(m.clone()));
+            m
+        }
+        None => return,
+    };
+    if let Some(PrefixItem::Insert(last)) = prefix.last_mut() {
+        *last = with_mark(message);
+    }
+}
+
+/// Anthropic accepts at most four `cache_control` marks in a request.
+const MAX_CACHE_MARKS: usize = 4;
+
+/// How many `cache_control` marks `value` holds, at any depth.
+fn count_marks(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => {
+            usize::from(map.contains_key("cache_control"))
+                + map.values().map(count_marks).sum::<usize>()
+        }
+        Value::Array(list) => list.iter().map(count_marks).sum(),
+        _ => 0,
+    }
+}
+
+/// `message` with an ephemeral `cache_control` on its last content block (a string content
+/// becomes one text block); unchanged when that block is already marked.
+fn with_mark(mut message: Value) -> Value {
+    let mark = serde_json::json!({"type": "ephemeral"});
+    let Some(content) = message.get_mut("content") else {
+        return message;
+    };
+    if let Value::String(text) = content {
+        *content = serde_json::json!([{"type": "text", "text": text, "cache_control": mark}]);
+        return message;
+    }
+    if let Some(Value::Object(block)) = content.as_array_mut().and_then(|l| l.last_mut()) {
+        block.entry("cache_control").or_insert(mark);
+    }
+    message
+}

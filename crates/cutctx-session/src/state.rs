@@ -1,0 +1,283 @@
+//! The session's state: what the last call sent, as a small versioned JSON document that
+//! names the history it describes by a chained digest and the compacted prefix by reference.
+//!
+//! The prefix is a list of items: `{"keep": [a, b]}` re-sends messages `a..b` of the history
+//! as they are, `{"insert": message}` sends a message the compaction wrote (a summary, a
+//! masked result, a lead-in). Kept messages are never copied into the state, so it stays a
+//! few hundred bytes plus the summaries and stubs, whatever the history's size.
+
+use cutctx_formats::Format;
+use cutctx_model::{CompactionError, details};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The version of the state document this build writes and reads.
+pub const STATE_VERSION: u64 = 1;
+
+/// The key marking a session state document.
+const MARKER: &str = "cutctx_session";
+
+/// One item of the compacted prefix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum PrefixItem {
+    /// The history's messages `[from, to)`, re-sent as they are.
+    Keep([u64; 2]),
+    /// A message the compaction wrote, sent as stored.
+    Insert(Value),
+}
+
+/// What a session knows after a call: the history it has seen and the prefix it sends for it.
+///
+/// Build the first one with [`SessionState::new`]; every later one comes from
+/// [`step`](crate::step). [`SessionState::to_json`] and [`SessionState::from_json`] are the
+/// file form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionState {
+    pub(crate) format: Format,
+    /// How many messages of the history the state describes.
+    pub(crate) messages: usize,
+    /// The chained digest of those messages.
+    pub(crate) digest: [u8; 32],
+    /// How many leading messages of the history the prefix replaces.
+    pub(crate) prefix_len: usize,
+    /// The compacted prefix; empty until the first firing.
+    pub(crate) prefix: Vec<PrefixItem>,
+    /// The estimate of the message list last sent (prefix and the messages after it).
+    pub(crate) message_tokens: u64,
+    /// How many times the session has compacted.
+    pub(crate) firings: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    format: String,
+    messages: u64,
+    history_digest: String,
+    prefix_len: u64,
+    prefix: Vec<PrefixItem>,
+    message_tokens: u64,
+    firings: u64,
+}
+
+impl SessionState {
+    /// The state of a session that has seen nothing yet.
+    #[must_use]
+    pub fn new(format: Format) -> Self {
+        Self {
+            format,
+            messages: 0,
+            digest: seed(format),
+            prefix_len: 0,
+            prefix: Vec::new(),
+            message_tokens: 0,
+            firings: 0,
+        }
+    }
+
+    /// The format of the requests this session compacts.
+    #[must_use]
+    pub const fn format(&self) -> Format {
+        self.format
+    }
+
+    /// How many messages of the history the state describes.
+    #[must_use]
+    pub const fn messages(&self) -> usize {
+        self.messages
+    }
+
+    /// How many times the session has compacted.
+    #[must_use]
+    pub const fn firings(&self) -> u64 {
+        self.firings
+    }
+
+    /// The compacted prefix and how many history messages it replaces.
+    #[must_use]
+    pub fn prefix(&self) -> (&[PrefixItem], usize) {
+        (&self.prefix, self.prefix_len)
+    }
+
+    /// The estimate of the message list last sent.
+    #[must_use]
+    pub const fn message_tokens(&self) -> u64 {
+        self.message_tokens
+    }
+
+    /// The chained digest of the history, in hex.
+    #[must_use]
+    pub fn history_digest(&self) -> String {
+        hex(&self.digest)
+    }
+
+    /// Advances the digest over `messages`, the ones after those already described.
+    pub(crate) fn absorb(&mut self, messages: &[Value]) {
+        for m in messages {
+            self.digest = chain(&self.digest, m);
+        }
+        self.messages += messages.len();
+    }
+
+    /// The file form: `{"cutctx_session": 1, "state": {...}, "check": sha256(state)}` and a
+    /// newline, keys sorted.
+    #[must_use]
+    pub fn to_json(&self) -> String {
+        let body = Body {
+            format: self.format.as_str().to_owned(),
+            messages: self.messages as u64,
+            history_digest: hex(&self.digest),
+            prefix_len: self.prefix_len as u64,
+            prefix: self.prefix.clone(),
+            message_tokens: self.message_tokens,
+            firings: self.firings,
+        };
+        // Through a Value, so that keys are sorted exactly as the reader re-serializes them.
+        let body = serde_json::to_value(&body).unwrap_or(Value::Null);
+        let text = body.to_string();
+        let doc = serde_json::json!({
+            MARKER: STATE_VERSION,
+            "state": body,
+            "check": hex(&Sha256::digest(text.as_bytes()).into()),
+        });
+        format!("{doc}\n")
+    }
+
+    /// Reads a state file's text, refusing anything this build did not write for `format`.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` for text that is not a state document, a version this build does not
+    /// read, a check that does not match (a corrupt or edited file), a state of another format,
+    /// or figures that contradict each other; `details` name the field, never content.
+    pub fn from_json(text: &str, format: Format) -> Result<Self, CompactionError> {
+        let bad = |why: &str, field: &str| {
+            CompactionError::validation(
+                format!("the session state is not valid: {why}; remove it to start a new session"),
+                details! { "field" => field, "document" => "session state" },
+            )
+        };
+        let doc: Value = serde_json::from_str(text).map_err(|e| {
+            CompactionError::validation(
+                format!("the session state is not JSON (line {}, column {})", e.line(), e.column()),
+                details! { "line" => e.line(), "column" => e.column(), "document" => "session state" },
+            )
+        })?;
+        let Value::Object(map) = &doc else {
+            return Err(bad("not a JSON object", "$"));
+        };
+        match map.get(MARKER).and_then(Value::as_u64) {
+            Some(STATE_VERSION) => {}
+            Some(_) => return Err(bad("a version this build does not read", MARKER)),
+            None => return Err(bad("not a cutctx session state", MARKER)),
+        }
+        if map.len() != 3 {
+            return Err(bad("unexpected keys", "$"));
+        }
+        let body = map.get("state").ok_or_else(|| bad("no state", "state"))?;
+        let check = map
+            .get("check")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("no check", "check"))?;
+        if hex(&Sha256::digest(body.to_string().as_bytes()).into()) != check {
+            return Err(bad(
+                "its check does not match its content (corrupt or edited)",
+                "check",
+            ));
+        }
+        let body: Body = serde_json::from_value(body.clone())
+            .map_err(|_| bad("a field has the wrong shape", "state"))?;
+        if body.format != format.as_str() {
+            return Err(CompactionError::validation(
+                format!(
+                    "the session state is for {} requests, not {}",
+                    body.format,
+                    format.as_str()
+                ),
+                details! { "field" => "format", "state_format" => body.format.as_str(), "format" => format.as_str() },
+            ));
+        }
+        let digest = unhex(&body.history_digest)
+            .ok_or_else(|| bad("a digest that is not 64 hex digits", "history_digest"))?;
+        let messages =
+            usize::try_from(body.messages).map_err(|_| bad("too many messages", "messages"))?;
+        let prefix_len =
+            usize::try_from(body.prefix_len).map_err(|_| bad("too long a prefix", "prefix_len"))?;
+        if prefix_len > messages {
+            return Err(bad("a prefix longer than the history", "prefix_len"));
+        }
+        let mut next = 0u64;
+        for item in &body.prefix {
+            if let PrefixItem::Keep([a, b]) = item {
+                if a < &next || b <= a || *b > body.prefix_len {
+                    return Err(bad(
+                        "kept ranges out of order or beyond the prefix",
+                        "prefix",
+                    ));
+                }
+                next = *b;
+            }
+        }
+        Ok(Self {
+            format,
+            messages,
+            digest,
+            prefix_len,
+            prefix: body.prefix,
+            message_tokens: body.message_tokens,
+            firings: body.firings,
+        })
+    }
+}
+
+/// The digest of an empty history of `format`.
+fn seed(format: Format) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(b"cutctx.session.v1:");
+    h.update(format.as_str().as_bytes());
+    h.finalize().into()
+}
+
+/// One link of the chain: `sha256(previous || sha256(message's JSON))`.
+fn chain(previous: &[u8; 32], message: &Value) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(previous);
+    h.update(message_digest(message));
+    h.finalize().into()
+}
+
+/// The digest of one message's compact JSON text (keys sorted).
+pub(crate) fn message_digest(message: &Value) -> [u8; 32] {
+    Sha256::digest(message.to_string().as_bytes()).into()
+}
+
+/// The chained digest of `messages` from the empty history of `format`.
+pub(crate) fn digest_of(format: Format, messages: &[Value]) -> [u8; 32] {
+    messages.iter().fold(seed(format), |d, m| chain(&d, m))
+}
+
+fn hex(bytes: &[u8; 32]) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::with_capacity(64);
+    for b in bytes {
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+fn unhex(text: &str) -> Option<[u8; 32]> {
+    if text.len() != 64
+        || !text
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}

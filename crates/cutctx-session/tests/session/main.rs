@@ -1,0 +1,385 @@
+//! Sessions and the replay: prefix stability between firings (a property), firing only over
+//! the trigger, refusal of corrupt and foreign state, rewind and edit detection, the three
+//! formats, Anthropic cache marks, the in-memory path, and the replay's figures.
+
+use cutctx_formats::{
+    EstimatorSpec, Format, FormatError, ProviderTranscript, policy_named, validate,
+};
+use cutctx_model::SummarizationRequest;
+use cutctx_session::{
+    Decision, PriceTable, Restart, SessionConfig, SessionState, Step, history, prompt_tokens, push,
+    replay, step,
+};
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+fn config(format: Format, window: u64, policy: &str) -> SessionConfig {
+    let spec = EstimatorSpec::default();
+    SessionConfig {
+        format,
+        window,
+        reserve_output: 0,
+        trigger: SessionConfig::DEFAULT_TRIGGER,
+        target: SessionConfig::DEFAULT_TARGET,
+        protected_recent: 2,
+        policy: policy_named(policy, "p", &spec)
+            .expect("policy")
+            .expect("known"),
+        estimator: spec.estimator().expect("estimator"),
+        cache_breakpoints: false,
+    }
+}
+
+fn stand_in(_: &ProviderTranscript, r: &SummarizationRequest) -> Result<String, FormatError> {
+    Ok(format!("summary of {} turns", r.turn_ids().len()))
+}
+
+/// One exchange of an agent loop in `format`: a user message, a tool call, its result and an
+/// answer, `size` characters each, numbered `i`.
+fn exchange(format: Format, i: usize, size: usize) -> Vec<Value> {
+    let text = format!("{i} {}", "w".repeat(size));
+    let id = format!("call_{i}");
+    match format {
+        Format::OpenAiChat => vec![
+            json!({"role": "user", "content": text}),
+            json!({"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+            json!({"role": "tool", "tool_call_id": id, "content": text}),
+            json!({"role": "assistant", "content": text}),
+        ],
+        Format::OpenAiResponses => vec![
+            json!({"role": "user", "content": text}),
+            json!({"type": "function_call", "call_id": id, "name": "f", "arguments": "{}"}),
+            json!({"type": "function_call_output", "call_id": id, "output": text}),
+            json!({"role": "assistant", "content": text}),
+        ],
+        Format::Anthropic => vec![
+            json!({"role": "user", "content": text}),
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "f", "input": {}}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": text}]}),
+            json!({"role": "assistant", "content": text}),
+        ],
+    }
+}
+
+fn request(format: Format, messages: &[Value]) -> Value {
+    match format {
+        Format::OpenAiChat => {
+            let mut all = vec![json!({"role": "system", "content": "Be brief."})];
+            all.extend_from_slice(messages);
+            json!({"model": "m", "messages": all})
+        }
+        Format::OpenAiResponses => {
+            json!({"model": "m", "instructions": "Be brief.", "input": messages})
+        }
+        Format::Anthropic => {
+            json!({"model": "m", "max_tokens": 100, "system": "Be brief.", "messages": messages})
+        }
+    }
+}
+
+/// Runs a session over the calls of a loop of `sizes.len()` exchanges (one call before each
+/// model turn), checking at every call that a request not fired on is the previous one plus
+/// the new messages. Returns every step.
+fn run(config: &SessionConfig, sizes: &[usize]) -> Vec<Step> {
+    let format = config.format;
+    let mut messages: Vec<Value> = Vec::new();
+    let mut state: Option<SessionState> = None;
+    let mut steps: Vec<Step> = Vec::new();
+    for (i, &size) in sizes.iter().enumerate() {
+        let ex = exchange(format, i, size);
+        for cut in [1, 3] {
+            let mut now = messages.clone();
+            now.extend_from_slice(&ex[..cut]);
+            let req = request(format, &now);
+            let s = step(config, state.as_ref(), &req, &mut stand_in).expect("a step");
+            validate(format, &s.request).expect("a valid request");
+            assert!(s.restarted.is_none());
+            if let (Some(prev), None) = (steps.last(), &s.firing) {
+                let before = history(format, &prev.request);
+                let after = history(format, &s.request);
+                assert_eq!(
+                    &after[..before.len()],
+                    before,
+                    "the prefix is kept byte for byte"
+                );
+            }
+            if s.firing.is_none() {
+                assert!(
+                    s.prompt_tokens <= config.window,
+                    "fires only over the trigger"
+                );
+            }
+            state = Some(s.state.clone());
+            steps.push(s);
+        }
+        messages.extend(ex);
+    }
+    steps
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn between_firings_every_request_extends_the_previous(
+        sizes in prop::collection::vec(10usize..400, 4..24),
+        window in 600u64..3_000,
+        f in 0usize..3,
+    ) {
+        let format = Format::ALL[f];
+        let steps = run(&config(format, window, "drop_oldest"), &sizes);
+        // The same calls give the same bytes.
+        let again = run(&config(format, window, "drop_oldest"), &sizes);
+        for (a, b) in steps.iter().zip(&again) {
+            prop_assert_eq!(&a.request, &b.request);
+            prop_assert_eq!(a.state.to_json(), b.state.to_json());
+        }
+    }
+}
+
+#[test]
+fn a_session_that_fits_sends_the_request_as_it_is() {
+    let steps = run(
+        &config(Format::OpenAiChat, 1_000_000, "drop_oldest"),
+        &[100; 10],
+    );
+    assert!(steps.iter().all(|s| s.firing.is_none()));
+    assert_eq!(steps.last().expect("steps").state.firings(), 0);
+}
+
+#[test]
+fn it_fires_only_over_the_trigger_and_cuts_below_the_window() {
+    for format in Format::ALL {
+        let cfg = config(format, 1_500, "default_chain");
+        let steps = run(&cfg, &[200; 16]);
+        let firings: Vec<_> = steps.iter().filter_map(|s| s.firing.as_ref()).collect();
+        assert!(
+            !firings.is_empty(),
+            "{format}: the loop outgrows the window"
+        );
+        assert!(
+            firings.len() < steps.len() / 3,
+            "{format}: it fires rarely ({} of {})",
+            firings.len(),
+            steps.len()
+        );
+        for f in firings {
+            assert!(f.before_tokens > 1_500);
+            assert!(
+                f.after_tokens <= 1_500,
+                "{format}: {} after",
+                f.after_tokens
+            );
+        }
+    }
+}
+
+#[test]
+fn corrupt_and_foreign_states_are_refused() {
+    let steps = run(&config(Format::OpenAiChat, 1_200, "drop_oldest"), &[200; 8]);
+    let text = steps.last().expect("steps").state.to_json();
+    let back = SessionState::from_json(&text, Format::OpenAiChat).expect("its own state");
+    assert_eq!(back, steps.last().expect("steps").state);
+    let edited = text.replacen("\"firings\":", "\"firings\":1", 1);
+    let cases = [
+        ("not json", "{".to_owned(), Format::OpenAiChat),
+        ("not ours", "{\"a\":1}".to_owned(), Format::OpenAiChat),
+        ("edited", edited, Format::OpenAiChat),
+        (
+            "other version",
+            text.replace("\"cutctx_session\":1", "\"cutctx_session\":9"),
+            Format::OpenAiChat,
+        ),
+        ("other format", text.clone(), Format::Anthropic),
+    ];
+    for (why, text, format) in cases {
+        let err = SessionState::from_json(&text, format).expect_err(why);
+        assert_eq!(err.code().as_str(), "VALIDATION_ERROR", "{why}");
+    }
+}
+
+#[test]
+fn a_rewound_or_edited_history_starts_a_new_session() {
+    let cfg = config(Format::OpenAiChat, 100_000, "drop_oldest");
+    let mut messages = Vec::new();
+    for i in 0..5 {
+        messages.extend(exchange(Format::OpenAiChat, i, 50));
+    }
+    let first = step(
+        &cfg,
+        None,
+        &request(Format::OpenAiChat, &messages),
+        &mut stand_in,
+    )
+    .expect("step");
+    let rewound = step(
+        &cfg,
+        Some(&first.state),
+        &request(Format::OpenAiChat, &messages[..8]),
+        &mut stand_in,
+    )
+    .expect("step");
+    assert_eq!(
+        rewound.restarted,
+        Some(Restart::Rewound {
+            known: 21,
+            given: 9
+        })
+    );
+    let mut changed = messages.clone();
+    changed[4] = json!({"role": "user", "content": "edited"});
+    changed.push(json!({"role": "user", "content": "more"}));
+    let s = step(
+        &cfg,
+        Some(&first.state),
+        &request(Format::OpenAiChat, &changed),
+        &mut stand_in,
+    )
+    .expect("step");
+    assert_eq!(s.restarted, Some(Restart::Diverged { known: 21 }));
+    let extended = step(
+        &cfg,
+        Some(&first.state),
+        &request(
+            Format::OpenAiChat,
+            &[
+                messages.clone(),
+                vec![json!({"role": "user", "content": "more"})],
+            ]
+            .concat(),
+        ),
+        &mut stand_in,
+    )
+    .expect("step");
+    assert_eq!(extended.restarted, None);
+}
+
+#[test]
+fn an_untouchable_part_over_the_window_is_unsatisfiable() {
+    let cfg = config(Format::OpenAiChat, 300, "drop_oldest");
+    let mut messages = Vec::new();
+    for i in 0..4 {
+        messages.extend(exchange(Format::OpenAiChat, i, 600));
+    }
+    let err = step(
+        &cfg,
+        None,
+        &request(Format::OpenAiChat, &messages),
+        &mut stand_in,
+    )
+    .expect_err("too small");
+    assert_eq!(err.code(), "COMPACTION_BUDGET_UNSATISFIABLE");
+}
+
+#[test]
+fn anthropic_marks_the_prefix_end_and_keeps_the_users_marks() {
+    let mut cfg = config(Format::Anthropic, 1_500, "drop_oldest");
+    cfg.cache_breakpoints = true;
+    let mut messages = Vec::new();
+    for i in 0..12 {
+        messages.extend(exchange(Format::Anthropic, i, 200));
+    }
+    let mut req = request(Format::Anthropic, &messages);
+    req["system"] =
+        json!([{"type": "text", "text": "Be brief.", "cache_control": {"type": "ephemeral"}}]);
+    let s = step(&cfg, None, &req, &mut stand_in).expect("step");
+    assert!(s.firing.is_some());
+    let text = s.request.to_string();
+    assert_eq!(
+        text.matches("cache_control").count(),
+        2,
+        "the user's mark and one at the prefix end"
+    );
+    let last = history(Format::Anthropic, &s.request)
+        .last()
+        .expect("messages");
+    assert!(last.to_string().contains("cache_control"));
+    validate(Format::Anthropic, &s.request).expect("valid");
+}
+
+#[test]
+fn push_decides_as_step_does_on_new_messages_alone() {
+    let cfg = config(Format::OpenAiChat, 3_000, "drop_oldest");
+    let mut messages = exchange(Format::OpenAiChat, 0, 100);
+    let first = step(
+        &cfg,
+        None,
+        &request(Format::OpenAiChat, &messages),
+        &mut stand_in,
+    )
+    .expect("step");
+    let fixed = prompt_tokens(
+        Format::OpenAiChat,
+        &request(Format::OpenAiChat, &[]),
+        cfg.estimator.as_ref(),
+    ) - cutctx_session::message_tokens(
+        &json!({"role": "system", "content": "Be brief."}),
+        cfg.estimator.as_ref(),
+    );
+    let mut state = first.state;
+    for i in 1..40 {
+        let new = exchange(Format::OpenAiChat, i, 100);
+        messages.extend(new.clone());
+        let by_step = step(
+            &cfg,
+            Some(&state),
+            &request(Format::OpenAiChat, &messages),
+            &mut stand_in,
+        )
+        .expect("step");
+        let decision = push(&cfg, &mut state, fixed, &new);
+        match decision {
+            Decision::Append { prompt_tokens } => {
+                assert!(by_step.firing.is_none());
+                assert_eq!(prompt_tokens, by_step.prompt_tokens);
+                assert_eq!(state, by_step.state);
+            }
+            Decision::Fire { prompt_tokens } => {
+                assert!(by_step.firing.is_some());
+                assert_eq!(prompt_tokens, by_step.prompt_tokens);
+                return;
+            }
+        }
+    }
+    panic!("the loop outgrows the window");
+}
+
+#[test]
+fn the_replay_prices_three_strategies() {
+    let mut messages = Vec::new();
+    for i in 0..20 {
+        messages.extend(exchange(Format::OpenAiChat, i, 300));
+    }
+    let run = request(Format::OpenAiChat, &messages);
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    );
+    let cfg = config(Format::OpenAiChat, full * 6 / 10, "drop_oldest");
+    let r = replay(&cfg, &PriceTable::anthropic(), &run).expect("replay");
+    let [none, stateless, session] = &r.strategies[..] else {
+        panic!("three strategies")
+    };
+    assert_eq!(
+        (none.name, stateless.name, session.name),
+        ("none", "stateless", "session")
+    );
+    // Two model turns per exchange: the call and the answer.
+    assert_eq!(none.calls, 40);
+    assert_eq!(none.busts, 0);
+    assert!(none.over_window > 0);
+    assert_eq!((stateless.over_window, session.over_window), (0, 0));
+    assert!(session.compactions < stateless.compactions);
+    assert!(
+        session.cost_units < stateless.cost_units,
+        "{} vs {}",
+        session.cost_units,
+        stateless.cost_units
+    );
+    assert!(session.hit_rate() > stateless.hit_rate());
+    // Everything fits: the session is exactly no compaction.
+    let cfg = config(Format::OpenAiChat, full, "drop_oldest");
+    let r = replay(&cfg, &PriceTable::openai(), &run).expect("replay");
+    assert_eq!(r.strategies[0].cost_units, r.strategies[2].cost_units);
+}

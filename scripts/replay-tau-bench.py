@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Replays every tau-bench run with `cutctx replay` and prints the aggregate table.
+
+Each run's request body is {"model": "gpt-4o", "messages": traj, "tools": airline_tools}; it is
+replayed at windows of 70%, 50% and 35% of its final size (and 100%, where everything fits).
+Costs are summed over the runs, per strategy; the ratios are session/stateless and
+session/none. Usage:
+
+    scripts/replay-tau-bench.py [--cli target/release/cutctx] [--pricing anthropic] [--runs N]
+                                [-- extra cutctx replay options]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "realworld", "tau-bench")
+FRACTIONS = [1.0, 0.7, 0.5, 0.35]
+
+
+def replay(cli, path, fraction, pricing, extra):
+    out = subprocess.run(
+        [cli, "replay", "--format", "openai-chat", path, "--window-fraction", str(fraction),
+         "--pricing", pricing, "--json", *extra],
+        check=True, capture_output=True, text=True,
+    )
+    return json.loads(out.stdout)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cli", default="target/release/cutctx")
+    parser.add_argument("--pricing", default="anthropic")
+    parser.add_argument("--runs", type=int, default=None)
+    parser.add_argument("extra", nargs="*")
+    args = parser.parse_args()
+    runs_path = os.path.join(SHARED, "gpt-4o-airline.json")
+    if not os.path.exists(runs_path):
+        print("skipped: ../shared/realworld/tau-bench is absent", file=sys.stderr)
+        return 0
+    with open(runs_path) as f:
+        runs = json.load(f)
+    with open(os.path.join(SHARED, "airline_tools.json")) as f:
+        tools = json.load(f)
+    runs = runs[: args.runs] if args.runs else runs
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, run in enumerate(runs):
+            path = os.path.join(tmp, f"run{i}.json")
+            with open(path, "w") as f:
+                json.dump({"model": "gpt-4o", "messages": run["traj"], "tools": tools}, f)
+            paths.append(path)
+        print(f"{len(paths)} runs, {args.pricing} prices")
+        print(f"{'window':>6} {'sess/stateless':>14} {'sess/none':>9} {'stateless/none':>14} "
+              f"{'hit none':>8} {'hit stateless':>13} {'hit session':>11} "
+              f"{'over stateless':>14} {'over session':>12} {'worst run s/sl':>14} {'fitting runs':>12} {'their s/sl':>10}")
+        for fraction in FRACTIONS:
+            with ThreadPoolExecutor(max_workers=2) as pool:
+                results = list(pool.map(lambda p: replay(args.cli, p, fraction, args.pricing, args.extra), paths))
+            total = {}
+            worst = 0.0
+            fit = {"n": 0, "session": 0.0, "stateless": 0.0}
+            for r in results:
+                by = {s["name"]: s for s in r["strategies"]}
+                for name, s in by.items():
+                    t = total.setdefault(name, {"cost": 0.0, "sent": 0, "cached": 0, "over": 0})
+                    t["cost"] += s["cost_units"]
+                    t["sent"] += s["tokens_sent"]
+                    t["cached"] += s["cached_tokens"]
+                    t["over"] += s["over_window"]
+                if by["session"]["over_window"] == 0:
+                    # Runs whose untouchable part fits the window at every call.
+                    fit["n"] += 1
+                    fit["session"] += by["session"]["cost_units"]
+                    fit["stateless"] += by["stateless"]["cost_units"]
+                worst = max(worst, by["session"]["cost_units"] / by["stateless"]["cost_units"])
+            hit = {n: t["cached"] / t["sent"] for n, t in total.items()}
+            print(f"{fraction:>6.0%} {total['session']['cost'] / total['stateless']['cost']:>14.3f} "
+                  f"{total['session']['cost'] / total['none']['cost']:>9.3f} "
+                  f"{total['stateless']['cost'] / total['none']['cost']:>14.3f} "
+                  f"{hit['none']:>8.3f} {hit['stateless']:>13.3f} {hit['session']:>11.3f} "
+                  f"{total['stateless']['over']:>14} {total['session']['over']:>12} {worst:>14.3f} "
+                  f"{fit['n']:>12} {fit['session'] / fit['stateless'] if fit['n'] else 1.0:>10.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
