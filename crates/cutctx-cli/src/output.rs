@@ -122,10 +122,14 @@ fn write_atomically_with(
 /// A file written piece by piece and put in place whole: its content goes to a temporary file
 /// beside it, which [`AtomicFile::commit`] syncs and renames over the path. Dropped without
 /// a commit, it removes the temporary file and leaves the path as it was.
+///
+/// A path that exists and is not a regular file (a terminal, a pipe, `/dev/stderr`) cannot be
+/// replaced by a rename without destroying it: it is written directly instead.
 #[derive(Debug)]
 pub struct AtomicFile {
     path: PathBuf,
-    temporary: PathBuf,
+    /// `None` when the path is written directly.
+    temporary: Option<PathBuf>,
     file: Option<std::io::BufWriter<File>>,
 }
 
@@ -137,6 +141,14 @@ impl AtomicFile {
     /// The path, and the error, when the temporary file cannot be created beside it.
     pub fn create(path: &Path) -> Result<Self, (PathBuf, std::io::Error)> {
         let fail = |e| (path.to_owned(), e);
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            let file = OpenOptions::new().write(true).open(path).map_err(fail)?;
+            return Ok(Self {
+                path: path.to_owned(),
+                temporary: None,
+                file: Some(std::io::BufWriter::new(file)),
+            });
+        }
         let name = path.file_name().ok_or_else(|| {
             fail(std::io::Error::new(
                 ErrorKind::IsADirectory,
@@ -150,7 +162,7 @@ impl AtomicFile {
         let (temporary, file) = create_temporary(&dir, &name.to_string_lossy()).map_err(fail)?;
         Ok(Self {
             path: path.to_owned(),
-            temporary,
+            temporary: Some(temporary),
             file: Some(std::io::BufWriter::new(file)),
         })
     }
@@ -178,8 +190,12 @@ impl AtomicFile {
             Some(f) => f
                 .into_inner()
                 .map_err(std::io::IntoInnerError::into_error)
-                .and_then(|f| f.sync_all())
-                .and_then(|()| std::fs::rename(&self.temporary, &self.path)),
+                .and_then(|f| match &self.temporary {
+                    Some(temporary) => f
+                        .sync_all()
+                        .and_then(|()| std::fs::rename(temporary, &self.path)),
+                    None => Ok(()),
+                }),
             None => Err(ErrorKind::BrokenPipe.into()),
         };
         result.map_err(|e| (self.path.clone(), e))
@@ -189,7 +205,9 @@ impl AtomicFile {
 impl Drop for AtomicFile {
     fn drop(&mut self) {
         // Committed files have no temporary left; any other leaves nothing behind either.
-        let _ = std::fs::remove_file(&self.temporary);
+        if let Some(temporary) = &self.temporary {
+            let _ = std::fs::remove_file(temporary);
+        }
     }
 }
 
