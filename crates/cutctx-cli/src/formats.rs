@@ -21,7 +21,9 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
+use cutctx::formats::{
+    EstimatorSpec, Format, FormatError, PromptCount, ProviderTranscript, Repair, is_repairable,
+};
 use cutctx::model::details;
 use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
 use serde_json::Value;
@@ -89,6 +91,15 @@ pub struct FormatArgs {
     /// Also write {"plan", "report"} (canonical JSON) to this file.
     #[arg(long, requires = "format")]
     pub report: Option<PathBuf>,
+    /// Tokens kept for the completion, out of --max-tokens (default: the request's own
+    /// max_completion_tokens or max_tokens, max_output_tokens, or max_tokens; else 0).
+    #[arg(long, requires = "format")]
+    pub reserve_output: Option<u64>,
+    /// Drop (never invent) what makes the history invalid for its provider: calls without
+    /// results, results without calls, misplaced reasoning, reused call ids, empty messages,
+    /// null statuses. Each drop is listed in the report and on standard error.
+    #[arg(long, requires = "format")]
+    pub repair: bool,
 }
 
 /// What `cutctx compact --format` writes.
@@ -96,8 +107,11 @@ pub struct FormatArgs {
 pub struct FormatOutput {
     /// The compacted request, for standard output.
     pub output: String,
-    /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`.
+    /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`; with
+    /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`.
     pub report: String,
+    /// What `--repair` dropped, in order, one line each for standard error.
+    pub repairs: Vec<String>,
 }
 
 /// `cutctx compact --format F`: compacts the provider request `input_text` under the budget
@@ -212,16 +226,29 @@ fn compact_text(
     let max_tokens = args
         .max_tokens
         .ok_or_else(|| usage("compact --format needs --max-tokens N", "max_tokens"))?;
-    let document: Value = parse_json(&input_text, "the transcript")?;
+    let mut document: Value = parse_json(&input_text, "the transcript")?;
+    let repairs = if args.repair {
+        let (repaired, repairs) = cutctx::formats::repair(format, document).map_err(from_format)?;
+        document = repaired;
+        repairs
+    } else {
+        Vec::new()
+    };
     let spec: EstimatorSpec = match &args.estimator {
         Some(s) => s.parse().map_err(from_format)?,
         None => EstimatorSpec::default(),
     };
     let estimator = spec.estimator().map_err(from_format)?;
     let pt = ProviderTranscript::from_document_with(format, document, estimator.as_ref())
-        .map_err(from_format)?;
+        .map_err(invalid_with_hint)?;
+    let reserve = match args.reserve_output {
+        Some(n) => n,
+        None => pt.requested_output().map_err(from_format)?.unwrap_or(0),
+    };
+    let count = pt.prompt_count(reserve);
+    let turn_budget = count.turn_budget(max_tokens).map_err(from_format)?;
     let policy = policy(args, spec)?;
-    let budget = CompactionBudget::new(max_tokens).with_protected_recent_turns(
+    let budget = CompactionBudget::new(turn_budget).with_protected_recent_turns(
         args.protected_recent
             .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
     );
@@ -237,7 +264,8 @@ fn compact_text(
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
     // The transcript is consumed: its kept messages move into the output, not copied.
     let out = pt.apply_into(&plan, &summaries).map_err(from_format)?;
-    let unchanged = out.report.kept_turn_ids.len() == turns;
+    // A repaired request is never the input byte for byte.
+    let unchanged = out.report.kept_turn_ids.len() == turns && repairs.is_empty();
     let output = if unchanged {
         // Nothing was compacted: the request as it was, byte for byte.
         let mut text = input_text.into_owned();
@@ -275,11 +303,26 @@ fn compact_text(
             )
         })?
     };
-    let report = format!(
-        "{{\"plan\":{},\"report\":{}}}\n",
-        plan.canonical_json(),
-        out.report.canonical_json()
+    let report = report_text(
+        &plan,
+        &out.report,
+        &count,
+        max_tokens,
+        args.repair.then_some(&repairs),
     );
+    let repairs = repairs
+        .iter()
+        .map(|r| {
+            format!(
+                "cutctx: repair: {} at position {}{}",
+                r.kind.as_str(),
+                r.position,
+                r.id.as_deref()
+                    .map(|id| format!(" (id {id:?})"))
+                    .unwrap_or_default()
+            )
+        })
+        .collect();
     let (tokens_before, tokens_after) =
         (out.report.tokens_before, out.report.tokens_after_estimate);
     let compaction = match input_transcript {
@@ -300,12 +343,106 @@ fn compact_text(
         None => None,
     };
     Ok(Detailed {
-        output: FormatOutput { output, report },
+        output: FormatOutput {
+            output,
+            report,
+            repairs,
+        },
         unchanged,
         tokens_before,
         tokens_after,
         compaction,
     })
+}
+
+/// The `--report` text: `{"plan", "report"}`, with `"prompt"` when the tools or an output
+/// reserve take part of `max_tokens` (so that requests without them keep their report's
+/// bytes) and `"repairs"` when repair was asked for.
+fn report_text(
+    plan: &CompactionPlan,
+    report: &cutctx::CompactionReport,
+    count: &PromptCount,
+    max_tokens: u64,
+    repairs: Option<&Vec<Repair>>,
+) -> String {
+    let mut text = format!("{{\"plan\":{}", plan.canonical_json());
+    if count.tools > 0 || count.reserve > 0 {
+        let prompt = serde_json::json!({
+            "max_tokens": max_tokens,
+            "tools_tokens": count.tools,
+            "reserve_tokens": count.reserve,
+            "turn_budget": max_tokens.saturating_sub(count.tools + count.reserve),
+            "tokens_before": count.tools + count.reserve + plan.tokens_before,
+            "tokens_after_estimate": count.tools + count.reserve + plan.tokens_after_estimate,
+        });
+        text.push_str(",\"prompt\":");
+        text.push_str(&cutctx::model::canonical::canonical_json_value(&prompt));
+    }
+    if let Some(repairs) = repairs {
+        let list = Value::Array(repairs.iter().map(Repair::to_json).collect());
+        text.push_str(",\"repairs\":");
+        text.push_str(&cutctx::model::canonical::canonical_json_value(&list));
+    }
+    text.push_str(",\"report\":");
+    text.push_str(&report.canonical_json());
+    text.push_str("}\n");
+    text
+}
+
+/// `cutctx estimate --format F`: the request's prompt, part by part (see
+/// [`PromptCount::to_json`]), as canonical JSON and a newline. `reserve` defaults to the
+/// request's own output limit; `estimator` as for `compact --format`; with `repair`, the
+/// repaired request is counted.
+///
+/// # Errors
+///
+/// `INPUT_ERROR` for text that is not JSON; `FORMAT_ERROR` or `FORMAT_INVALID_REQUEST` for a
+/// request that is not valid for its provider; `VALIDATION_ERROR` for a bad estimator.
+pub fn estimate(
+    format: FormatName,
+    estimator: Option<&str>,
+    reserve: Option<u64>,
+    repair: bool,
+    input_text: &str,
+) -> Result<String, CliError> {
+    let format: Format = format.into();
+    let mut document: Value = parse_json(input_text, "the transcript")?;
+    if repair {
+        document = cutctx::formats::repair(format, document)
+            .map_err(from_format)?
+            .0;
+    }
+    let spec: EstimatorSpec = match estimator {
+        Some(s) => s.parse().map_err(from_format)?,
+        None => EstimatorSpec::default(),
+    };
+    let estimator = spec.estimator().map_err(from_format)?;
+    let pt = ProviderTranscript::from_document_with(format, document, estimator.as_ref())
+        .map_err(invalid_with_hint)?;
+    let reserve = match reserve {
+        Some(n) => n,
+        None => pt.requested_output().map_err(from_format)?.unwrap_or(0),
+    };
+    let json = pt.prompt_count(reserve).to_json();
+    Ok(format!(
+        "{}\n",
+        cutctx::model::canonical::canonical_json_value(&json)
+    ))
+}
+
+/// As [`from_format`], adding to a violation that `--repair` fixes the hint to use it.
+fn invalid_with_hint(e: FormatError) -> CliError {
+    let hint = e
+        .violation()
+        .filter(|v| e.code() == "FORMAT_INVALID_REQUEST" && is_repairable(v.rule))
+        .is_some();
+    let mut err = from_format(e);
+    if hint {
+        err.message
+            .push_str(" Run with --repair to drop what breaks the rule.");
+        err.details.insert("hint".into(), Value::from("--repair"));
+    }
+    err
 }
 
 /// A [`CliError`] carrying a [`FormatError`]'s code, message and details.

@@ -57,6 +57,29 @@ enum Command {
         #[command(flatten)]
         format: cutctx_cli::formats::FormatArgs,
     },
+    /// Print where a provider request's tokens are: tools, system, each turn by position, the
+    /// output reserve and the total, as canonical JSON.
+    ///
+    /// The output is {"messages", "reserve", "system", "tools", "total", "turns"}: `tools`
+    /// counts the tool definitions over their canonical JSON text with the turns' estimator;
+    /// `system` the system turns; `messages` every other turn; `turns` lists each turn as
+    /// {"role", "tokens", "turn_id"}; `total` = tools + system + messages + reserve.
+    Estimate {
+        /// The provider request, or `-` for standard input.
+        request: PathBuf,
+        /// The request's format.
+        #[arg(long, value_enum)]
+        format: cutctx_cli::formats::FormatName,
+        /// How turns and tools are estimated: chars:N (default chars:4), o200k_base or cl100k_base.
+        #[arg(long)]
+        estimator: Option<String>,
+        /// Tokens kept for the completion (default: the request's own output limit, else 0).
+        #[arg(long)]
+        reserve_output: Option<u64>,
+        /// Count the request as `compact --repair` would repair it.
+        #[arg(long)]
+        repair: bool,
+    },
     /// Apply a stored plan to the request's transcript, after validating it.
     Apply {
         /// The request document, or `-` for standard input.
@@ -225,6 +248,20 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             &clock,
         )
         .map(ok),
+        Command::Estimate {
+            request,
+            format,
+            estimator,
+            reserve_output,
+            repair,
+        } => cutctx_cli::formats::estimate(
+            *format,
+            estimator.as_deref(),
+            *reserve_output,
+            *repair,
+            &read_text(request, "the transcript")?,
+        )
+        .map(ok),
         Command::Apply { request, plan } => cutctx_cli::apply(
             &read_text(request, "the request")?,
             &read_text(plan, "the plan")?,
@@ -300,6 +337,12 @@ fn compact_format(
         .map(|p| read_text(p, "the summaries"))
         .transpose()?;
     let out = cutctx_cli::formats::compact_owned(format, input, summaries.as_deref())?;
+    if !out.repairs.is_empty() {
+        let mut lines = out.repairs.join("\n");
+        lines.push('\n');
+        // A repair note that cannot be written does not undo the compaction: the report holds them.
+        let _ = std::io::stderr().lock().write_all(lines.as_bytes());
+    }
     if let Some(path) = &format.report {
         output::write_atomically(path, out.report.as_bytes(), "report")?;
     }

@@ -137,6 +137,20 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 format!("{}.role", path(0)),
             ));
         }
+        let empty = match content {
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(b)) => b.is_empty(),
+            _ => false,
+        };
+        // The provider allows an empty final assistant message (a prefill to continue from).
+        if empty && !(role == "assistant" && i + 1 == list.len()) {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::EmptyContent,
+                Some(i),
+                format!("{}.content", path(i)),
+            ));
+        }
         let calls = open.take();
         let mut answered: BTreeSet<&str> = BTreeSet::new();
         let mut seen_other = false;

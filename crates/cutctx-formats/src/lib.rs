@@ -88,8 +88,10 @@ mod mapping;
 mod named;
 pub mod openai_chat;
 pub mod openai_responses;
+mod prompt;
 #[cfg(test)]
 mod recipe_format;
+mod repair;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -109,6 +111,8 @@ pub use estimate::{BpeEncoding, EstimatorSpec};
 use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 pub use named::{POLICY_NAMES, policy_named};
+pub use prompt::{PromptCount, TurnCount};
+pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use validate::{Rule, Violation, validate};
 
 /// A provider transcript format.
@@ -173,6 +177,8 @@ pub struct ProviderTranscript {
     transcript: Transcript,
     sources: Vec<TurnSource>,
     positions: BTreeMap<String, usize>,
+    /// The tool definitions' estimate, counted with the turns' estimator.
+    tools_tokens: u64,
 }
 
 /// A compacted provider document, with cutctx's report and view.
@@ -228,6 +234,12 @@ impl ProviderTranscript {
             Format::OpenAiResponses => openai_responses::build(&document, estimator)?,
             Format::Anthropic => anthropic::build(&document, estimator)?,
         };
+        let tools_tokens = prompt::tool_definitions(format, &document)
+            .into_iter()
+            .map(|tools| {
+                estimator.estimate_tokens(&cutctx_model::canonical::canonical_json_value(tools))
+            })
+            .fold(0_u64, u64::saturating_add);
         let positions = built
             .turns
             .iter()
@@ -240,7 +252,35 @@ impl ProviderTranscript {
             transcript: Transcript::new(built.turns)?,
             sources: built.sources,
             positions,
+            tools_tokens,
         })
+    }
+
+    /// The estimate of the request's tool definitions (`tools`, and Chat's legacy
+    /// `functions`): the parse's estimator over their canonical JSON text (keys sorted, no
+    /// whitespace). Tools are part of the prompt but not turns: no policy removes them.
+    #[must_use]
+    pub const fn tools_tokens(&self) -> u64 {
+        self.tools_tokens
+    }
+
+    /// The completion room the request asks for itself, the default output reserve: Chat's
+    /// `max_completion_tokens` (else `max_tokens`), the Responses `max_output_tokens`, the
+    /// Anthropic `max_tokens`; `None` when the request names none (or is a bare list).
+    ///
+    /// # Errors
+    ///
+    /// `FORMAT_ERROR` naming the field when it is present but not a non-negative integer.
+    pub fn requested_output(&self) -> Result<Option<u64>, FormatError> {
+        prompt::requested_output(self.format, &self.document)
+    }
+
+    /// The whole prompt, part by part: tools, system turns, every turn by position, and
+    /// `reserve` tokens kept for the completion. Use [`PromptCount::turn_budget`] to turn a
+    /// whole-prompt budget into the budget of the turns.
+    #[must_use]
+    pub fn prompt_count(&self, reserve: u64) -> PromptCount {
+        PromptCount::of(&self.transcript, self.tools_tokens, reserve)
     }
 
     /// The format.

@@ -168,6 +168,24 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
             "system" | "developer" | "user" => {}
             "assistant" => {
                 let ids = call_ids(i, map)?;
+                let no_content = match map.get("content") {
+                    None | Some(Value::Null) => true,
+                    Some(Value::Array(parts)) => parts.is_empty(),
+                    Some(_) => false,
+                };
+                // Content is required unless the message calls a tool (or is a refusal or
+                // an audio reply, which carry their own payload).
+                let other = ["function_call", "refusal", "audio"]
+                    .iter()
+                    .any(|k| map.get(*k).is_some_and(|v| !v.is_null()));
+                if no_content && ids.is_empty() && !other {
+                    return Err(Violation::new(
+                        FORMAT,
+                        Rule::EmptyContent,
+                        Some(i),
+                        format!("{}.content", path(i)),
+                    ));
+                }
                 if !ids.is_empty() {
                     open = Some((i, ids, BTreeSet::new()));
                 }

@@ -196,6 +196,19 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
     // Calls answered since the last prompt.
     let mut answered: BTreeSet<&str> = BTreeSet::new();
     for (i, k) in kinds.iter().enumerate() {
+        if !matches!(k, Kind::Output(..))
+            && items
+                .get(i)
+                .and_then(|item| item.get("status"))
+                .is_some_and(Value::is_null)
+        {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::NullStatus,
+                Some(i),
+                format!("{}.status", path(i)),
+            ));
+        }
         match *k {
             Kind::Prompt(_) => {
                 unanswered(&pending)?;

@@ -33,6 +33,13 @@ pub enum Rule {
     /// `reasoning_without_following_item`: an OpenAI Responses reasoning item must be followed
     /// by the output item it belongs to.
     ReasoningWithoutFollowingItem,
+    /// `empty_content`: a message with nothing in it where the provider requires content
+    /// (Anthropic: `""` or `[]` anywhere but a final assistant message; Chat: an assistant
+    /// message with neither content nor calls).
+    EmptyContent,
+    /// `null_status`: an OpenAI Responses item other than a call output with `"status": null`,
+    /// which the provider's schema does not allow (outputs may carry a null status).
+    NullStatus,
 }
 
 impl Rule {
@@ -50,6 +57,8 @@ impl Rule {
             Self::DuplicateResult => "duplicate_result",
             Self::ToolResultNotFirst => "tool_result_not_first",
             Self::ReasoningWithoutFollowingItem => "reasoning_without_following_item",
+            Self::EmptyContent => "empty_content",
+            Self::NullStatus => "null_status",
         }
     }
 
@@ -71,6 +80,8 @@ impl Rule {
             Self::ReasoningWithoutFollowingItem => {
                 "a reasoning item is followed by the output item it belongs to"
             }
+            Self::EmptyContent => "a message has content, unless it is a final assistant message",
+            Self::NullStatus => "an item's status is one of the provider's values, never null",
         }
     }
 

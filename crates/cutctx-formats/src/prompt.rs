@@ -1,0 +1,200 @@
+//! The whole prompt a provider counts as input: tool definitions, system text and messages,
+//! part by part, and the budget left for the turns once the fixed parts and the completion's
+//! room are taken out.
+//!
+//! Tool definitions are not turns: no policy can drop them, so they are counted apart, with the
+//! same estimator as the turns, over their canonical JSON text (keys sorted, no whitespace), so
+//! that the count does not depend on how the request was indented. System text (Chat `system`
+//! and `developer` messages, the Responses `instructions`, the Anthropic `system`) is already
+//! made of system turns, which policies never touch.
+
+use cutctx_model::{CompactionError, Role, Transcript, details};
+use serde_json::{Map, Value};
+
+use crate::validate::{Rule, Violation};
+use crate::{Format, FormatError};
+
+/// One turn's share of the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnCount {
+    /// The turn's id (`m{index}`, `m{index}.{block}`, `system` or `instructions`).
+    pub turn_id: String,
+    /// Its role.
+    pub role: Role,
+    /// Its estimate, in tokens.
+    pub tokens: u64,
+}
+
+/// Where the tokens of a request are, part by part, as [`ProviderTranscript::prompt_count`]
+/// computes them.
+///
+/// `total` is what must fit in the model's window: `tools + system + messages + reserve`.
+///
+/// [`ProviderTranscript::prompt_count`]: crate::ProviderTranscript::prompt_count
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptCount {
+    /// The tool definitions (`tools`, and Chat's legacy `functions`).
+    pub tools: u64,
+    /// The system turns: untouchable.
+    pub system: u64,
+    /// Every other turn.
+    pub messages: u64,
+    /// The room kept for the completion.
+    pub reserve: u64,
+    /// `tools + system + messages + reserve`.
+    pub total: u64,
+    /// Every turn, system turns included, by position.
+    pub turns: Vec<TurnCount>,
+}
+
+impl PromptCount {
+    /// Counts `transcript`'s turns beside `tools` tokens of tool definitions and `reserve`.
+    #[must_use]
+    pub fn of(transcript: &Transcript, tools: u64, reserve: u64) -> Self {
+        let mut system = 0_u64;
+        let mut messages = 0_u64;
+        let turns: Vec<TurnCount> = transcript
+            .turns()
+            .iter()
+            .map(|t| {
+                let part = if t.role() == Role::System {
+                    &mut system
+                } else {
+                    &mut messages
+                };
+                *part = part.saturating_add(t.token_estimate());
+                TurnCount {
+                    turn_id: t.turn_id().to_owned(),
+                    role: t.role(),
+                    tokens: t.token_estimate(),
+                }
+            })
+            .collect();
+        let total = tools
+            .saturating_add(system)
+            .saturating_add(messages)
+            .saturating_add(reserve);
+        Self {
+            tools,
+            system,
+            messages,
+            reserve,
+            total,
+            turns,
+        }
+    }
+
+    /// The parts that no compaction changes: tools, system turns and the reserve.
+    #[must_use]
+    pub const fn fixed(&self) -> u64 {
+        self.tools
+            .saturating_add(self.system)
+            .saturating_add(self.reserve)
+    }
+
+    /// The budget the turns get out of a whole-prompt budget of `max_tokens`: `max_tokens`
+    /// less the tools and the reserve (system turns are turns, counted by the plan).
+    ///
+    /// # Errors
+    ///
+    /// `COMPACTION_BUDGET_UNSATISFIABLE` when the fixed parts alone exceed `max_tokens`, with
+    /// both figures and each part.
+    ///
+    /// ```
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// let request = serde_json::json!({
+    ///     "max_tokens": 100,
+    ///     "tools": [{"name": "t", "description": "x".repeat(400), "input_schema": {}}],
+    ///     "messages": [{"role": "user", "content": "hi"}]
+    /// });
+    /// let pt = ProviderTranscript::parse(Format::Anthropic, &request)?;
+    /// let count = pt.prompt_count(pt.requested_output()?.unwrap_or(0));
+    /// assert_eq!((count.tools, count.reserve), (113, 100)); // 449 characters of JSON, 4 a token
+    /// assert_eq!(count.turn_budget(1_000)?, 787);
+    /// assert_eq!(count.turn_budget(200).unwrap_err().code(), "COMPACTION_BUDGET_UNSATISFIABLE");
+    /// # Ok::<(), cutctx_formats::FormatError>(())
+    /// ```
+    pub fn turn_budget(&self, max_tokens: u64) -> Result<u64, FormatError> {
+        let fixed = self.fixed();
+        if fixed > max_tokens {
+            return Err(CompactionError::BudgetUnsatisfiable {
+                message: format!(
+                    "The fixed parts of the request ({fixed} tokens: tools {}, system {}, output \
+                     reserve {}) exceed max_tokens ({max_tokens}); no compaction of the messages \
+                     can fit.",
+                    self.tools, self.system, self.reserve
+                ),
+                details: details! {
+                    "fixed_tokens" => fixed,
+                    "max_tokens" => max_tokens,
+                    "tools_tokens" => self.tools,
+                    "system_tokens" => self.system,
+                    "reserve_tokens" => self.reserve,
+                },
+            }
+            .into());
+        }
+        Ok(max_tokens - self.tools - self.reserve)
+    }
+
+    /// The count as JSON: `{"tools", "system", "messages", "reserve", "total", "turns"}`, each
+    /// turn as `{"turn_id", "role", "tokens"}`, in position order.
+    #[must_use]
+    pub fn to_json(&self) -> Value {
+        let turns = self
+            .turns
+            .iter()
+            .map(|t| {
+                let mut m = Map::new();
+                m.insert("turn_id".into(), Value::from(t.turn_id.as_str()));
+                m.insert("role".into(), Value::from(t.role.as_str()));
+                m.insert("tokens".into(), Value::from(t.tokens));
+                Value::Object(m)
+            })
+            .collect();
+        let mut m = Map::new();
+        m.insert("tools".into(), Value::from(self.tools));
+        m.insert("system".into(), Value::from(self.system));
+        m.insert("messages".into(), Value::from(self.messages));
+        m.insert("reserve".into(), Value::from(self.reserve));
+        m.insert("total".into(), Value::from(self.total));
+        m.insert("turns".into(), Value::Array(turns));
+        Value::Object(m)
+    }
+}
+
+/// The tool definitions of a request: `tools`, and for Chat also the legacy `functions`.
+pub(crate) fn tool_definitions(format: Format, document: &Value) -> Vec<&Value> {
+    let keys: &[&str] = match format {
+        Format::OpenAiChat => &["tools", "functions"],
+        Format::OpenAiResponses | Format::Anthropic => &["tools"],
+    };
+    keys.iter()
+        .filter_map(|k| document.get(*k))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The completion room the request asks for itself: Chat's `max_completion_tokens` (else its
+/// older `max_tokens`), the Responses `max_output_tokens`, the Anthropic `max_tokens`.
+pub(crate) fn requested_output(
+    format: Format,
+    document: &Value,
+) -> Result<Option<u64>, FormatError> {
+    let keys: &[&str] = match format {
+        Format::OpenAiChat => &["max_completion_tokens", "max_tokens"],
+        Format::OpenAiResponses => &["max_output_tokens"],
+        Format::Anthropic => &["max_tokens"],
+    };
+    for key in keys {
+        match document.get(*key) {
+            None | Some(Value::Null) => {}
+            Some(v) => {
+                return v.as_u64().map(Some).ok_or_else(|| {
+                    Violation::new(format, Rule::Malformed, None, (*key).to_owned()).into()
+                });
+            }
+        }
+    }
+    Ok(None)
+}
