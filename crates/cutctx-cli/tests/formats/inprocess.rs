@@ -61,7 +61,7 @@ fn masking_and_dropping_give_valid_smaller_requests_in_the_same_format() {
 #[test]
 fn a_plan_needing_summaries_without_them_lists_the_requests() {
     for (name, _, file) in FORMATS {
-        let mut a = args(name, 700);
+        let mut a = args(name, 810);
         a.protected_recent = Some(2);
         let e = formats::compact(&a, &example(file), None).expect_err("summaries are missing");
         assert_eq!(e.code, "COMPACTION_SUMMARY_MISSING");
@@ -83,7 +83,7 @@ fn a_plan_needing_summaries_without_them_lists_the_requests() {
 #[test]
 fn summaries_from_a_file_land_where_the_folded_turns_were() {
     let text = example("anthropic");
-    let mut a = args(FormatName::Anthropic, 700);
+    let mut a = args(FormatName::Anthropic, 790);
     a.protected_recent = Some(2);
     let e = formats::compact(&a, &text, None).expect_err("summaries are missing");
     let group = e.details["group_id"].as_str().expect("a group").to_owned();
@@ -114,7 +114,7 @@ fn summarize_with_runs_the_command_once_per_request_end_to_end() {
     for (name, format, file) in FORMATS {
         let dir = scratch(&format!("summarize-with-{file}"));
         let script = summarizer(&dir);
-        let mut a = args(name, 700);
+        let mut a = args(name, 810);
         a.protected_recent = Some(2);
         a.summarize_with = Some(format!("sh {}", script.display()));
         let out = formats::compact(&a, &example(file), None).expect("compacts");
@@ -155,7 +155,7 @@ fn summarize_with_runs_the_command_once_per_request_end_to_end() {
 #[cfg(unix)]
 #[test]
 fn a_failing_summarizer_fails_the_compaction() {
-    let mut a = args(FormatName::OpenAiChat, 700);
+    let mut a = args(FormatName::OpenAiChat, 795);
     a.protected_recent = Some(2);
     for (command, status) in [("exit 3", Some(3)), ("cat >/dev/null; printf ''", None)] {
         a.summarize_with = Some(command.into());

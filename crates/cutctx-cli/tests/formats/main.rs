@@ -50,11 +50,13 @@ pub(crate) fn summarizer(dir: &Path) -> PathBuf {
     path
 }
 
-/// `formats::FormatArgs` for `format` under `max_tokens`.
+/// `formats::FormatArgs` for `format` under `max_tokens`, with no output reserve (the
+/// examples name their own `max_tokens`, which would otherwise be reserved).
 pub(crate) fn args(format: formats::FormatName, max_tokens: u64) -> formats::FormatArgs {
     formats::FormatArgs {
         format: Some(format),
         max_tokens: Some(max_tokens),
+        reserve_output: Some(0),
         ..formats::FormatArgs::default()
     }
 }

@@ -9,11 +9,15 @@
 //! * `validators`: each rule of each format, with the index and path it names;
 //! * `errors`: codes, and details that never carry content;
 //! * `properties`: random provider transcripts, budgets and policies;
+//! * `realworld`: the tau-bench runs of `../shared/realworld`, replayed call by call;
+//! * `repairs`: whole-prompt counts and `repair`, rule by rule;
 //! * `bpe` (feature `bpe`): BPE counts against tiktoken-rs's own.
 
 mod compaction;
 mod errors;
 mod properties;
+mod realworld;
+mod repairs;
 mod roundtrip;
 mod validators;
 
