@@ -33,6 +33,7 @@ Failures raise :class:`FormatCompactionError`, whose ``code`` is the CLI's stabl
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -334,8 +335,7 @@ def compact_batch(
     }
     kind = type(requests).__module__.split(".")[0]
     if kind == "pyarrow":
-        import pyarrow as pa  # only when given one
-
+        pa = importlib.import_module("pyarrow")  # only when given one, so never required
         items = requests.to_pylist()
         outputs = _batch_texts(items, format, max_tokens, options)
         if pa.types.is_binary(requests.type) or pa.types.is_large_binary(requests.type):
@@ -344,8 +344,7 @@ def compact_batch(
             [None if o is None else o.decode() for o in outputs], type=requests.type
         )
     if kind == "pandas":
-        import pandas as pd  # only when given one
-
+        pd = importlib.import_module("pandas")
         items = requests.tolist()
         texts = _as_inputs(items, _batch_texts(items, format, max_tokens, options))
         return pd.Series(texts, index=requests.index, name=requests.name, dtype=object)
@@ -409,8 +408,7 @@ class BatchCompactor:
             out = dict(batch)
             column = batch[self.column]
             if type(column).__module__.split(".")[0] == "numpy":
-                import numpy as np  # only when given one
-
+                np = importlib.import_module("numpy")
                 out[self.column] = np.array(self.compact(column.tolist()), dtype=object)
             else:
                 out[self.column] = self.compact(column)
