@@ -21,9 +21,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use cutctx::formats::{
-    EstimatorSpec, Format, FormatError, PromptCount, ProviderTranscript, Repair, is_repairable,
-};
+use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript, is_repairable};
 use cutctx::model::details;
 use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
 use serde_json::Value;
@@ -303,12 +301,12 @@ fn compact_text(
             )
         })?
     };
-    let report = report_text(
+    let report = cutctx::formats::report_text(
         &plan,
         &out.report,
         &count,
         max_tokens,
-        args.repair.then_some(&repairs),
+        args.repair.then_some(repairs.as_slice()),
     );
     let repairs = repairs
         .iter()
@@ -355,42 +353,8 @@ fn compact_text(
     })
 }
 
-/// The `--report` text: `{"plan", "report"}`, with `"prompt"` when the tools or an output
-/// reserve take part of `max_tokens` (so that requests without them keep their report's
-/// bytes) and `"repairs"` when repair was asked for.
-fn report_text(
-    plan: &CompactionPlan,
-    report: &cutctx::CompactionReport,
-    count: &PromptCount,
-    max_tokens: u64,
-    repairs: Option<&Vec<Repair>>,
-) -> String {
-    let mut text = format!("{{\"plan\":{}", plan.canonical_json());
-    if count.tools > 0 || count.reserve > 0 {
-        let prompt = serde_json::json!({
-            "max_tokens": max_tokens,
-            "tools_tokens": count.tools,
-            "reserve_tokens": count.reserve,
-            "turn_budget": max_tokens.saturating_sub(count.tools + count.reserve),
-            "tokens_before": count.tools + count.reserve + plan.tokens_before,
-            "tokens_after_estimate": count.tools + count.reserve + plan.tokens_after_estimate,
-        });
-        text.push_str(",\"prompt\":");
-        text.push_str(&cutctx::model::canonical::canonical_json_value(&prompt));
-    }
-    if let Some(repairs) = repairs {
-        let list = Value::Array(repairs.iter().map(Repair::to_json).collect());
-        text.push_str(",\"repairs\":");
-        text.push_str(&cutctx::model::canonical::canonical_json_value(&list));
-    }
-    text.push_str(",\"report\":");
-    text.push_str(&report.canonical_json());
-    text.push_str("}\n");
-    text
-}
-
 /// `cutctx estimate --format F`: the request's prompt, part by part (see
-/// [`PromptCount::to_json`]), as canonical JSON and a newline. `reserve` defaults to the
+/// `cutctx::formats::PromptCount::to_json`), as canonical JSON and a newline. `reserve` defaults to the
 /// request's own output limit; `estimator` as for `compact --format`; with `repair`, the
 /// repaired request is counted.
 ///

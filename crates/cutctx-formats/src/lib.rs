@@ -111,7 +111,7 @@ pub use estimate::{BpeEncoding, EstimatorSpec};
 use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 pub use named::{POLICY_NAMES, policy_named};
-pub use prompt::{PromptCount, TurnCount};
+pub use prompt::{PromptCount, TurnCount, report_text};
 pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use validate::{Rule, Violation, validate};
 

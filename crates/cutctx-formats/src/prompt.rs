@@ -11,6 +11,7 @@
 use cutctx_model::{CompactionError, Role, Transcript, details};
 use serde_json::{Map, Value};
 
+use crate::Repair;
 use crate::validate::{Rule, Violation};
 use crate::{Format, FormatError};
 
@@ -197,4 +198,39 @@ pub(crate) fn requested_output(
         }
     }
     Ok(None)
+}
+
+/// The report of a provider compaction, as the command line's `--report` file and the Python
+/// package write it, canonical JSON and a newline: `{"plan", "report"}`, with `"prompt"` when the tools or an output
+/// reserve take part of `max_tokens` (so that requests without them keep their report's
+/// bytes) and `"repairs"` when repair was asked for.
+pub fn report_text(
+    plan: &cutctx_invariants::CompactionPlan,
+    report: &cutctx_model::CompactionReport,
+    count: &PromptCount,
+    max_tokens: u64,
+    repairs: Option<&[Repair]>,
+) -> String {
+    let mut text = format!("{{\"plan\":{}", plan.canonical_json());
+    if count.tools > 0 || count.reserve > 0 {
+        let prompt = serde_json::json!({
+            "max_tokens": max_tokens,
+            "tools_tokens": count.tools,
+            "reserve_tokens": count.reserve,
+            "turn_budget": max_tokens.saturating_sub(count.tools + count.reserve),
+            "tokens_before": count.tools + count.reserve + plan.tokens_before,
+            "tokens_after_estimate": count.tools + count.reserve + plan.tokens_after_estimate,
+        });
+        text.push_str(",\"prompt\":");
+        text.push_str(&cutctx_model::canonical::canonical_json_value(&prompt));
+    }
+    if let Some(repairs) = repairs {
+        let list = Value::Array(repairs.iter().map(Repair::to_json).collect());
+        text.push_str(",\"repairs\":");
+        text.push_str(&cutctx_model::canonical::canonical_json_value(&list));
+    }
+    text.push_str(",\"report\":");
+    text.push_str(&report.canonical_json());
+    text.push_str("}\n");
+    text
 }

@@ -219,6 +219,8 @@ fn require_summaries(
 struct Planned {
     pt: ProviderTranscript,
     plan: CompactionPlan,
+    /// The whole prompt's parts.
+    count: cutctx::formats::PromptCount,
 }
 
 fn plan(text: &str, o: &Options) -> Result<Planned, Failure> {
@@ -236,11 +238,14 @@ fn plan(text: &str, o: &Options) -> Result<Planned, Failure> {
     // The document is handed over, not copied: the transcript keeps it, and applying the plan
     // moves its kept messages into the output (as the command line does).
     let pt = ProviderTranscript::from_document_with(o.format, document, estimator.as_ref())?;
+    // The whole prompt, as the command line counts it: tools and the request's own output
+    // limit come out of max_tokens before the turns are planned.
+    let count = pt.prompt_count(pt.requested_output()?.unwrap_or(0));
+    let turn_budget = count.turn_budget(o.max_tokens)?;
     let policy = policy(o, spec)?;
-    let budget =
-        CompactionBudget::new(o.max_tokens).with_protected_recent_turns(o.protected_recent);
+    let budget = CompactionBudget::new(turn_budget).with_protected_recent_turns(o.protected_recent);
     let plan = policy.decide(pt.transcript(), &budget)?;
-    Ok(Planned { pt, plan })
+    Ok(Planned { pt, plan, count })
 }
 
 /// serde_json appends " at line L column C"; the details carry those already.
@@ -259,6 +264,7 @@ fn finish(
 ) -> Result<(String, String), Failure> {
     require_summaries(&p.plan, summaries)?;
     let turns = p.pt.transcript().len();
+    let count = p.count.clone();
     let out = p.pt.apply_into(&p.plan, summaries)?;
     let unchanged = out.report.kept_turn_ids.len() == turns;
     let output = if unchanged {
@@ -281,11 +287,7 @@ fn finish(
             )
         })? + "\n"
     };
-    let report = format!(
-        "{{\"plan\":{},\"report\":{}}}\n",
-        p.plan.canonical_json(),
-        out.report.canonical_json()
-    );
+    let report = cutctx::formats::report_text(&p.plan, &out.report, &count, o.max_tokens, None);
     Ok((output, report))
 }
 

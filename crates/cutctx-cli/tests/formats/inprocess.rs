@@ -255,3 +255,120 @@ fn compact_inputs_give_compact_outputs_and_pretty_ones_pretty() {
     let out = formats::compact(&a, &example("openai-chat"), None).expect("compacts");
     assert!(out.output.matches('\n').count() > 10);
 }
+
+/// An Anthropic request whose one tool has a 40,000-character description.
+fn big_tool_request() -> String {
+    json!({
+        "model": "claude",
+        "max_tokens": 256,
+        "system": "Be brief.",
+        "tools": [{"name": "lookup", "description": "d".repeat(40_000), "input_schema": {"type": "object"}}],
+        "messages": [
+            {"role": "user", "content": "first question ".repeat(200)},
+            {"role": "assistant", "content": "first answer ".repeat(200)},
+            {"role": "user", "content": "second question"},
+        ]
+    })
+    .to_string()
+}
+
+#[test]
+fn tools_count_against_the_budget_and_too_small_a_budget_is_unsatisfiable() {
+    let text = big_tool_request();
+    let e = formats::compact(&args(FormatName::Anthropic, 500), &text, None)
+        .expect_err("the tools alone exceed 500");
+    assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
+    assert_eq!(e.exit_status(), 3);
+    assert_eq!(e.details["max_tokens"], 500);
+    assert_eq!(e.details["tools_tokens"], 10_018);
+    // The request's own max_tokens is the default reserve.
+    let mut a = args(FormatName::Anthropic, 11_000);
+    a.reserve_output = None;
+    a.protected_recent = Some(1);
+    a.policy = Some("drop_oldest".into());
+    let out = formats::compact(&a, &text, None).expect("compacts");
+    let report = json(&out.report);
+    assert_eq!(report["prompt"]["tools_tokens"], 10_018);
+    assert_eq!(report["prompt"]["reserve_tokens"], 256);
+    assert_eq!(report["prompt"]["turn_budget"], 11_000 - 10_018 - 256);
+    assert_eq!(report["plan"]["budget_unmet"], false);
+    assert!(report["prompt"]["tokens_after_estimate"].as_u64() <= Some(11_000));
+    // The messages alone (about 1,400 tokens) fit 11,000: the tools make the first one go.
+    assert_eq!(report["report"]["dropped_turn_ids"], json!(["m0"]));
+    validate(Format::Anthropic, &json(&out.output)).expect("valid");
+}
+
+#[test]
+fn estimate_prints_every_part_canonically() {
+    let text = big_tool_request();
+    let out = formats::estimate(FormatName::Anthropic, None, None, false, &text).expect("counts");
+    let v = json(&out);
+    assert_eq!(v["tools"], 10_018);
+    assert_eq!(v["reserve"], 256);
+    assert_eq!(v["system"], 3);
+    let turns: Vec<&str> = v["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| t["turn_id"].as_str().expect("id"))
+        .collect();
+    assert_eq!(turns, ["system", "m0", "m1", "m2"]);
+    let sum: u64 = v["turns"]
+        .as_array()
+        .expect("turns")
+        .iter()
+        .map(|t| t["tokens"].as_u64().expect("n"))
+        .sum();
+    assert_eq!(v["total"].as_u64(), Some(10_018 + 256 + sum));
+    assert_eq!(
+        out,
+        format!("{}\n", cutctx::model::canonical::canonical_json_value(&v))
+    );
+    let zero =
+        formats::estimate(FormatName::Anthropic, None, Some(0), false, &text).expect("counts");
+    assert_eq!(json(&zero)["reserve"], 0);
+}
+
+#[test]
+fn an_invalid_history_names_the_repair_flag_and_repair_reports_each_drop() {
+    let text = json!({"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "user", "content": "well?"}
+    ]})
+    .to_string();
+    let e = formats::compact(&args(FormatName::OpenAiChat, 1_000), &text, None)
+        .expect_err("an unanswered call");
+    assert_eq!(e.code, "FORMAT_INVALID_REQUEST");
+    assert!(e.message.contains("--repair"), "{}", e.message);
+    assert_eq!(e.details["hint"], "--repair");
+    assert_eq!(e.details["index"], 1);
+    let mut a = args(FormatName::OpenAiChat, 1_000);
+    a.repair = true;
+    let out = formats::compact(&a, &text, None).expect("repaired");
+    assert_eq!(
+        json(&out.output)["messages"].as_array().map(Vec::len),
+        Some(2)
+    );
+    assert_eq!(
+        json(&out.report)["repairs"],
+        json!([
+            {"kind": "dropped_call", "position": 1, "id": "c1"},
+            {"kind": "dropped_empty_message", "position": 1, "id": null}
+        ])
+    );
+    assert_eq!(
+        out.repairs,
+        [
+            "cutctx: repair: dropped_call at position 1 (id \"c1\")",
+            "cutctx: repair: dropped_empty_message at position 1"
+        ]
+    );
+    // Requests without tools, reserve or repair keep their report's keys.
+    let plain = json!([{"role": "user", "content": "x"}]).to_string();
+    let plain = formats::compact(&args(FormatName::OpenAiChat, 1_000), &plain, None).expect("fits");
+    let report = json(&plain.report);
+    let keys: Vec<&String> = report.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["plan", "report"]);
+}

@@ -31,7 +31,7 @@ fn tools_count_with_the_turns_estimator_and_the_fixed_parts_can_be_unsatisfiable
     let pt = ProviderTranscript::parse(Format::Anthropic, &request).expect("valid");
     assert_eq!(pt.requested_output().expect("an integer"), Some(64));
     let count = pt.prompt_count(64);
-    // 40,072 characters of canonical JSON, four a token.
+    // 40,069 characters of canonical JSON, four a token.
     assert_eq!(count.tools, 10_018);
     assert_eq!((count.system, count.messages, count.reserve), (3, 3, 64));
     assert_eq!(count.total, 10_018 + 3 + 3 + 64);
