@@ -132,6 +132,45 @@ pub fn compact(
         Cow::Borrowed(input_text),
         summaries_text,
         Release::Free,
+        false,
+    )
+    .map(|d| d.output)
+}
+
+/// What [`compact_detailed`] returns: the outputs of [`compact`], the report's figures, and,
+/// when asked for, what a receipt is made of.
+#[derive(Debug, Clone)]
+pub struct Detailed {
+    /// What `cutctx compact --format` writes.
+    pub output: FormatOutput,
+    /// Whether every turn was kept, so that the output is the input itself.
+    pub unchanged: bool,
+    /// The request's estimated tokens.
+    pub tokens_before: u64,
+    /// The compacted request's estimated tokens.
+    pub tokens_after: u64,
+    /// The request's transcript and the compacted view with its report, for a receipt.
+    pub compaction: Option<(cutctx::Transcript, cutctx::CompactedTranscript)>,
+}
+
+/// As [`compact`], with the report's figures and, when `keep_compaction` is set, the request's
+/// transcript and the compacted view (for `cutctx batch`, which counts and receipts each line).
+///
+/// # Errors
+///
+/// As [`compact`].
+pub fn compact_detailed(
+    args: &FormatArgs,
+    input_text: &str,
+    summaries_text: Option<&str>,
+    keep_compaction: bool,
+) -> Result<Detailed, CliError> {
+    compact_text(
+        args,
+        Cow::Borrowed(input_text),
+        summaries_text,
+        Release::Free,
+        keep_compaction,
     )
 }
 
@@ -157,7 +196,9 @@ pub fn compact_owned(
         Cow::Owned(input_text),
         summaries_text,
         Release::AtExit,
+        false,
     )
+    .map(|d| d.output)
 }
 
 /// What becomes of the compacted tree once its text is written.
@@ -174,7 +215,8 @@ fn compact_text(
     input_text: Cow<'_, str>,
     summaries_text: Option<&str>,
     release: Release,
-) -> Result<FormatOutput, CliError> {
+    keep_compaction: bool,
+) -> Result<Detailed, CliError> {
     let format: Format = args
         .format
         .ok_or_else(|| usage("compact --format needs a format", "format"))?
@@ -216,6 +258,8 @@ fn compact_text(
     };
     require_summaries(&plan, &summaries)?;
     let turns = pt.transcript().len();
+    // Shares the turns' text with the request's transcript: a copy of the turn list only.
+    let input_transcript = keep_compaction.then(|| pt.transcript().clone());
     // The transcript is consumed: its kept messages move into the output, not copied.
     let out = pt.apply_into(&plan, &summaries).map_err(from_format)?;
     // A repaired request is never the input byte for byte.
@@ -277,16 +321,35 @@ fn compact_text(
             )
         })
         .collect();
-    if release == Release::AtExit {
-        // The command writes the output and exits, and the process's end returns the tree's
-        // memory at once, where freeing it node by node costs a tenth of the run on a large
-        // request. Forgetting is safe: the output is already text.
-        std::mem::forget(out);
-    }
-    Ok(FormatOutput {
-        output,
-        report,
-        repairs,
+    let (tokens_before, tokens_after) =
+        (out.report.tokens_before, out.report.tokens_after_estimate);
+    let compaction = match input_transcript {
+        Some(input) => Some((
+            input,
+            cutctx::CompactedTranscript {
+                transcript: out.view,
+                report: out.report,
+            },
+        )),
+        None if release == Release::AtExit => {
+            // The command writes the output and exits, and the process's end returns the
+            // tree's memory at once, where freeing it node by node costs a tenth of the run on
+            // a large request. Forgetting is safe: the output is already text.
+            std::mem::forget(out);
+            None
+        }
+        None => None,
+    };
+    Ok(Detailed {
+        output: FormatOutput {
+            output,
+            report,
+            repairs,
+        },
+        unchanged,
+        tokens_before,
+        tokens_after,
+        compaction,
     })
 }
 

@@ -104,6 +104,9 @@ enum Command {
         #[command(flatten)]
         args: cutctx_cli::session::ReplayArgs,
     },
+    /// Compact a JSONL file of provider requests, one per line, on every core: one output line
+    /// per input line, in order (`null` for a line that failed). Exit 1 when any line failed.
+    Batch(cutctx_cli::batch::BatchArgs),
     /// Compaction receipts for any compactor's work.
     Receipt {
         #[command(subcommand)]
@@ -192,6 +195,14 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Command::Batch(args) = &cli.command {
+        let status = cutctx_cli::batch::run_command(
+            args,
+            cli.error_format == ErrorFormat::Json,
+            &cutctx::ledger::SystemClock,
+        );
+        return status.map_or_else(|err| fail(cli.error_format, &err), ExitCode::from);
+    }
     let delivered = run(&cli.command).and_then(|(status, out)| {
         let delivery = output::deliver(&mut std::io::stdout().lock(), out.as_bytes());
         // As the request: the exit reclaims the output whole.
@@ -203,17 +214,20 @@ fn main() -> ExitCode {
         // A closed pipe is the reader's choice: no message, only the status a shell gives a
         // program the closed pipe ended, so `set -o pipefail` still sees the output unread.
         Ok((_, Delivery::ReaderGone)) => ExitCode::from(output::CLOSED_PIPE_STATUS),
-        Err(err) => {
-            let line = match cli.error_format {
-                ErrorFormat::Text => format!("error[{}]: {}\n", err.code, err.message),
-                ErrorFormat::Json => format!("{}\n", err.to_json_line()),
-            };
-            // Standard error is the last channel: when it fails too, the exit status still
-            // says what happened, and panicking would only replace it with 101.
-            let _ = std::io::stderr().lock().write_all(line.as_bytes());
-            ExitCode::from(err.exit_status())
-        }
+        Err(err) => fail(cli.error_format, &err),
     }
+}
+
+/// Reports `err` on standard error in `format`; its exit status.
+fn fail(format: ErrorFormat, err: &CliError) -> ExitCode {
+    let line = match format {
+        ErrorFormat::Text => format!("error[{}]: {}\n", err.code, err.message),
+        ErrorFormat::Json => format!("{}\n", err.to_json_line()),
+    };
+    // Standard error is the last channel: when it fails too, the exit status still says what
+    // happened, and panicking would only replace it with 101.
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
+    ExitCode::from(err.exit_status())
 }
 
 /// Runs one command: its exit status (0, or 1 for a ledger that does not verify) and output.
@@ -319,6 +333,10 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
         Command::Ledger {
             command: LedgerCommand::Head { file },
         } => ledger::ledger_head(file, &clock).map(ok),
+        // Streams its own output; `main` runs it before this.
+        Command::Batch(args) => {
+            cutctx_cli::batch::run_command(args, false, &clock).map(|s| (s, String::new()))
+        }
     }
 }
 

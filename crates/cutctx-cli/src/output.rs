@@ -42,7 +42,7 @@ fn kind_name(kind: ErrorKind) -> String {
 }
 
 /// An [`OUTPUT_ERROR`] for writing `target` (`stdout`, `report`), at `path` for a file.
-fn output_error(target: &str, path: Option<&Path>, e: &std::io::Error) -> CliError {
+pub(crate) fn output_error(target: &str, path: Option<&Path>, e: &std::io::Error) -> CliError {
     let mut details = cutctx::model::details! { "target" => target, "kind" => kind_name(e.kind()) };
     let message = match path {
         Some(p) => {
@@ -117,6 +117,98 @@ fn write_atomically_with(
         let _ = std::fs::remove_file(&temporary);
     }
     result
+}
+
+/// A file written piece by piece and put in place whole: its content goes to a temporary file
+/// beside it, which [`AtomicFile::commit`] syncs and renames over the path. Dropped without
+/// a commit, it removes the temporary file and leaves the path as it was.
+///
+/// A path that exists and is not a regular file (a terminal, a pipe, `/dev/stderr`) cannot be
+/// replaced by a rename without destroying it: it is written directly instead.
+#[derive(Debug)]
+pub struct AtomicFile {
+    path: PathBuf,
+    /// `None` when the path is written directly.
+    temporary: Option<PathBuf>,
+    file: Option<std::io::BufWriter<File>>,
+}
+
+impl AtomicFile {
+    /// Starts replacing the file at `path`.
+    ///
+    /// # Errors
+    ///
+    /// The path, and the error, when the temporary file cannot be created beside it.
+    pub fn create(path: &Path) -> Result<Self, (PathBuf, std::io::Error)> {
+        let fail = |e| (path.to_owned(), e);
+        if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+            let file = OpenOptions::new().write(true).open(path).map_err(fail)?;
+            return Ok(Self {
+                path: path.to_owned(),
+                temporary: None,
+                file: Some(std::io::BufWriter::new(file)),
+            });
+        }
+        let name = path.file_name().ok_or_else(|| {
+            fail(std::io::Error::new(
+                ErrorKind::IsADirectory,
+                "the path names a directory",
+            ))
+        })?;
+        let dir = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        };
+        let (temporary, file) = create_temporary(&dir, &name.to_string_lossy()).map_err(fail)?;
+        Ok(Self {
+            path: path.to_owned(),
+            temporary: Some(temporary),
+            file: Some(std::io::BufWriter::new(file)),
+        })
+    }
+
+    /// Appends `bytes` to the content.
+    ///
+    /// # Errors
+    ///
+    /// The path, and the error, when the temporary file cannot be written.
+    pub fn write_all(&mut self, bytes: &[u8]) -> Result<(), (PathBuf, std::io::Error)> {
+        match self.file.as_mut() {
+            Some(f) => f.write_all(bytes).map_err(|e| (self.path.clone(), e)),
+            None => Err((self.path.clone(), ErrorKind::BrokenPipe.into())),
+        }
+    }
+
+    /// Flushes and syncs the content and renames it over the path.
+    ///
+    /// # Errors
+    ///
+    /// The path, and the error, when any step fails; the temporary file is then removed.
+    pub fn commit(mut self) -> Result<(), (PathBuf, std::io::Error)> {
+        let file = self.file.take();
+        let result = match file {
+            Some(f) => f
+                .into_inner()
+                .map_err(std::io::IntoInnerError::into_error)
+                .and_then(|f| match &self.temporary {
+                    Some(temporary) => f
+                        .sync_all()
+                        .and_then(|()| std::fs::rename(temporary, &self.path)),
+                    None => Ok(()),
+                }),
+            None => Err(ErrorKind::BrokenPipe.into()),
+        };
+        result.map_err(|e| (self.path.clone(), e))
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        // Committed files have no temporary left; any other leaves nothing behind either.
+        if let Some(temporary) = &self.temporary {
+            let _ = std::fs::remove_file(temporary);
+        }
+    }
 }
 
 /// Creates a new temporary file `.NAME.tmp-<pid>` (then `-1`, `-2`, … if taken) in `dir`;

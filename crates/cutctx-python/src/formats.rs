@@ -442,6 +442,7 @@ fn compact_json<'py>(
 pub fn register(py: Python<'_>, m: &Bound<'_, PyModule>) -> PyResult<()> {
     let sub = PyModule::new(py, "formats")?;
     sub.add_function(wrap_pyfunction!(compact_json, &sub)?)?;
+    crate::batch::register(&sub)?;
     sub.add(
         "FormatCompactionError",
         py.get_type::<FormatCompactionError>(),

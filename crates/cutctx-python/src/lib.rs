@@ -15,6 +15,7 @@
 
 #![deny(unsafe_code)]
 
+mod batch;
 pub mod formats;
 mod invariants;
 mod plan;

@@ -33,8 +33,9 @@ Failures raise :class:`FormatCompactionError`, whose ``code`` is the CLI's stabl
 
 from __future__ import annotations
 
+import importlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -44,9 +45,11 @@ __all__ = [
     "DEFAULT_PROMPT_ID",
     "FORMATS",
     "POLICIES",
+    "BatchCompactor",
     "CompactedRequest",
     "FormatCompactionError",
     "compact",
+    "compact_batch",
     "compact_json",
     "compact_json_with_report",
 ]
@@ -269,3 +272,161 @@ def _error(code: str, message: str, details: dict[str, Any]) -> FormatCompaction
     e = FormatCompactionError(message)
     e.code, e.message, e.details = code, message, details
     return e
+
+
+def _batch_texts(
+    requests: Sequence[str | bytes],
+    format: Format,
+    max_tokens: int,
+    options: Mapping[str, Any],
+) -> list[bytes | None]:
+    """Each request's compacted JSON (no final newline), or ``None`` where it failed."""
+    outputs, _errors = _core.compact_batch_json(
+        list(requests), format, _count(max_tokens, "max_tokens"), **options
+    )
+    return outputs
+
+
+def compact_batch(
+    requests: Any,
+    format: Format,
+    max_tokens: int,
+    *,
+    protected_recent_turns: int = 4,
+    policy: Policy = "default_chain",
+    prompt_id: str | None = None,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> Any:
+    """Compact a batch of provider requests held as JSON text; return the batch compacted.
+
+    Each output is what ``cutctx batch`` writes on that request's line, without the newline:
+    byte for byte ``cutctx compact --format FORMAT`` on it (the same function runs). A request
+    that fails becomes ``None`` (``cutctx batch`` writes ``null``); the others go on. The
+    whole batch is compacted in Rust without the interpreter lock, one request after another:
+    parallelism is the caller's (Ray Data's or Spark's workers, or threads).
+
+    Args:
+        requests: A list (or any sequence) of ``str`` or ``bytes``, a ``pyarrow`` array or
+            chunked array of strings or binaries, or a ``pandas`` Series of them.
+        format, max_tokens, protected_recent_turns, policy, prompt_id, estimator: As for
+            :func:`compact_json`.
+        reserve_output: Tokens kept free for the reply (default: the request's own limit).
+        repair: Drop what makes a history invalid (orphaned calls or results, ...) first.
+
+    Returns:
+        The same kind as ``requests``: a list of ``str``/``bytes`` (each as its input was),
+        a ``pyarrow`` array of the input's type, or a ``pandas`` Series with the same index
+        and name, with ``None`` where a request failed.
+
+    >>> compact_batch(['[{"role": "user", "content": "Hi"}]', "{"], "openai-chat", 50)
+    ['[{"role": "user", "content": "Hi"}]', None]
+    """
+    options: dict[str, Any] = {
+        "protected_recent_turns": _count(protected_recent_turns, "protected_recent_turns"),
+        "policy": policy,
+        "prompt_id": prompt_id,
+        "estimator": estimator,
+        "reserve_output": None
+        if reserve_output is None
+        else _count(reserve_output, "reserve_output"),
+        "repair": bool(repair),
+    }
+    kind = type(requests).__module__.split(".")[0]
+    if kind == "pyarrow":
+        pa = importlib.import_module("pyarrow")  # only when given one, so never required
+        items = requests.to_pylist()
+        outputs = _batch_texts(items, format, max_tokens, options)
+        if pa.types.is_binary(requests.type) or pa.types.is_large_binary(requests.type):
+            return pa.array(outputs, type=requests.type)
+        return pa.array(
+            [None if o is None else o.decode() for o in outputs], type=requests.type
+        )
+    if kind == "pandas":
+        pd = importlib.import_module("pandas")
+        items = requests.tolist()
+        texts = _as_inputs(items, _batch_texts(items, format, max_tokens, options))
+        return pd.Series(texts, index=requests.index, name=requests.name, dtype=object)
+    items = list(requests)
+    return _as_inputs(items, _batch_texts(items, format, max_tokens, options))
+
+
+def _as_inputs(items: Sequence[Any], outputs: Sequence[bytes | None]) -> list[Any]:
+    """Each output as its input was: ``str`` for a ``str``, ``bytes`` otherwise."""
+    return [
+        None if out is None else out.decode() if isinstance(item, str) else out
+        for item, out in zip(items, outputs, strict=True)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCompactor:
+    """A picklable batch function: Ray Data's ``map_batches`` and Spark's ``mapInPandas``.
+
+    It holds only its options (no client, no cache, no global state), so every worker that
+    unpickles it compacts the same way. Called on a batch, it replaces ``column`` (JSON
+    requests) with the compacted requests (``None`` where one failed, see
+    :func:`compact_batch`) and leaves the other columns as they are.
+
+    >>> compactor = BatchCompactor("openai-chat", 50, column="text")
+    >>> compactor({"text": ['[{"role": "user", "content": "Hi"}]']})["text"]
+    ['[{"role": "user", "content": "Hi"}]']
+
+    Ray Data: ``ds.map_batches(BatchCompactor("openai-chat", 8000, column="text"))``; Spark:
+    ``df.mapInPandas(BatchCompactor(...).map_in_pandas, schema=df.schema)``.
+    """
+
+    format: Format
+    max_tokens: int
+    column: str = "request"
+    protected_recent_turns: int = 4
+    policy: Policy = "default_chain"
+    prompt_id: str | None = None
+    estimator: str | None = None
+    reserve_output: int | None = None
+    repair: bool = False
+
+    def compact(self, requests: Any) -> Any:
+        """:func:`compact_batch` of ``requests`` with this compactor's options."""
+        return compact_batch(
+            requests,
+            self.format,
+            self.max_tokens,
+            protected_recent_turns=self.protected_recent_turns,
+            policy=self.policy,
+            prompt_id=self.prompt_id,
+            estimator=self.estimator,
+            reserve_output=self.reserve_output,
+            repair=self.repair,
+        )
+
+    def __call__(self, batch: Any) -> Any:
+        """A batch with ``column`` compacted: a dict of columns (Ray's numpy or default
+        format), a pandas DataFrame, or a pyarrow Table; the same kind comes back."""
+        if isinstance(batch, Mapping):
+            out = dict(batch)
+            column = batch[self.column]
+            if type(column).__module__.split(".")[0] == "numpy":
+                np = importlib.import_module("numpy")
+                out[self.column] = np.array(self.compact(column.tolist()), dtype=object)
+            else:
+                out[self.column] = self.compact(column)
+            return out
+        kind = type(batch).__module__.split(".")[0]
+        if kind == "pandas":
+            frame = batch.copy()
+            frame[self.column] = self.compact(batch[self.column])
+            return frame
+        if kind == "pyarrow":
+            index = batch.schema.get_field_index(self.column)
+            return batch.set_column(index, self.column, self.compact(batch[self.column]))
+        raise TypeError(
+            f"a batch must be a mapping of columns, a pandas DataFrame or a pyarrow Table; "
+            f"got {type(batch).__name__}"
+        )
+
+    def map_in_pandas(self, frames: Iterable[Any]) -> Iterator[Any]:
+        """Spark's ``mapInPandas`` form: each DataFrame with ``column`` compacted."""
+        for frame in frames:
+            yield self(frame)

@@ -1,4 +1,4 @@
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -57,3 +57,29 @@ def compact_json_with_report(
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
 ) -> tuple[bytes, bytes]: ...
+def compact_batch(
+    requests: Any,
+    format: Format,
+    max_tokens: int,
+    *,
+    protected_recent_turns: int = 4,
+    policy: Policy = "default_chain",
+    prompt_id: str | None = None,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> Any: ...
+@dataclass(frozen=True, slots=True)
+class BatchCompactor:
+    format: Format
+    max_tokens: int
+    column: str = "request"
+    protected_recent_turns: int = 4
+    policy: Policy = "default_chain"
+    prompt_id: str | None = None
+    estimator: str | None = None
+    reserve_output: int | None = None
+    repair: bool = False
+    def compact(self, requests: Any) -> Any: ...
+    def __call__(self, batch: Any) -> Any: ...
+    def map_in_pandas(self, frames: Iterable[Any]) -> Iterator[Any]: ...

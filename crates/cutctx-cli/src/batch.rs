@@ -1,0 +1,517 @@
+//! `cutctx batch`: one provider request per line of a JSONL file, compacted on every core, one
+//! output line per input line in the input's order.
+//!
+//! Each line goes through [`formats::compact_detailed`], the function behind `cutctx compact
+//! --format`, so an output line is exactly what that command prints for the line's request
+//! (the request alone; a request that fits comes back byte for byte). A line that fails
+//! becomes `null`, so output line N always answers input line N; its error goes to
+//! `--errors FILE` as `{"code", "details", "line", "message"}`, never with content.
+//!
+//! The work is a bounded pipeline on scoped threads: a reader splits lines, `--jobs` workers
+//! compact them, and the writer puts results back in order. A line is only read once a slot of
+//! a fixed window is free, and a slot is freed only when its line has been written, so at most
+//! [`window`] lines are held at once whatever the file's size. Input compressed with gzip or
+//! zstd (recognised by its first bytes, so standard input too) is decompressed as it is read.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, ErrorKind, IsTerminal, Read, Write};
+use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
+
+use cutctx::ledger::Ledger;
+use cutctx::model::details;
+use cutctx::receipts::Clock;
+use cutctx::receipts::transcript::{default_compactor, receipt_for_compaction};
+use serde_json::Value;
+
+use crate::formats::{self, Detailed, FormatArgs};
+use crate::output::{self, CLOSED_PIPE_STATUS};
+use crate::{CliError, USAGE_ERROR};
+
+/// The exit status when the run completed but at least one line failed (see `--errors`).
+pub const SOME_LINES_FAILED_STATUS: u8 = 1;
+
+/// The options of `cutctx batch`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct BatchArgs {
+    /// The JSONL file of requests (`.gz` and `.zst` read directly), or `-` for standard input.
+    pub input: PathBuf,
+    /// The format, budget, policy and summaries, as `cutctx compact --format` takes them.
+    #[command(flatten)]
+    pub format: FormatArgs,
+    /// How many lines are compacted at once (default: every core).
+    #[arg(long)]
+    pub jobs: Option<NonZeroUsize>,
+    /// Write one JSON line per failed input line to this file: `{"code", "details", "line",
+    /// "message"}` (replaced atomically at the end of the run).
+    #[arg(long)]
+    pub errors: Option<PathBuf>,
+    /// Append one receipt per compacted line (not for unchanged or failed ones) to this ledger.
+    #[arg(long)]
+    pub ledger: Option<PathBuf>,
+    /// The compactor the receipts name (default `cutctx/<version>`).
+    #[arg(long, requires = "ledger")]
+    pub compactor: Option<String>,
+}
+
+/// What a run did, line by line, as the summary reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Lines read.
+    pub lines: u64,
+    /// Lines whose request was compacted.
+    pub compacted: u64,
+    /// Lines whose request already fitted, written back as they were.
+    pub unchanged: u64,
+    /// Lines that failed, written as `null`.
+    pub failed: u64,
+    /// Estimated tokens of the requests that did not fail, before.
+    pub tokens_before: u64,
+    /// Their estimated tokens after.
+    pub tokens_after: u64,
+}
+
+impl Summary {
+    /// One line for people: `N lines: C compacted, U unchanged, F failed; tokens B -> A`.
+    #[must_use]
+    pub fn text(&self) -> String {
+        format!(
+            "{} lines: {} compacted, {} unchanged, {} failed; tokens {} -> {}",
+            self.lines,
+            self.compacted,
+            self.unchanged,
+            self.failed,
+            self.tokens_before,
+            self.tokens_after
+        )
+    }
+
+    /// The same as canonical JSON (keys sorted), for programs.
+    #[must_use]
+    pub fn json(&self) -> String {
+        cutctx::model::canonical::canonical_json_value(&serde_json::json!({
+            "lines": self.lines,
+            "compacted": self.compacted,
+            "unchanged": self.unchanged,
+            "failed": self.failed,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+        }))
+    }
+}
+
+/// Where a run's lines come from and its results go, beside the options.
+pub struct Io<'a> {
+    /// The input, decompressed or not ([`open_input`] recognises compression).
+    pub input: Box<dyn BufRead + Send + 'a>,
+    /// The output lines.
+    pub output: &'a mut dyn Write,
+    /// Stamps the ledger's receipts.
+    pub clock: &'a dyn Clock,
+    /// Called with the summary so far now and then, for a progress bar.
+    pub progress: Option<&'a mut dyn FnMut(&Summary)>,
+}
+
+/// How many lines may be in flight at once (read and not yet written) for `jobs` workers.
+#[must_use]
+pub fn window(jobs: NonZeroUsize) -> usize {
+    jobs.get().saturating_mul(4)
+}
+
+/// How a run ended when it did not fail as a whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    /// Every line was read and answered.
+    Complete(Summary),
+    /// The output's reader closed the pipe; the run stopped there.
+    ReaderGone(Summary),
+}
+
+/// One line's outcome, from a worker to the writer.
+type Outcome = Result<Detailed, CliError>;
+
+/// Runs `cutctx batch` over `io`: the summary, or the error that stopped the whole run.
+///
+/// # Errors
+///
+/// `USAGE_ERROR` without `--format` or `--max-tokens`, or with `--report`; `INPUT_ERROR` when
+/// the input or the summaries cannot be read (lines already written stay written; the exit
+/// status disowns them); `OUTPUT_ERROR` when the output or the `--errors` file cannot be
+/// written. A line's own failure is not an error of the run.
+pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
+    let usage = |message: &str, option: &str| CliError {
+        code: USAGE_ERROR,
+        message: message.to_owned(),
+        details: details! { "option" => option },
+    };
+    if args.format.format.is_none() {
+        return Err(usage("batch needs --format F", "format"));
+    }
+    if args.format.max_tokens.is_none() {
+        return Err(usage("batch needs --max-tokens N", "max_tokens"));
+    }
+    if args.format.report.is_some() {
+        return Err(usage(
+            "batch writes no --report file: the output lines are the requests",
+            "report",
+        ));
+    }
+    let summaries = args
+        .format
+        .summaries
+        .as_deref()
+        .map(|p| read_whole(p, "the summaries"))
+        .transpose()?;
+    let jobs = args
+        .jobs
+        .or_else(|| std::thread::available_parallelism().ok())
+        .unwrap_or(NonZeroUsize::MIN);
+    let mut errors = args
+        .errors
+        .as_deref()
+        .map(output::AtomicFile::create)
+        .transpose()
+        .map_err(|(path, e)| output::output_error("errors", Some(&path), &e))?;
+    let ledger = args.ledger.as_deref().map(|path| {
+        let compactor = args.compactor.clone().unwrap_or_else(default_compactor);
+        (Ledger::new(path), compactor)
+    });
+    let Io {
+        input,
+        output,
+        clock,
+        progress,
+    } = io;
+    let mut writer = Writer {
+        output,
+        errors: errors.as_mut(),
+        ledger: ledger.as_ref(),
+        clock,
+        progress,
+        summary: Summary::default(),
+        last_progress: Instant::now(),
+        reader_gone: false,
+    };
+    let keep = ledger.is_some();
+    let window = window(jobs);
+    let (work_tx, work_rx) = sync_channel::<(u64, Vec<u8>)>(window);
+    let work_rx = Mutex::new(work_rx);
+    let (read, written) = std::thread::scope(|scope| {
+        let (slot_tx, slot_rx) = sync_channel::<()>(window);
+        let (done_tx, done_rx) = sync_channel::<(u64, Outcome)>(window);
+        for _ in 0..window {
+            // The window's slots; the channel holds exactly this many.
+            let _ = slot_tx.send(());
+        }
+        let reader = scope.spawn(move || read_lines(input, &slot_rx, &work_tx));
+        for _ in 0..jobs.get() {
+            let (work_rx, done_tx) = (&work_rx, done_tx.clone());
+            let summaries = summaries.as_deref();
+            scope.spawn(move || {
+                while let Some((n, line)) = next(work_rx) {
+                    let outcome = compact_line(&args.format, summaries, &line, keep);
+                    drop(line);
+                    if done_tx.send((n, outcome)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(done_tx);
+        // The writer owns the receiving ends: when it stops early, the reader and the
+        // workers find their channels closed and stop too.
+        let written = writer.write_in_order(done_rx, slot_tx);
+        let read = reader.join().unwrap_or_else(|_| {
+            Err(std::io::Error::other(
+                "the reading thread stopped unexpectedly",
+            ))
+        });
+        (read, written)
+    });
+    written?;
+    let summary = writer.summary;
+    if writer.reader_gone {
+        return Ok(Ended::ReaderGone(summary));
+    }
+    read.map_err(|e| {
+        CliError::input(
+            format!(
+                "cannot read the input at {} after line {}: {e}",
+                args.input.display(),
+                summary.lines
+            ),
+            details! { "path" => args.input.display().to_string(), "line" => summary.lines },
+        )
+    })?;
+    writer
+        .output
+        .flush()
+        .map_err(|e| output::output_error("stdout", None, &e))?;
+    if let Some(file) = errors {
+        file.commit()
+            .map_err(|(path, e)| output::output_error("errors", Some(&path), &e))?;
+    }
+    Ok(Ended::Complete(summary))
+}
+
+/// The next line for a worker, or `None` once the reader is done (or a worker panicked while
+/// holding the queue, which ends the run short: the writer then sees lines missing).
+fn next(work: &Mutex<Receiver<(u64, Vec<u8>)>>) -> Option<(u64, Vec<u8>)> {
+    work.lock().ok()?.recv().ok()
+}
+
+/// Reads lines (without their `\n` or `\r\n`), each once a slot of the window is free.
+fn read_lines(
+    mut input: Box<dyn BufRead + Send + '_>,
+    slots: &Receiver<()>,
+    work: &SyncSender<(u64, Vec<u8>)>,
+) -> std::io::Result<()> {
+    for n in 0.. {
+        if slots.recv().is_err() {
+            // The writer stopped: nothing more is wanted.
+            return Ok(());
+        }
+        let mut line = Vec::new();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        if work.send((n, line)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// One line through `cutctx compact --format`'s own function.
+fn compact_line(args: &FormatArgs, summaries: Option<&str>, line: &[u8], keep: bool) -> Outcome {
+    let text = std::str::from_utf8(line).map_err(|e| {
+        CliError::input(
+            format!(
+                "the line is not UTF-8: invalid byte at offset {}",
+                e.valid_up_to()
+            ),
+            details! { "document" => "the transcript", "offset" => e.valid_up_to() },
+        )
+    })?;
+    formats::compact_detailed(args, text, summaries, keep)
+}
+
+/// The writing end: outputs in input order, the errors file, the ledger and the counts.
+struct Writer<'a, 'f> {
+    output: &'a mut dyn Write,
+    errors: Option<&'f mut output::AtomicFile>,
+    ledger: Option<&'f (Ledger, String)>,
+    clock: &'a dyn Clock,
+    progress: Option<&'a mut dyn FnMut(&Summary)>,
+    summary: Summary,
+    last_progress: Instant,
+    reader_gone: bool,
+}
+
+impl Writer<'_, '_> {
+    /// Writes every outcome as soon as those before it are written, freeing a slot each time.
+    fn write_in_order(
+        &mut self,
+        done: Receiver<(u64, Outcome)>,
+        slots: SyncSender<()>,
+    ) -> Result<(), CliError> {
+        let mut pending: BTreeMap<u64, Outcome> = BTreeMap::new();
+        let mut next = 0u64;
+        for (n, outcome) in done {
+            pending.insert(n, outcome);
+            while let Some(outcome) = pending.remove(&next) {
+                self.write_one(next, outcome)?;
+                if self.reader_gone {
+                    return Ok(());
+                }
+                next += 1;
+                // Never blocks: the slot taken for this line is the one given back.
+                let _ = slots.send(());
+            }
+        }
+        Ok(())
+    }
+
+    fn write_one(&mut self, n: u64, outcome: Outcome) -> Result<(), CliError> {
+        let outcome = outcome.and_then(|done| self.receipt(done));
+        let s = &mut self.summary;
+        s.lines += 1;
+        let text = match outcome {
+            Ok(done) => {
+                s.tokens_before += done.tokens_before;
+                s.tokens_after += done.tokens_after;
+                if done.unchanged {
+                    s.unchanged += 1;
+                } else {
+                    s.compacted += 1;
+                }
+                done.output.output
+            }
+            Err(e) => {
+                s.failed += 1;
+                if let Some(file) = self.errors.as_deref_mut() {
+                    file.write_all(error_line(n + 1, &e).as_bytes())
+                        .map_err(|(path, e)| output::output_error("errors", Some(&path), &e))?;
+                }
+                "null\n".to_owned()
+            }
+        };
+        match self.output.write_all(text.as_bytes()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => self.reader_gone = true,
+            Err(e) => return Err(output::output_error("stdout", None, &e)),
+        }
+        if let Some(progress) = self.progress.as_deref_mut()
+            && self.last_progress.elapsed() >= Duration::from_millis(100)
+        {
+            progress(&self.summary);
+            self.last_progress = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Appends the receipt of a compacted line, as `compact --ledger` does; a receipt that
+    /// cannot be appended fails its line.
+    fn receipt(&self, mut done: Detailed) -> Outcome {
+        let (Some((ledger, compactor)), Some((input, compacted))) =
+            (self.ledger, done.compaction.take())
+        else {
+            return Ok(done);
+        };
+        if done.unchanged {
+            return Ok(done);
+        }
+        let failed = |e: &cutctx::receipts::ReceiptError| CliError {
+            code: e.code(),
+            message: e.to_string(),
+            details: e.details(),
+        };
+        let row = receipt_for_compaction(&input, &compacted, compactor, self.clock)
+            .map_err(|e| failed(&e))?;
+        ledger.append(&row, self.clock).map_err(|e| failed(&e))?;
+        Ok(done)
+    }
+}
+
+/// `{"code", "details", "line", "message"}` as canonical JSON and a newline.
+fn error_line(line: u64, e: &CliError) -> String {
+    let v = serde_json::json!({
+        "code": e.code,
+        "details": Value::Object(e.details.clone().into_iter().collect()),
+        "line": line,
+        "message": e.message,
+    });
+    cutctx::model::canonical::canonical_json_value(&v) + "\n"
+}
+
+/// A whole small document (the summaries), from a path.
+fn read_whole(path: &Path, what: &str) -> Result<String, CliError> {
+    std::fs::read_to_string(path).map_err(|e| {
+        CliError::input(
+            format!("cannot read {what} at {}: {e}", path.display()),
+            details! { "path" => path.display().to_string(), "document" => what },
+        )
+    })
+}
+
+/// Opens `path` (`-` for standard input), decompressing gzip or zstd, which it recognises by
+/// their magic numbers rather than by the file's name.
+///
+/// # Errors
+///
+/// `INPUT_ERROR` when the file cannot be opened or its first bytes cannot be read.
+pub fn open_input(path: &Path) -> Result<Box<dyn BufRead + Send>, CliError> {
+    let fail = |e: std::io::Error| {
+        CliError::input(
+            format!("cannot read the input at {}: {e}", path.display()),
+            details! { "path" => path.display().to_string(), "document" => "the input" },
+        )
+    };
+    let raw: Box<dyn Read + Send> = if path == Path::new("-") {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(File::open(path).map_err(fail)?)
+    };
+    decompressing(raw).map_err(fail)
+}
+
+/// `raw`, decompressed when it starts with gzip's or zstd's magic number.
+///
+/// # Errors
+///
+/// When its first bytes cannot be read, or a zstd frame header is malformed.
+pub fn decompressing<'a>(
+    raw: Box<dyn Read + Send + 'a>,
+) -> std::io::Result<Box<dyn BufRead + Send + 'a>> {
+    const BUFFER: usize = 1 << 16;
+    let mut buffered = BufReader::with_capacity(BUFFER, raw);
+    let head = buffered.fill_buf()?;
+    Ok(if head.starts_with(&[0x1f, 0x8b]) {
+        // Concatenated members (as `cat a.gz b.gz` makes) are one stream.
+        Box::new(BufReader::with_capacity(
+            BUFFER,
+            flate2::bufread::MultiGzDecoder::new(buffered),
+        ))
+    } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        let decoder = ruzstd::decoding::StreamingDecoder::new(buffered)
+            .map_err(|e| std::io::Error::new(ErrorKind::InvalidData, e.to_string()))?;
+        Box::new(BufReader::with_capacity(BUFFER, decoder))
+    } else {
+        Box::new(buffered)
+    })
+}
+
+/// The command as the binary runs it: standard output, a progress bar on standard error when
+/// it is a terminal, and the summary there at the end (as JSON when `json`). The exit status
+/// is 0 when every line was compacted or unchanged, [`SOME_LINES_FAILED_STATUS`] when any
+/// failed, and [`CLOSED_PIPE_STATUS`] when the output's reader went away.
+///
+/// # Errors
+///
+/// As [`run`].
+pub fn run_command(args: &BatchArgs, json: bool, clock: &dyn Clock) -> Result<u8, CliError> {
+    let input = open_input(&args.input)?;
+    let stdout = std::io::stdout();
+    let mut output = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
+    let terminal = std::io::stderr().is_terminal();
+    let mut bar = |s: &Summary| {
+        let _ = write!(std::io::stderr(), "\r\x1b[Kcutctx batch: {}", s.text());
+    };
+    let ended = run(
+        args,
+        Io {
+            input,
+            output: &mut output,
+            clock,
+            progress: terminal.then_some(&mut bar as &mut dyn FnMut(&Summary)),
+        },
+    );
+    if terminal {
+        let _ = write!(std::io::stderr(), "\r\x1b[K");
+    }
+    let summary = match ended? {
+        Ended::ReaderGone(_) => return Ok(CLOSED_PIPE_STATUS),
+        Ended::Complete(summary) => summary,
+    };
+    let line = if json {
+        summary.json()
+    } else {
+        format!("cutctx batch: {}", summary.text())
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
+    Ok(if summary.failed > 0 {
+        SOME_LINES_FAILED_STATUS
+    } else {
+        0
+    })
+}

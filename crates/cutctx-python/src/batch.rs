@@ -1,0 +1,133 @@
+//! `cutctx._core.formats.compact_batch_json`: a batch of provider requests through the very
+//! function behind `cutctx compact --format` and `cutctx batch`, so each output is byte for
+//! byte that command's line.
+//!
+//! The texts are copied out of Python once, the whole batch is compacted without the
+//! interpreter lock, and a failed request becomes `None` beside its error, as `cutctx batch`
+//! writes `null` and lists the error; one failure never stops the batch.
+
+use cutctx_cli::formats::{self, FormatArgs, FormatName};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+/// One failed request: its position in the batch, the CLI's code, and the message.
+type Failed = (usize, &'static str, String);
+
+/// `compact_batch_json(requests, format, max_tokens, ...)` → `(outputs, errors)`: `outputs[i]`
+/// is the compacted request's JSON without its final newline, or `None` when request `i`
+/// failed; `errors` lists `(i, code, message)` for those.
+#[pyfunction]
+#[pyo3(signature = (
+    requests, format, max_tokens, *, protected_recent_turns = None, policy = None,
+    prompt_id = None, estimator = None, reserve_output = None, repair = false
+))]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one argument per CLI option, all keyword-only"
+)]
+#[expect(
+    clippy::type_complexity,
+    reason = "the Python signature: a list of optional bytes and a list of error tuples"
+)]
+fn compact_batch_json<'py>(
+    py: Python<'py>,
+    requests: Vec<Bound<'py, PyAny>>,
+    format: &str,
+    max_tokens: u64,
+    protected_recent_turns: Option<u64>,
+    policy: Option<String>,
+    prompt_id: Option<String>,
+    estimator: Option<String>,
+    reserve_output: Option<u64>,
+    repair: bool,
+) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, Vec<Failed>)> {
+    let format = <FormatName as clap::ValueEnum>::from_str(format, false).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown format {format:?}; expected openai-chat, openai-responses or anthropic"
+        ))
+    })?;
+    let args = FormatArgs {
+        format: Some(format),
+        max_tokens: Some(max_tokens),
+        protected_recent: protected_recent_turns,
+        policy,
+        prompt_id,
+        estimator,
+        reserve_output,
+        repair,
+        ..FormatArgs::default()
+    };
+    // Copied out while the lock is held; the work below runs without it.
+    let texts: Vec<Result<String, Failed>> = requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| text_of(i, r))
+        .collect();
+    let results: Vec<Result<String, Failed>> = py.detach(|| {
+        texts
+            .into_iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let text = text?;
+                let out = formats::compact_detailed(&args, &text, None, false)
+                    .map_err(|e| (i, e.code, e.message))?;
+                let mut line = out.output.output;
+                if line.ends_with('\n') {
+                    line.pop();
+                }
+                Ok(line)
+            })
+            .collect()
+    });
+    let mut outputs = Vec::with_capacity(results.len());
+    let mut errors = Vec::new();
+    for result in results {
+        match result {
+            Ok(line) => outputs.push(Some(PyBytes::new(py, line.as_bytes()))),
+            Err(e) => {
+                outputs.push(None);
+                errors.push(e);
+            }
+        }
+    }
+    Ok((outputs, errors))
+}
+
+/// The UTF-8 text of one request (bytes or str), or its failure as `cutctx batch` names it.
+fn text_of(i: usize, request: &Bound<'_, PyAny>) -> Result<String, Failed> {
+    if let Ok(b) = request.cast::<PyBytes>() {
+        return String::from_utf8(b.as_bytes().to_vec()).map_err(|e| {
+            (
+                i,
+                cutctx_cli::INPUT_ERROR,
+                format!(
+                    "the line is not UTF-8: invalid byte at offset {}",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        });
+    }
+    if let Ok(s) = request.cast::<PyString>() {
+        return s.to_str().map(str::to_owned).map_err(|_| {
+            (
+                i,
+                cutctx_cli::INPUT_ERROR,
+                "the line is not UTF-8: it holds a lone surrogate".to_owned(),
+            )
+        });
+    }
+    Err((
+        i,
+        cutctx_cli::INPUT_ERROR,
+        "a request must be bytes or str holding JSON".to_owned(),
+    ))
+}
+
+/// Adds `compact_batch_json` to `cutctx._core.formats`.
+///
+/// # Errors
+///
+/// When the interpreter refuses the attribute.
+pub(crate) fn register(formats: &Bound<'_, PyModule>) -> PyResult<()> {
+    formats.add_function(wrap_pyfunction!(compact_batch_json, formats)?)
+}
