@@ -76,7 +76,9 @@ pub fn deliver(out: &mut impl Write, bytes: &[u8]) -> Result<Delivery, CliError>
 }
 
 /// Replaces the file at `path` with `bytes`, atomically: afterwards it holds either what it
-/// held before (or is still absent) or exactly `bytes`, and no temporary file remains.
+/// held before (or is still absent) or exactly `bytes`, and no temporary file remains. A path
+/// that exists and is not a regular file (a pipe, a terminal, `/dev/stderr`) is written
+/// directly: a rename would destroy it.
 /// `target` names the output in the error (`report`).
 ///
 /// # Errors
@@ -89,34 +91,15 @@ pub fn write_atomically(path: &Path, bytes: &[u8], target: &str) -> Result<(), C
 }
 
 /// [`write_atomically`] with the writing of the content given as `fill`, so that tests can make
-/// it fail halfway.
+/// it fail halfway. One writer, [`AtomicFile`], for every file the CLI replaces.
 fn write_atomically_with(
     path: &Path,
-    fill: impl FnOnce(&mut File) -> std::io::Result<()>,
+    fill: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
-    // Only `.`, `..`, `/` and paths ending in `..` have no file name: all directories.
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(ErrorKind::IsADirectory, "the path names a directory")
-    })?;
-    // The temporary file must sit on the same file system as the target for the rename to be
-    // atomic: beside it.
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
-    let (temporary, mut file) = create_temporary(&dir, &name.to_string_lossy())?;
-    let written = fill(&mut file)
-        .and_then(|()| file.flush())
-        // On disk before the rename: a crash never leaves the new name on missing content.
-        .and_then(|()| file.sync_all());
-    drop(file);
-    let result = written.and_then(|()| std::fs::rename(&temporary, path));
-    if result.is_err() {
-        // The failure is what the caller must hear about; a temporary file that cannot be
-        // removed either is named by nothing, and removing it is all that can be tried.
-        let _ = std::fs::remove_file(&temporary);
-    }
-    result
+    let mut file = AtomicFile::create(path).map_err(|(_, e)| e)?;
+    // On failure, dropping `file` removes its temporary file and leaves `path` as it was.
+    fill(file.writer()?)?;
+    file.commit().map_err(|(_, e)| e)
 }
 
 /// A file written piece by piece and put in place whole: its content goes to a temporary file
@@ -167,6 +150,13 @@ impl AtomicFile {
         })
     }
 
+    /// The writer of the content; an error once the file has been committed.
+    fn writer(&mut self) -> std::io::Result<&mut std::io::BufWriter<File>> {
+        self.file
+            .as_mut()
+            .ok_or_else(|| ErrorKind::BrokenPipe.into())
+    }
+
     /// Appends `bytes` to the content.
     ///
     /// # Errors
@@ -191,6 +181,8 @@ impl AtomicFile {
                 .into_inner()
                 .map_err(std::io::IntoInnerError::into_error)
                 .and_then(|f| match &self.temporary {
+                    // On disk before the rename: a crash never leaves the new name on
+                    // missing content.
                     Some(temporary) => f
                         .sync_all()
                         .and_then(|()| std::fs::rename(temporary, &self.path)),
@@ -198,6 +190,10 @@ impl AtomicFile {
                 }),
             None => Err(ErrorKind::BrokenPipe.into()),
         };
+        if result.is_ok() {
+            // Renamed: the name is the target's now, and `drop` must not remove it.
+            self.temporary = None;
+        }
         result.map_err(|e| (self.path.clone(), e))
     }
 }
@@ -347,6 +343,37 @@ mod tests {
         assert_eq!(err.kind(), ErrorKind::StorageFull);
         assert_eq!(std::fs::read(&path).expect("read"), b"old");
         assert_eq!(listing(&dir), ["report.json"]);
+        done(&dir);
+    }
+
+    #[test]
+    fn a_pipe_in_the_way_is_written_through_not_replaced() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let dir = scratch("pipe");
+        let path = dir.join("report.fifo");
+        match std::process::Command::new("mkfifo").arg(&path).status() {
+            Ok(status) if status.success() => {}
+            _ => {
+                eprintln!("skipped: mkfifo is not available here");
+                done(&dir);
+                return;
+            }
+        }
+        let reader = {
+            let path = path.clone();
+            std::thread::spawn(move || std::fs::read(path).expect("the pipe can be read"))
+        };
+        write_atomically(&path, b"new\n", "report").expect("written through the pipe");
+        // Checked before joining: a pipe replaced by a file would leave the reader waiting.
+        let kind = std::fs::symlink_metadata(&path)
+            .expect("still there")
+            .file_type();
+        assert!(
+            kind.is_fifo(),
+            "the pipe is left a pipe, not replaced by a file"
+        );
+        assert_eq!(reader.join().expect("the reader ends"), b"new\n");
+        assert_eq!(listing(&dir), ["report.fifo"]);
         done(&dir);
     }
 
