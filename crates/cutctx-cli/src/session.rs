@@ -277,12 +277,13 @@ pub fn replay(
             let estimator = estimator_spec(args.tuning.estimator.as_deref())?
                 .estimator()
                 .map_err(from_format)?;
-            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())
+            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())?
                 + args.tuning.reserve_output;
             scaled(full, fraction)
         }
     };
-    let config = config(format, window, &args.tuning, Breakpoints::Off)?;
+    // The session is priced as `cutctx session --cache-breakpoints auto` runs it.
+    let config = config(format, window, &args.tuning, Breakpoints::Auto)?;
     let replay = cutctx::session::replay(&config, prices, &run)?;
     let out = if args.json {
         json_line(&replay, prices)
@@ -367,6 +368,7 @@ fn json_line(replay: &Replay, prices: &PriceTable) -> String {
                 "cached_tokens": s.cached_tokens, "hit_rate": s.hit_rate(), "busts": s.busts,
                 "compactions": s.compactions, "cost_units": s.cost_units, "cost_money": s.cost_money,
                 "peak_tokens": s.peak_tokens, "over_window": s.over_window,
+                "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
             })
         })
         .collect();
