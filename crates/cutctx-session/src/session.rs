@@ -204,8 +204,10 @@ pub fn step<E: From<FormatError>>(
     state.prefix = references(messages, list);
     state.prefix_len = messages.len();
     state.message_tokens = messages_tokens(format, list, config.estimator.as_ref())?;
+    state.marks_system = false;
     if format == Format::Anthropic && config.cache_breakpoints {
         mark_prefix_end(request, &mut state.prefix);
+        state.marks_system = true;
     }
     state.firings += 1;
     let request = materialize(format, request, &state)?;
@@ -297,6 +299,15 @@ fn materialize(
     if state.prefix_len == 0 && state.prefix.is_empty() {
         return Ok(request.clone());
     }
+    let mut out = with_list(format, request, state)?;
+    if format == Format::Anthropic && state.marks_system {
+        mark_system(&mut out);
+    }
+    Ok(out)
+}
+
+/// `request` with its message list replaced by the state's prefix and the rest of the history.
+fn with_list(format: Format, request: &Value, state: &SessionState) -> Result<Value, FormatError> {
     let messages = history(format, request);
     let mut list = Vec::with_capacity(state.prefix.len() + messages.len() - state.prefix_len);
     for item in &state.prefix {
@@ -501,6 +512,31 @@ fn mark_prefix_end(request: &Value, prefix: &mut Vec<PrefixItem>) {
     };
     if let Some(PrefixItem::Insert(last)) = prefix.last_mut() {
         *last = with_mark(message);
+    }
+}
+
+/// Anthropic: puts `cache_control` on the last block of `system` when the request has room
+/// for one more mark, so that tools and system stay cached whatever a later firing rewrites
+/// (the provider looks for earlier hits only about 20 blocks back from a mark). Recomputed
+/// from the request at every call, so it is the same bytes every time.
+fn mark_system(request: &mut Value) {
+    if count_marks(request) >= MAX_CACHE_MARKS {
+        return;
+    }
+    let Some(system) = request.get_mut("system") else {
+        return;
+    };
+    let mark = serde_json::json!({"type": "ephemeral"});
+    match system {
+        Value::String(text) if !text.is_empty() => {
+            *system = serde_json::json!([{"type": "text", "text": text, "cache_control": mark}]);
+        }
+        Value::Array(blocks) => {
+            if let Some(Value::Object(block)) = blocks.last_mut() {
+                block.entry("cache_control").or_insert(mark);
+            }
+        }
+        _ => {}
     }
 }
 
