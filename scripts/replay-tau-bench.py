@@ -4,7 +4,9 @@
 Each run's request body is {"model": "gpt-4o", "messages": traj, "tools": airline_tools}; it is
 replayed at windows of 70%, 50% and 35% of its final size (and 100%, where everything fits).
 Costs are summed over the runs, per strategy; the ratios are session/stateless and
-session/none. Usage:
+session/none, over all calls and over the "fitting" calls (those whose untouchable part, the
+tools, system and protected recent turns, fits the window: the others are sent whole by every
+strategy and counted under "untouchable over"). Usage:
 
     scripts/replay-tau-bench.py [--cli target/release/cutctx] [--pricing anthropic] [--runs N]
                                 [-- extra cutctx replay options]
@@ -55,36 +57,36 @@ def main():
                 json.dump({"model": "gpt-4o", "messages": run["traj"], "tools": tools}, f)
             paths.append(path)
         print(f"{len(paths)} runs, {args.pricing} prices")
-        print(f"{'window':>6} {'sess/stateless':>14} {'sess/none':>9} {'stateless/none':>14} "
-              f"{'hit none':>8} {'hit stateless':>13} {'hit session':>11} "
-              f"{'over stateless':>14} {'over session':>12} {'worst run s/sl':>14} {'fitting runs':>12} {'their s/sl':>10}")
+        print(f"{'window':>6} {'s/stateless':>11} {'s/none':>7} {'stateless/none':>14} "
+              f"{'fitting s/sl':>12} {'fitting s/none':>14} "
+              f"{'hit none':>8} {'hit sl':>7} {'hit session':>11} "
+              f"{'over sl':>7} {'over s':>6} {'untouchable over':>16} {'calls':>6} {'busts s':>7}")
         for fraction in FRACTIONS:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 results = list(pool.map(lambda p: replay(args.cli, p, fraction, args.pricing, args.extra), paths))
             total = {}
-            worst = 0.0
-            fit = {"n": 0, "session": 0.0, "stateless": 0.0}
             for r in results:
-                by = {s["name"]: s for s in r["strategies"]}
-                for name, s in by.items():
-                    t = total.setdefault(name, {"cost": 0.0, "sent": 0, "cached": 0, "over": 0})
+                for s in r["strategies"]:
+                    t = total.setdefault(s["name"], {"cost": 0.0, "fit": 0.0, "sent": 0, "cached": 0,
+                                                     "over": 0, "stuck": 0, "calls": 0, "busts": 0})
                     t["cost"] += s["cost_units"]
+                    t["fit"] += s["fitting_units"]
                     t["sent"] += s["tokens_sent"]
                     t["cached"] += s["cached_tokens"]
                     t["over"] += s["over_window"]
-                if by["session"]["over_window"] == 0:
-                    # Runs whose untouchable part fits the window at every call.
-                    fit["n"] += 1
-                    fit["session"] += by["session"]["cost_units"]
-                    fit["stateless"] += by["stateless"]["cost_units"]
-                worst = max(worst, by["session"]["cost_units"] / by["stateless"]["cost_units"])
+                    t["stuck"] += s["untouchable_over"]
+                    t["calls"] += s["calls"]
+                    t["busts"] += s["busts"]
             hit = {n: t["cached"] / t["sent"] for n, t in total.items()}
-            print(f"{fraction:>6.0%} {total['session']['cost'] / total['stateless']['cost']:>14.3f} "
-                  f"{total['session']['cost'] / total['none']['cost']:>9.3f} "
-                  f"{total['stateless']['cost'] / total['none']['cost']:>14.3f} "
-                  f"{hit['none']:>8.3f} {hit['stateless']:>13.3f} {hit['session']:>11.3f} "
-                  f"{total['stateless']['over']:>14} {total['session']['over']:>12} {worst:>14.3f} "
-                  f"{fit['n']:>12} {fit['session'] / fit['stateless'] if fit['n'] else 1.0:>10.3f}")
+            ratio = lambda a, b: a / b if b else 1.0
+            print(f"{fraction:>6.0%} {ratio(total['session']['cost'], total['stateless']['cost']):>11.3f} "
+                  f"{ratio(total['session']['cost'], total['none']['cost']):>7.3f} "
+                  f"{ratio(total['stateless']['cost'], total['none']['cost']):>14.3f} "
+                  f"{ratio(total['session']['fit'], total['stateless']['fit']):>12.3f} "
+                  f"{ratio(total['session']['fit'], total['none']['fit']):>14.3f} "
+                  f"{hit['none']:>8.3f} {hit['stateless']:>7.3f} {hit['session']:>11.3f} "
+                  f"{total['stateless']['over']:>7} {total['session']['over']:>6} "
+                  f"{total['session']['stuck']:>16} {total['session']['calls']:>6} {total['session']['busts']:>7}")
     return 0
 
 

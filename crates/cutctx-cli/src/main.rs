@@ -385,7 +385,7 @@ fn session(
         cutctx_cli::ledger::append_firing(ledger, args.compactor.as_deref(), firing, clock)?;
     }
     output::write_atomically(&args.state, out.state.as_bytes(), "state")?;
-    if let Some(line) = &out.notice {
+    for line in out.repairs.iter().chain(&out.notice) {
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
     Ok(out.output)

@@ -80,6 +80,10 @@ pub struct SessionArgs {
     /// The compactor the receipt names (default `cutctx/<version>`).
     #[arg(long, requires = "ledger")]
     pub compactor: Option<String>,
+    /// Drop (never invent) what makes the history invalid for its provider before the step,
+    /// as `compact --repair` does; each drop is listed on standard error.
+    #[arg(long)]
+    pub repair: bool,
 }
 
 /// What one `cutctx session` call produces.
@@ -93,6 +97,8 @@ pub struct SessionOutput {
     pub notice: Option<String>,
     /// The firing, when this call compacted (for the ledger's receipt).
     pub firing: Option<Firing>,
+    /// What `--repair` dropped, one line each for standard error.
+    pub repairs: Vec<String>,
 }
 
 fn estimator_spec(text: Option<&str>) -> Result<EstimatorSpec, CliError> {
@@ -149,7 +155,15 @@ pub fn session(
 ) -> Result<SessionOutput, CliError> {
     let format: Format = args.format.into();
     let config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
-    let request: Value = crate::error::parse_json("the request", request_text)?;
+    let mut request: Value = crate::error::parse_json("the request", request_text)?;
+    let mut repairs = Vec::new();
+    if args.repair {
+        // Repair is a function of the history alone, so a history that grows by appending
+        // repairs to a history that grows by appending, and the session continues.
+        let (repaired, done) = cutctx::formats::repair(format, request).map_err(from_format)?;
+        request = repaired;
+        repairs = done;
+    }
     let previous = state_text
         .map(|t| SessionState::from_json(t, format))
         .transpose()?;
@@ -177,7 +191,8 @@ pub fn session(
             "cutctx session: the history's first {known} messages are not those the state describes; starting a new session"
         ),
     });
-    let output = if step.state.prefix().0.is_empty() && step.state.prefix().1 == 0 {
+    let untouched = step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;
+    let output = if untouched && repairs.is_empty() {
         // Never compacted: the request as it came, byte for byte.
         let mut text = request_text.to_owned();
         if !text.ends_with('\n') {
@@ -203,6 +218,19 @@ pub fn session(
         state: step.state.to_json(),
         notice,
         firing: step.firing,
+        repairs: repairs
+            .iter()
+            .map(|r| {
+                format!(
+                    "cutctx: repair: {} at position {}{}",
+                    r.kind.as_str(),
+                    r.position,
+                    r.id.as_deref()
+                        .map(|id| format!(" (id {id:?})"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect(),
     })
 }
 
@@ -277,12 +305,13 @@ pub fn replay(
             let estimator = estimator_spec(args.tuning.estimator.as_deref())?
                 .estimator()
                 .map_err(from_format)?;
-            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())
+            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())?
                 + args.tuning.reserve_output;
             scaled(full, fraction)
         }
     };
-    let config = config(format, window, &args.tuning, Breakpoints::Off)?;
+    // The session is priced as `cutctx session --cache-breakpoints auto` runs it.
+    let config = config(format, window, &args.tuning, Breakpoints::Auto)?;
     let replay = cutctx::session::replay(&config, prices, &run)?;
     let out = if args.json {
         json_line(&replay, prices)
@@ -367,6 +396,7 @@ fn json_line(replay: &Replay, prices: &PriceTable) -> String {
                 "cached_tokens": s.cached_tokens, "hit_rate": s.hit_rate(), "busts": s.busts,
                 "compactions": s.compactions, "cost_units": s.cost_units, "cost_money": s.cost_money,
                 "peak_tokens": s.peak_tokens, "over_window": s.over_window,
+                "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
             })
         })
         .collect();

@@ -111,7 +111,9 @@ pub use estimate::{BpeEncoding, EstimatorSpec};
 use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 pub use named::{POLICY_NAMES, policy_named};
-pub use prompt::{PromptCount, TurnCount, report_text};
+pub use prompt::{
+    PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
+};
 pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use validate::{Rule, Violation, validate};
 
@@ -234,12 +236,7 @@ impl ProviderTranscript {
             Format::OpenAiResponses => openai_responses::build(&document, estimator)?,
             Format::Anthropic => anthropic::build(&document, estimator)?,
         };
-        let tools_tokens = prompt::tool_definitions(format, &document)
-            .into_iter()
-            .map(|tools| {
-                estimator.estimate_tokens(&cutctx_model::canonical::canonical_json_value(tools))
-            })
-            .fold(0_u64, u64::saturating_add);
+        let tools_tokens = prompt::tools_tokens(format, &document, estimator);
         let positions = built
             .turns
             .iter()

@@ -9,6 +9,7 @@
 //! made of system turns, which policies never touch.
 
 use cutctx_model::{CompactionError, Role, Transcript, details};
+use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::Repair;
@@ -233,4 +234,138 @@ pub fn report_text(
     text.push_str(&report.canonical_json());
     text.push_str("}\n");
     text
+}
+
+/// The key of a format's message list: `input` for OpenAI Responses, `messages` otherwise.
+#[must_use]
+pub const fn list_key(format: Format) -> &'static str {
+    match format {
+        Format::OpenAiResponses => "input",
+        Format::OpenAiChat | Format::Anthropic => "messages",
+    }
+}
+
+/// A request's message list (the document itself when it is a bare array); empty when it has
+/// none, as a Responses request whose `input` is one string: that string is then one of the
+/// request's fixed parts ([`fixed_tokens`]).
+#[must_use]
+pub fn message_list(format: Format, request: &Value) -> &[Value] {
+    match request {
+        Value::Array(list) => list,
+        doc => doc
+            .get(list_key(format))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice),
+    }
+}
+
+/// The estimate of one message of a request's list, as [`ProviderTranscript::prompt_count`]
+/// counts it: the sum of the turns the message maps to (an Anthropic message holding tool
+/// results is several turns).
+///
+/// A turn's estimate depends on its own message alone, so the message is mapped on its own,
+/// without the checks a whole request gets: `fixed_tokens + Σ message_tokens + reserve` is
+/// `prompt_count(reserve).total` for every valid request, and a caller that keeps the count of
+/// a growing history adds the new messages' estimates instead of counting it all again.
+///
+/// # Errors
+///
+/// `FORMAT_ERROR` for a message without its format's shape (a Responses item of no known
+/// kind).
+///
+/// ```
+/// use cutctx_formats::{Format, ProviderTranscript, fixed_tokens, message_tokens};
+/// use cutctx_policies::CharRatioEstimator;
+/// let request = serde_json::json!({
+///     "tools": [{"type": "function", "function": {"name": "t", "parameters": {}}}],
+///     "messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+/// });
+/// let e = CharRatioEstimator::default();
+/// let list = request["messages"].as_array().unwrap();
+/// let mut sum = fixed_tokens(Format::OpenAiChat, &request, &e)?;
+/// for m in list {
+///     sum += message_tokens(Format::OpenAiChat, m, &e)?;
+/// }
+/// let pt = ProviderTranscript::parse_with(Format::OpenAiChat, &request, &e)?;
+/// assert_eq!(sum + 100, pt.prompt_count(100).total);
+/// # Ok::<(), cutctx_formats::FormatError>(())
+/// ```
+///
+/// [`ProviderTranscript::prompt_count`]: crate::ProviderTranscript::prompt_count
+pub fn message_tokens(
+    format: Format,
+    message: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<u64, FormatError> {
+    let mut doc = Map::new();
+    doc.insert(
+        list_key(format).to_owned(),
+        Value::Array(vec![message.clone()]),
+    );
+    turn_tokens(format, &Value::Object(doc), estimator)
+}
+
+/// The estimate of everything in `request` but its message list, as
+/// [`ProviderTranscript::prompt_count`] counts it: the tool definitions, the Anthropic
+/// `system`, the Responses `instructions` (and a Responses `input` given as one string). The
+/// list itself is not read, so this costs nothing in the length of the history.
+///
+/// # Errors
+///
+/// `FORMAT_ERROR` when `system` or `instructions` has not the format's shape.
+///
+/// [`ProviderTranscript::prompt_count`]: crate::ProviderTranscript::prompt_count
+pub fn fixed_tokens(
+    format: Format,
+    request: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<u64, FormatError> {
+    let Value::Object(map) = request else {
+        return Ok(0);
+    };
+    let key = list_key(format);
+    let mut rest = Map::new();
+    for (k, v) in map {
+        if k == key && v.is_array() {
+            rest.insert(k.clone(), Value::Array(Vec::new()));
+        } else if k != key || format == Format::OpenAiResponses {
+            rest.insert(k.clone(), v.clone());
+        }
+    }
+    if !rest.contains_key(key) && format != Format::OpenAiResponses {
+        rest.insert(key.to_owned(), Value::Array(Vec::new()));
+    }
+    let rest = Value::Object(rest);
+    Ok(tools_tokens(format, &rest, estimator)
+        .saturating_add(turn_tokens(format, &rest, estimator)?))
+}
+
+/// The estimate of a request's tool definitions: `estimator` over their canonical JSON text.
+pub(crate) fn tools_tokens(
+    format: Format,
+    document: &Value,
+    estimator: &dyn TokenEstimator,
+) -> u64 {
+    tool_definitions(format, document)
+        .into_iter()
+        .map(|t| estimator.estimate_tokens(&cutctx_model::canonical::canonical_json_value(t)))
+        .fold(0_u64, u64::saturating_add)
+}
+
+/// The sum of the turn estimates `document` maps to, unchecked.
+fn turn_tokens(
+    format: Format,
+    document: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<u64, FormatError> {
+    let built = match format {
+        Format::OpenAiChat => crate::openai_chat::build(document, estimator)?,
+        Format::OpenAiResponses => crate::openai_responses::build(document, estimator)?,
+        Format::Anthropic => crate::anthropic::build(document, estimator)?,
+    };
+    Ok(built
+        .turns
+        .iter()
+        .map(cutctx_model::TranscriptTurn::token_estimate)
+        .fold(0_u64, u64::saturating_add))
 }

@@ -1,25 +1,44 @@
 //! The price of a call under prompt caching: which part of a request the provider serves from
 //! its cache, and what the cached and uncached parts cost.
 //!
-//! **The cache model.** A provider caches prompts by prefix. A call's cached part is the
-//! longest common prefix, in tokens, of its request and the previous call's request (tool
-//! definitions and system first, then the messages in order: the order providers read them),
-//! floored to the provider's block and counted only from its minimum cacheable length:
+//! **The cache model.** A request is a sequence of segments in the order providers read them:
+//! the fixed part (tool definitions, system, settings) and then each message. A boundary is
+//! the end of a segment; the cache holds prefixes, each named by the chained digest of its
+//! segments, so a prefix is found again only when every byte before it is the same. The
+//! calls of one run follow each other within the providers' lifetimes (five minutes and
+//! more), so nothing expires during a replay; nothing is shared between runs. Hits are
+//! counted at message boundaries: a provider may also match into the first changed message,
+//! which this model leaves out (it errs towards fewer hits, for every strategy alike).
 //!
-//! | provider | minimum | block | uncached part | cached part |
+//! | provider | what is cached | hit | uncached part | cached part |
 //! |---|---|---|---|---|
-//! | `anthropic` | 1,024 | 128 | 1.25× (cache write) | 0.1× (cache read) |
-//! | `openai` | 1,024 | 128 | 1× | 0.5× |
-//! | `deepseek` | 64 | 64 | 1× ($0.27/M) | $0.07/M |
+//! | `anthropic` | the prefix up to each `cache_control` breakpoint, from 1,024 tokens | the longest cached prefix ending within 20 blocks before a breakpoint, exactly | 1.25× up to the last breakpoint (a cache write), 1× after | 0.1× |
+//! | `openai` | every prompt, automatically | the longest prefix computed before, from 1,024 tokens, floored to 128 | 1× | 0.5× |
+//! | `deepseek` | every prompt, on disk | the longest prefix computed before, in 64-token units | 1× ($0.27/M) | $0.07/M |
 //!
-//! OpenAI documents exactly this model: automatic caching from 1,024 tokens, hits in 128-token
-//! steps. Anthropic caches at the `cache_control` marks a request carries; the model assumes
-//! the common agent-loop practice of a mark on the last message of every request (which
-//! `cutctx session --cache-breakpoints auto` places at a firing), so everything the previous
-//! request wrote is read back, and the same 1,024/128 granularity stands in for its
-//! per-model minimums. DeepSeek caches on disk in 64-token units. Only the previous request is
-//! assumed cached: calls of an agent loop follow each other within the five-minute lifetime.
+//! Where each rule comes from:
+//!
+//! * Anthropic's prompt-caching guide: the cache key is the whole prefix up to a block marked
+//!   `cache_control`, in the order tools, system, messages; at most four marks; the minimum
+//!   cacheable prompt is 1,024 tokens for Sonnet-class models (a shorter one is processed
+//!   uncached, at 1×); the system checks for hits at the block boundaries up to about 20
+//!   blocks before each mark; writes cost 1.25× the base input price (5-minute lifetime),
+//!   reads 0.1×. The replay assumes the client marks the last message of every request (what
+//!   Anthropic's automatic caching and the usual agent loops do), so each call writes its
+//!   whole prompt and the next reads it back; a session with `--cache-breakpoints auto` also
+//!   marks the end of its compacted prefix. A block is a content block: a message of string
+//!   content is one, a list of content is one per item, each tool call one more.
+//! * OpenAI's prompt-caching announcement and guide: automatic on prompts of 1,024 tokens and
+//!   more; "the longest prefix of a prompt that has been previously computed, starting at
+//!   1,024 tokens and increasing in 128-token increments"; GPT-4o cached input at $1.25/M
+//!   against $2.50/M, 0.5×. No write premium.
+//! * DeepSeek's context-caching guide: automatic, every request builds a disk cache of its
+//!   prefix and a later request's overlapping prefix is a hit; stored in 64-token units
+//!   (under 64 tokens nothing is cached); $0.07/M on a hit against $0.27/M on a miss.
+//!
 //! Output tokens are left out: they are the same under every strategy.
+
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
@@ -44,6 +63,10 @@ pub struct PriceTable {
     pub min_cached_tokens: u64,
     /// The granularity of a cache hit, in tokens.
     pub cache_block_tokens: u64,
+    /// Whether only prefixes ending at a cache breakpoint are cached (Anthropic), rather than
+    /// every prompt (OpenAI, DeepSeek).
+    #[serde(default)]
+    pub breakpoints: bool,
     /// When the prices were read, and from where.
     #[serde(default)]
     pub source: String,
@@ -54,7 +77,7 @@ fn usd() -> String {
 }
 
 /// Where the shipped prices come from.
-const SOURCE: &str = "list prices as known in mid-2025, not read again since: check them, or pass a table of your own";
+const SOURCE: &str = "list prices and caching rules as published by each provider (read 2026-11; see cutctx_session::cache): check them, or pass a table of your own";
 
 impl PriceTable {
     /// The shipped tables' names.
@@ -72,7 +95,8 @@ impl PriceTable {
             cache_read: 0.1,
             cache_write: 1.25,
             min_cached_tokens: 1024,
-            cache_block_tokens: 128,
+            cache_block_tokens: 1,
+            breakpoints: true,
             source: SOURCE.into(),
         }
     }
@@ -89,6 +113,7 @@ impl PriceTable {
             cache_write: 1.0,
             min_cached_tokens: 1024,
             cache_block_tokens: 128,
+            breakpoints: false,
             source: SOURCE.into(),
         }
     }
@@ -105,6 +130,7 @@ impl PriceTable {
             cache_write: 1.0,
             min_cached_tokens: 64,
             cache_block_tokens: 64,
+            breakpoints: false,
             source: SOURCE.into(),
         }
     }
@@ -157,20 +183,151 @@ impl PriceTable {
         common / self.cache_block_tokens * self.cache_block_tokens
     }
 
-    /// A call's cost in base-input-token units: cached tokens at the read price, the rest at
-    /// the write price.
+    /// A call's cost in base-input-token units: `cached` tokens at the read price, `written`
+    /// at the write price, the rest of `tokens` at the base price.
     #[must_use]
     #[expect(
         clippy::cast_precision_loss,
         reason = "token counts are far below 2^52"
     )]
-    pub fn units(&self, tokens: u64, cached: u64) -> f64 {
-        cached as f64 * self.cache_read + tokens.saturating_sub(cached) as f64 * self.cache_write
+    pub fn units(&self, tokens: u64, cached: u64, written: u64) -> f64 {
+        let rest = tokens.saturating_sub(cached).saturating_sub(written);
+        cached as f64 * self.cache_read + written as f64 * self.cache_write + rest as f64
     }
 
     /// `units` in money.
     #[must_use]
     pub fn money(&self, units: f64) -> f64 {
         units * self.input_per_million / 1e6
+    }
+}
+
+/// Anthropic checks for cache hits at the block boundaries up to about this many blocks
+/// before each breakpoint.
+pub const LOOKBACK_BLOCKS: u64 = 20;
+
+/// One boundary of a request: the end of its fixed part or of one of its messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Boundary {
+    /// The chained digest of everything before the boundary.
+    pub key: [u8; 32],
+    /// The tokens before the boundary.
+    pub tokens: u64,
+    /// The content blocks before the boundary.
+    pub blocks: u64,
+}
+
+/// A request as the cache sees it: its boundaries in order (the fixed part's first) and the
+/// boundaries that carry a breakpoint (indices into `boundaries`).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CacheView {
+    /// Every boundary, in order; the last one's tokens are the request's.
+    pub boundaries: Vec<Boundary>,
+    /// The boundaries marked with a cache breakpoint, ascending.
+    pub breakpoints: Vec<usize>,
+}
+
+impl CacheView {
+    /// The request's tokens.
+    #[must_use]
+    pub fn tokens(&self) -> u64 {
+        self.boundaries.last().map_or(0, |b| b.tokens)
+    }
+}
+
+/// What one call paid.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bill {
+    /// The request's tokens.
+    pub tokens: u64,
+    /// Read from the cache.
+    pub cached: u64,
+    /// Written to the cache at the write price.
+    pub written: u64,
+    /// The cost in base-input-token units.
+    pub units: f64,
+}
+
+/// The provider's cache over one run: the prefixes it holds, by key.
+#[derive(Debug, Clone, Default)]
+pub struct PrefixCache {
+    held: BTreeMap<[u8; 32], u64>,
+}
+
+impl PrefixCache {
+    /// Sends `request`: what it reads, writes and costs under `prices`, and what it leaves
+    /// in the cache for the calls after it.
+    ///
+    /// ```
+    /// use cutctx_session::cache::{Boundary, CacheView, PrefixCache};
+    /// use cutctx_session::PriceTable;
+    /// let at = |k: u8, tokens: u64| Boundary { key: [k; 32], tokens, blocks: u64::from(k) };
+    /// let first = CacheView { boundaries: vec![at(1, 2_000), at(2, 3_000)], breakpoints: vec![1] };
+    /// let second = CacheView { boundaries: vec![at(1, 2_000), at(2, 3_000), at(3, 3_500)], breakpoints: vec![2] };
+    /// let mut cache = PrefixCache::default();
+    /// let prices = PriceTable::anthropic();
+    /// assert_eq!(cache.call(&first, &prices).written, 3_000); // all of it, at 1.25x
+    /// let bill = cache.call(&second, &prices);
+    /// assert_eq!((bill.cached, bill.written), (3_000, 500)); // exact: no rounding
+    /// assert!((bill.units - (300.0 + 625.0)).abs() < 1e-9);
+    /// ```
+    pub fn call(&mut self, request: &CacheView, prices: &PriceTable) -> Bill {
+        let tokens = request.tokens();
+        let (cached, written) = if prices.breakpoints {
+            self.by_breakpoints(request, prices)
+        } else {
+            self.automatic(request, prices)
+        };
+        Bill {
+            tokens,
+            cached,
+            written,
+            units: prices.units(tokens, cached, written),
+        }
+    }
+
+    /// OpenAI, DeepSeek: the longest prefix held, at the provider's granularity; then every
+    /// prefix of the request is held.
+    fn automatic(&mut self, request: &CacheView, prices: &PriceTable) -> (u64, u64) {
+        let common = request
+            .boundaries
+            .iter()
+            .rev()
+            .find(|b| self.held.contains_key(&b.key))
+            .map_or(0, |b| b.tokens);
+        for b in &request.boundaries {
+            self.held.insert(b.key, b.tokens);
+        }
+        let cached = prices.cached(request.tokens(), common);
+        (cached, request.tokens() - cached)
+    }
+
+    /// Anthropic: the longest prefix held that ends within the lookback of a breakpoint; the
+    /// part up to the last breakpoint is written (when it reaches the minimum), and held.
+    fn by_breakpoints(&mut self, request: &CacheView, prices: &PriceTable) -> (u64, u64) {
+        let mut hit = 0_u64;
+        for &bp in &request.breakpoints {
+            let Some(mark) = request.boundaries.get(bp) else {
+                continue;
+            };
+            let found = request.boundaries[..=bp]
+                .iter()
+                .rev()
+                .take_while(|b| mark.blocks - b.blocks <= LOOKBACK_BLOCKS)
+                .find(|b| self.held.contains_key(&b.key));
+            if let Some(b) = found {
+                hit = hit.max(b.tokens);
+            }
+        }
+        let mut last = hit;
+        for &bp in &request.breakpoints {
+            if let Some(b) = request.boundaries.get(bp)
+                && b.tokens >= prices.min_cached_tokens
+            {
+                self.held.insert(b.key, b.tokens);
+                last = last.max(b.tokens);
+            }
+        }
+        (hit, last - hit)
     }
 }

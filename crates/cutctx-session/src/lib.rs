@@ -26,7 +26,7 @@
 //!
 //! let config = SessionConfig {
 //!     format: Format::OpenAiChat,
-//!     window: 1_000,
+//!     window: 500,
 //!     reserve_output: 0,
 //!     trigger: SessionConfig::DEFAULT_TRIGGER,
 //!     target: SessionConfig::DEFAULT_TARGET,
@@ -42,7 +42,7 @@
 //!     let request = json!({"model": "m", "messages": messages});
 //!     let mut no_summaries = |_: &_, _: &_| -> Result<String, FormatError> { unreachable!() };
 //!     let sent = step(&config, state.as_ref(), &request, &mut no_summaries)?;
-//!     assert!(sent.prompt_tokens <= 1_000 || sent.firing.is_some());
+//!     assert!(sent.prompt_tokens <= 500 || sent.firing.is_some());
 //!     state = Some(sent.state);
 //!     messages.push(json!({"role": "assistant", "content": "ok"}));
 //! }
@@ -66,7 +66,8 @@ mod session;
 mod state;
 
 pub use cache::PriceTable;
-pub use count::{fixed_tokens, history, list_key, message_tokens, prompt_tokens};
+pub use count::prompt_tokens;
+pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
 pub use replay::{Replay, StrategyReport, replay};
 pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
 pub use state::{PrefixItem, STATE_VERSION, SessionState};

@@ -10,10 +10,12 @@ use cutctx_formats::{Format, FormatError, ProviderTranscript};
 use cutctx_model::{CompactionError, SummarizationRequest};
 use serde_json::Value;
 
-use crate::cache::PriceTable;
-use crate::count::{fixed_tokens, history, list_key, message_tokens};
+use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
+use sha2::{Digest, Sha256};
+
+use crate::cache::{Boundary, CacheView, PrefixCache, PriceTable};
 use crate::session::{SessionConfig, compact_to, step};
-use crate::state::{SessionState, message_digest};
+use crate::state::{PrefixItem, SessionState, message_digest};
 
 /// What one strategy cost over the run.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,6 +40,12 @@ pub struct StrategyReport {
     pub peak_tokens: u64,
     /// Calls whose request with the reserve exceeds the window.
     pub over_window: usize,
+    /// Of the calls, those whose untouchable part alone exceeds the window: no strategy can
+    /// fit them, and all send them uncompacted.
+    pub fixed_over: usize,
+    /// The cost in base-input-token units over the calls whose untouchable part fits the
+    /// window: the calls where the strategies can differ.
+    pub fitting_units: f64,
     /// Each call's request, with the reserve.
     pub sizes: Vec<u64>,
     /// The cost in units after each call.
@@ -122,59 +130,90 @@ fn request_at(format: Format, run: &Value, len: usize) -> Value {
     }
 }
 
-/// A sent request as the cache sees it: the text of everything but the messages, and each
-/// message's digest and tokens.
-struct Sent {
-    fixed: String,
-    fixed_tokens: u64,
-    messages: Vec<([u8; 32], u64)>,
+/// `request` as the cache sees it: the fixed part (everything but the message list, as text)
+/// and then each message, with the breakpoints a client puts there: the last message of the
+/// request (automatic caching), every segment holding a `cache_control` mark, and `extra`
+/// (the session's mark at the end of its prefix, as a message count).
+fn view(
+    format: Format,
+    request: &Value,
+    config: &SessionConfig,
+    extra: &[usize],
+) -> Result<CacheView, FormatError> {
+    let estimator = config.estimator.as_ref();
+    let fixed = match request {
+        Value::Object(map) => {
+            let mut rest = map.clone();
+            rest.remove(list_key(format));
+            Value::Object(rest)
+        }
+        _ => Value::Null,
+    };
+    let mut key: [u8; 32] = Sha256::digest(fixed.to_string().as_bytes()).into();
+    let mut tokens = fixed_tokens(format, request, estimator)?;
+    let mut blocks = 1_u64;
+    let mut out = CacheView::default();
+    if marked(&fixed) {
+        out.breakpoints.push(0);
+    }
+    out.boundaries.push(Boundary {
+        key,
+        tokens,
+        blocks,
+    });
+    for m in history(format, request) {
+        let mut h = Sha256::new();
+        h.update(key);
+        h.update(message_digest(m));
+        key = h.finalize().into();
+        tokens += message_tokens(format, m, estimator)?;
+        blocks += content_blocks(m);
+        if marked(m) {
+            out.breakpoints.push(out.boundaries.len());
+        }
+        out.boundaries.push(Boundary {
+            key,
+            tokens,
+            blocks,
+        });
+    }
+    for &n in extra {
+        out.breakpoints.push(n.min(out.boundaries.len() - 1));
+    }
+    out.breakpoints.push(out.boundaries.len() - 1);
+    out.breakpoints.sort_unstable();
+    out.breakpoints.dedup();
+    Ok(out)
 }
 
-impl Sent {
-    fn of(format: Format, request: &Value, config: &SessionConfig) -> Self {
-        let estimator = config.estimator.as_ref();
-        let fixed = match request {
-            Value::Object(map) => {
-                let mut rest = map.clone();
-                rest.remove(list_key(format));
-                Value::Object(rest).to_string()
-            }
-            _ => String::new(),
-        };
-        Self {
-            fixed,
-            fixed_tokens: fixed_tokens(format, request, estimator),
-            messages: history(format, request)
-                .iter()
-                .map(|m| (message_digest(m), message_tokens(m, estimator)))
-                .collect(),
-        }
+/// Whether `value` holds a `cache_control` mark at any depth.
+fn marked(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key("cache_control") || map.values().any(marked),
+        Value::Array(list) => list.iter().any(marked),
+        _ => false,
     }
+}
 
-    fn tokens(&self) -> u64 {
-        self.fixed_tokens + self.messages.iter().map(|m| m.1).sum::<u64>()
-    }
-
-    /// The tokens of the longest common prefix with `previous`, message by message.
-    fn common(&self, previous: &Self) -> u64 {
-        if self.fixed != previous.fixed {
-            return 0;
-        }
-        self.fixed_tokens
-            + self
-                .messages
-                .iter()
-                .zip(&previous.messages)
-                .take_while(|(a, b)| a.0 == b.0)
-                .map(|(a, _)| a.1)
-                .sum::<u64>()
-    }
+/// The content blocks of a message: one for string content, one per item of a content list,
+/// and one per tool call.
+fn content_blocks(message: &Value) -> u64 {
+    let content = match message.get("content") {
+        Some(Value::Array(list)) => list.len().max(1),
+        _ => 1,
+    };
+    let calls = message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    u64::try_from(content + calls).unwrap_or(u64::MAX)
 }
 
 /// Accumulates one strategy's figures call by call.
 struct Meter<'a> {
     report: StrategyReport,
-    previous: Option<Sent>,
+    previous: Option<CacheView>,
+    cache: PrefixCache,
     prices: &'a PriceTable,
     window: u64,
     reserve: u64,
@@ -194,34 +233,39 @@ impl<'a> Meter<'a> {
                 cost_money: 0.0,
                 peak_tokens: 0,
                 over_window: 0,
+                fixed_over: 0,
+                fitting_units: 0.0,
                 sizes: Vec::new(),
                 cumulative_units: Vec::new(),
             },
             previous: None,
+            cache: PrefixCache::default(),
             prices,
             window: config.window,
             reserve: config.reserve_output,
         }
     }
 
-    fn call(&mut self, sent: Sent) {
-        let tokens = sent.tokens();
-        let (cached, bust) = match &self.previous {
-            Some(p) => {
-                let common = sent.common(p);
-                (self.prices.cached(tokens, common), common < p.tokens())
-            }
-            None => (0, false),
-        };
+    fn call(&mut self, sent: CacheView, unsatisfiable: bool) {
+        let bill = self.cache.call(&sent, self.prices);
+        let bust = self.previous.as_ref().is_some_and(|p| {
+            p.boundaries
+                .last()
+                .is_none_or(|end| sent.boundaries.get(p.boundaries.len() - 1) != Some(end))
+        });
         let r = &mut self.report;
         r.calls += 1;
-        r.tokens_sent += tokens;
-        r.cached_tokens += cached;
+        r.tokens_sent += bill.tokens;
+        r.cached_tokens += bill.cached;
         r.busts += usize::from(bust);
-        r.cost_units += self.prices.units(tokens, cached);
-        let size = tokens + self.reserve;
+        r.cost_units += bill.units;
+        let size = bill.tokens + self.reserve;
         r.peak_tokens = r.peak_tokens.max(size);
         r.over_window += usize::from(size > self.window);
+        r.fixed_over += usize::from(unsatisfiable);
+        if !unsatisfiable {
+            r.fitting_units += bill.units;
+        }
         r.sizes.push(size);
         r.cumulative_units.push(r.cost_units);
         self.previous = Some(sent);
@@ -231,6 +275,34 @@ impl<'a> Meter<'a> {
         self.report.cost_money = self.prices.money(self.report.cost_units);
         self.report
     }
+}
+
+/// The marks `cutctx session --cache-breakpoints auto` puts in a request after its first
+/// firing, as boundaries of its cache view: the end of the leading system messages (the fixed
+/// part's end when there are none: the Anthropic `system` is part of it) and the end of the
+/// compacted prefix. None before the first firing.
+fn session_marks(format: Format, request: &Value, state: &SessionState) -> Vec<usize> {
+    let (items, len) = state.prefix();
+    if items.is_empty() && len == 0 {
+        return Vec::new();
+    }
+    let prefix: usize = items
+        .iter()
+        .map(|i| match i {
+            PrefixItem::Keep([a, b]) => usize::try_from(b - a).unwrap_or(0),
+            PrefixItem::Insert(_) => 1,
+        })
+        .sum();
+    let system = history(format, request)
+        .iter()
+        .take_while(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        })
+        .count();
+    vec![system, prefix]
 }
 
 fn unsatisfiable(e: &FormatError) -> bool {
@@ -258,7 +330,7 @@ pub fn replay(
     let format = config.format;
     cutctx_formats::validate(format, run).map_err(FormatError::from)?;
     let points = call_points(format, history(format, run));
-    let final_tokens = Sent::of(format, run, config).tokens() + config.reserve_output;
+    let final_tokens = view(format, run, config, &[])?.tokens() + config.reserve_output;
     let mut none = Meter::new("none", prices, config);
     let mut stateless = Meter::new("stateless", prices, config);
     let mut session = Meter::new("session", prices, config);
@@ -266,31 +338,41 @@ pub fn replay(
     let mut summarize = stand_in;
     for &len in &points {
         let request = request_at(format, run, len);
-        let full = Sent::of(format, &request, config);
+        let full = view(format, &request, config, &[])?;
         let size = full.tokens() + config.reserve_output;
-        // Stateless: compact to the window whenever the call would not fit.
+        // Stateless: what `cutctx compact --max-tokens WINDOW` does before every call: nothing
+        // while the request fits, a compaction to the window when it does not.
+        let mut stuck = false;
         if size > config.window {
             match compact_to(config, &request, 1.0, &mut summarize) {
                 Ok(fitted) => {
                     stateless.report.compactions += 1;
-                    stateless.call(Sent::of(format, &fitted.document, config));
+                    stateless.call(view(format, &fitted.document, config, &[])?, false);
                 }
-                Err(e) if unsatisfiable(&e) => stateless.call(Sent::of(format, &request, config)),
+                Err(e) if unsatisfiable(&e) => {
+                    stuck = true;
+                    stateless.call(full.clone(), true);
+                }
                 Err(e) => return Err(e),
             }
         } else {
-            stateless.call(Sent::of(format, &request, config));
+            stateless.call(full.clone(), false);
         }
         match step(config, state.as_ref(), &request, &mut summarize) {
             Ok(s) => {
                 session.report.compactions += usize::from(s.firing.is_some());
-                session.call(Sent::of(format, &s.request, config));
+                let marks = if prices.breakpoints && config.cache_breakpoints {
+                    session_marks(format, &s.request, &s.state)
+                } else {
+                    Vec::new()
+                };
+                session.call(view(format, &s.request, config, &marks)?, stuck);
                 state = Some(s.state);
             }
-            Err(e) if unsatisfiable(&e) => session.call(Sent::of(format, &request, config)),
+            Err(e) if unsatisfiable(&e) => session.call(full.clone(), stuck),
             Err(e) => return Err(e),
         }
-        none.call(full);
+        none.call(full, stuck);
     }
     Ok(Replay {
         window: config.window,

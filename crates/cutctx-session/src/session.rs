@@ -4,7 +4,8 @@
 
 use std::collections::BTreeMap;
 
-use cutctx_formats::{Format, FormatError, ProviderTranscript};
+use cutctx_formats::message_list as history;
+use cutctx_formats::{Format, FormatError, ProviderTranscript, fixed_tokens, list_key};
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
     CompactedTranscript, CompactionBudget, CompactionError, SummarizationRequest, Transcript,
@@ -13,7 +14,7 @@ use cutctx_model::{
 use cutctx_policies::{CompactionPolicy, TokenEstimator};
 use serde_json::Value;
 
-use crate::count::{fixed_tokens, history, list_key, message_tokens, prompt_tokens};
+use crate::count::{messages_tokens, prompt_tokens};
 use crate::state::{PrefixItem, SessionState, digest_of, message_digest};
 
 /// A session's settings. The same settings are expected at every call, but nothing breaks
@@ -184,12 +185,9 @@ pub fn step<E: From<FormatError>>(
     let messages = history(format, request);
     let (mut state, restarted) = continue_from(format, previous, messages)?;
     let new = messages.get(state.messages..).unwrap_or(&[]);
-    state.message_tokens += new
-        .iter()
-        .map(|m| message_tokens(m, config.estimator.as_ref()))
-        .sum::<u64>();
+    state.message_tokens += messages_tokens(format, new, config.estimator.as_ref())?;
     state.absorb(new);
-    let fixed = fixed_tokens(format, request, config.estimator.as_ref());
+    let fixed = fixed_tokens(format, request, config.estimator.as_ref())?;
     let prompt = fixed + state.message_tokens + config.reserve_output;
     if prompt <= config.trigger_tokens() {
         let request = materialize(format, request, &state)?;
@@ -205,16 +203,15 @@ pub fn step<E: From<FormatError>>(
     let list = history(format, &fitted.document);
     state.prefix = references(messages, list);
     state.prefix_len = messages.len();
-    state.message_tokens = list
-        .iter()
-        .map(|m| message_tokens(m, config.estimator.as_ref()))
-        .sum();
+    state.message_tokens = messages_tokens(format, list, config.estimator.as_ref())?;
+    state.marks_system = false;
     if format == Format::Anthropic && config.cache_breakpoints {
         mark_prefix_end(request, &mut state.prefix);
+        state.marks_system = true;
     }
     state.firings += 1;
     let request = materialize(format, request, &state)?;
-    let after = prompt_tokens(format, &request, config.estimator.as_ref()) + config.reserve_output;
+    let after = prompt_tokens(format, &request, config.estimator.as_ref())? + config.reserve_output;
     Ok(Step {
         request,
         state,
@@ -237,23 +234,24 @@ pub fn step<E: From<FormatError>>(
 ///
 /// On [`Decision::Fire`] the state has absorbed `new` all the same; the caller then calls
 /// [`step`] with the full history and this state.
+///
+/// # Errors
+///
+/// `FORMAT_ERROR` for a message without its format's shape; the state is then unchanged.
 pub fn push(
     config: &SessionConfig,
     state: &mut SessionState,
     fixed_tokens: u64,
     new: &[Value],
-) -> Decision {
-    state.message_tokens += new
-        .iter()
-        .map(|m| message_tokens(m, config.estimator.as_ref()))
-        .sum::<u64>();
+) -> Result<Decision, FormatError> {
+    state.message_tokens += messages_tokens(config.format, new, config.estimator.as_ref())?;
     state.absorb(new);
     let prompt_tokens = fixed_tokens + state.message_tokens + config.reserve_output;
-    if prompt_tokens <= config.trigger_tokens() {
+    Ok(if prompt_tokens <= config.trigger_tokens() {
         Decision::Append { prompt_tokens }
     } else {
         Decision::Fire { prompt_tokens }
-    }
+    })
 }
 
 /// The state to continue from: `previous` when `messages` extends the history it describes,
@@ -301,6 +299,15 @@ fn materialize(
     if state.prefix_len == 0 && state.prefix.is_empty() {
         return Ok(request.clone());
     }
+    let mut out = with_list(format, request, state)?;
+    if format == Format::Anthropic && state.marks_system {
+        mark_system(&mut out);
+    }
+    Ok(out)
+}
+
+/// `request` with its message list replaced by the state's prefix and the rest of the history.
+fn with_list(format: Format, request: &Value, state: &SessionState) -> Result<Value, FormatError> {
     let messages = history(format, request);
     let mut list = Vec::with_capacity(state.prefix.len() + messages.len() - state.prefix_len);
     for item in &state.prefix {
@@ -367,14 +374,15 @@ pub(crate) struct Fitted {
     pub(crate) compacted: CompactedTranscript,
 }
 
-/// Compacts the whole `request` down to the untouchable part (everything but the messages,
-/// the reserve, system turns and the protected recent turns) plus `share` of the room the
-/// window leaves above it; at worst to the window itself.
+/// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
+/// and the protected recent turns) plus `share` of the room the window leaves above it; at
+/// worst to the window itself.
 ///
-/// The policy's budget counts turn content while the goal counts the request's JSON, so the
-/// budget is the untouchable turns' estimate plus the room scaled from one unit to the other,
-/// lowered by the overshoot until the rendered request fits (a few rounds; summaries are asked
-/// once per set of turns).
+/// The plan's budget and the goal are the same count (`cutctx-formats`' prompt count), so the
+/// turn budget is the goal less the tools and the reserve; rendering can still differ a little
+/// from the plan's estimate (stubs and summaries are estimated before they exist), so the
+/// budget is lowered by any overshoot until the rendered request fits (a few rounds;
+/// summaries are asked once per set of turns).
 pub(crate) fn compact_to<E: From<FormatError>>(
     config: &SessionConfig,
     request: &Value,
@@ -384,41 +392,19 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     let format = config.format;
     let estimator = config.estimator.as_ref();
     let pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
-    let messages = history(format, request);
-    let counts: Vec<u64> = messages
-        .iter()
-        .map(|m| message_tokens(m, estimator))
-        .collect();
+    let count = pt.prompt_count(config.reserve_output);
     let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
-    let mut held = vec![false; messages.len()];
-    for (p, &untouchable) in analysis.untouchable().iter().enumerate() {
-        if let Some(slot) = pt
-            .sources()
-            .get(p)
-            .and_then(|s| s.message())
-            .and_then(|i| held.get_mut(i))
-            && untouchable
-        {
-            *slot = true;
-        }
-    }
-    let held_tokens: u64 = counts
-        .iter()
-        .zip(&held)
-        .filter(|(_, h)| **h)
-        .map(|(c, _)| c)
-        .sum();
-    let free_tokens: u64 = counts.iter().sum::<u64>() - held_tokens;
-    let floor = fixed_tokens(format, request, estimator) + config.reserve_output + held_tokens;
+    let turn_floor = analysis.untouchable_tokens();
+    let floor = count.tools + count.reserve + turn_floor;
     let limit = config.window;
     if floor > limit {
         return Err(E::from(FormatError::from(
             CompactionError::BudgetUnsatisfiable {
                 message: format!(
-                    "the untouchable part of the request (everything but the messages, the system turns \
-                 and the {} most recent turns, with the output reserve) is {floor} tokens, over the \
-                 window of {limit}",
+                    "the untouchable part of the request (tools, system turns and the {} most \
+                     recent turns, with the output reserve) is {floor} tokens, over the window \
+                     of {limit}",
                     config.protected_recent
                 ),
                 details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
@@ -426,26 +412,9 @@ pub(crate) fn compact_to<E: From<FormatError>>(
         )));
     }
     let goal = floor + fraction(limit - floor, share);
-    let turn_floor = analysis.untouchable_tokens();
-    let turn_free: u64 = pt
-        .transcript()
-        .turns()
-        .iter()
-        .map(|t| t.token_estimate())
-        .sum::<u64>()
-        - turn_floor;
-    // Message tokens to turn tokens, over the removable part.
-    let scale = |tokens: u64| -> u64 {
-        if free_tokens == 0 {
-            tokens
-        } else {
-            u64::try_from(u128::from(tokens) * u128::from(turn_free) / u128::from(free_tokens))
-                .unwrap_or(u64::MAX)
-        }
-    };
     let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
     let mut best: Option<(u64, Fitted)> = None;
-    let mut room = scale(goal - floor);
+    let mut room = goal - floor;
     for _ in 0..8 {
         let b = CompactionBudget::new(turn_floor + room)
             .with_protected_recent_turns(config.protected_recent);
@@ -475,7 +444,8 @@ pub(crate) fn compact_to<E: From<FormatError>>(
         let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts)
             .map_err(|e| E::from(FormatError::from(e)))?;
         let document = pt.render(&compacted.transcript).map_err(E::from)?;
-        let measured = prompt_tokens(format, &document, estimator) + config.reserve_output;
+        let measured =
+            prompt_tokens(format, &document, estimator).map_err(E::from)? + config.reserve_output;
         let fitted = Fitted {
             document,
             input: pt.transcript().clone(),
@@ -491,7 +461,7 @@ pub(crate) fn compact_to<E: From<FormatError>>(
         if room == 0 {
             break;
         }
-        room = room.saturating_sub(scale(measured - goal).max(1));
+        room = room.saturating_sub((measured - goal).max(1));
     }
     match best {
         Some((measured, fitted)) if measured <= limit => Ok(fitted),
@@ -542,6 +512,31 @@ fn mark_prefix_end(request: &Value, prefix: &mut Vec<PrefixItem>) {
     };
     if let Some(PrefixItem::Insert(last)) = prefix.last_mut() {
         *last = with_mark(message);
+    }
+}
+
+/// Anthropic: puts `cache_control` on the last block of `system` when the request has room
+/// for one more mark, so that tools and system stay cached whatever a later firing rewrites
+/// (the provider looks for earlier hits only about 20 blocks back from a mark). Recomputed
+/// from the request at every call, so it is the same bytes every time.
+fn mark_system(request: &mut Value) {
+    if count_marks(request) >= MAX_CACHE_MARKS {
+        return;
+    }
+    let Some(system) = request.get_mut("system") else {
+        return;
+    };
+    let mark = serde_json::json!({"type": "ephemeral"});
+    match system {
+        Value::String(text) if !text.is_empty() => {
+            *system = serde_json::json!([{"type": "text", "text": text, "cache_control": mark}]);
+        }
+        Value::Array(blocks) => {
+            if let Some(Value::Object(block)) = blocks.last_mut() {
+                block.entry("cache_control").or_insert(mark);
+            }
+        }
+        _ => {}
     }
 }
 

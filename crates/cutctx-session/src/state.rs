@@ -48,6 +48,9 @@ pub struct SessionState {
     pub(crate) message_tokens: u64,
     /// How many times the session has compacted.
     pub(crate) firings: u64,
+    /// Anthropic, `--cache-breakpoints auto`: whether the sent requests mark the end of
+    /// `system` (set at a firing).
+    pub(crate) marks_system: bool,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -60,6 +63,17 @@ struct Body {
     prefix: Vec<PrefixItem>,
     message_tokens: u64,
     firings: u64,
+    /// Absent (false) in states written before it existed, and whenever it is false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    marks_system: bool,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if signature"
+)]
+const fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 impl SessionState {
@@ -74,6 +88,7 @@ impl SessionState {
             prefix: Vec::new(),
             message_tokens: 0,
             firings: 0,
+            marks_system: false,
         }
     }
 
@@ -133,6 +148,7 @@ impl SessionState {
             prefix: self.prefix.clone(),
             message_tokens: self.message_tokens,
             firings: self.firings,
+            marks_system: self.marks_system,
         };
         // Through a Value, so that keys are sorted exactly as the reader re-serializes them.
         let body = serde_json::to_value(&body).unwrap_or(Value::Null);
@@ -228,6 +244,7 @@ impl SessionState {
             prefix: body.prefix,
             message_tokens: body.message_tokens,
             firings: body.firings,
+            marks_system: body.marks_system,
         })
     }
 }

@@ -79,7 +79,8 @@ fn the_state_carries_the_prefix_from_call_to_call() {
             cutctx::formats::Format::OpenAiChat,
             &sent,
             &cutctx::CharRatioEstimator::default(),
-        );
+        )
+        .expect("counts");
         assert!(tokens <= 2000, "call {n}: {tokens} tokens");
         if let Some(prev) = &previous
             && list.get(..prev.len()) != Some(&prev[..])
@@ -182,4 +183,23 @@ fn a_tau_bench_run_replays_when_shared_is_present() {
         s[2]["cost_units"].as_f64() <= s[1]["cost_units"].as_f64(),
         "{out}"
     );
+}
+
+#[test]
+fn repair_drops_what_the_provider_would_refuse_and_says_so() {
+    let dir = scratch("repair");
+    let mut request = chat(2, 20);
+    // A result whose call is not in the history: the provider refuses it.
+    request["messages"]
+        .as_array_mut()
+        .expect("a list")
+        .push(json!({"role": "tool", "tool_call_id": "gone", "content": "late"}));
+    let (code, _, stderr) = session(&dir, &request, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("FORMAT_INVALID_REQUEST"), "{stderr}");
+    let (code, stdout, stderr) = session(&dir, &request, &["--repair"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.contains("cutctx: repair:"), "{stderr}");
+    let sent: Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(sent["messages"], chat(2, 20)["messages"]);
 }

@@ -75,6 +75,21 @@ pub(crate) fn corpus() -> Vec<Case> {
     cases
 }
 
+/// Asserts that the per-message form of the count adds up to the whole prompt's count:
+/// `fixed_tokens + Σ message_tokens + reserve == prompt_count(reserve).total`.
+pub(crate) fn assert_count_adds_up(format: Format, document: &Value, what: &str) {
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let pt = ProviderTranscript::parse_with(format, document, &estimator)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut sum = cutctx_formats::fixed_tokens(format, document, &estimator)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    for m in cutctx_formats::message_list(format, document) {
+        sum += cutctx_formats::message_tokens(format, m, &estimator)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    assert_eq!(sum + 7, pt.prompt_count(7).total, "{what}");
+}
+
 /// Every shipped policy, in a few configurations.
 pub(crate) fn policies() -> Vec<(&'static str, Box<dyn CompactionPolicy>)> {
     vec![

@@ -166,6 +166,7 @@ fn replay(format: Format, document: Value, tally: &mut Tally) {
     let (document, repairs) = repair(format, document).expect("repairable");
     tally.repairs += repairs.len();
     let pt = ProviderTranscript::parse(format, &document).expect("valid once repaired");
+    crate::assert_count_adds_up(format, &document, format.as_str());
     let count = pt.prompt_count(0);
     let protected = CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS;
     let floor = Analysis::of(

@@ -200,3 +200,20 @@ fn what_no_drop_fixes_is_still_refused_and_valid_requests_are_untouched() {
         (valid, vec![])
     );
 }
+
+#[test]
+fn the_per_message_count_adds_up_to_the_whole_prompt_over_the_corpus() {
+    let cases = crate::corpus();
+    assert!(cases.len() >= 10, "{} corpus requests", cases.len());
+    for case in &cases {
+        crate::assert_count_adds_up(case.format, &case.document, &case.name);
+    }
+    // A Responses `input` given as one string is a fixed part, with the instructions.
+    let one = json!({"instructions": "Be brief.", "input": "What is two and two?"});
+    crate::assert_count_adds_up(Format::OpenAiResponses, &one, "string input");
+    let e = cutctx_policies::CharRatioEstimator::default();
+    assert_eq!(
+        cutctx_formats::fixed_tokens(Format::OpenAiResponses, &one, &e).expect("counts"),
+        3 + 5
+    );
+}

@@ -308,14 +308,12 @@ fn push_decides_as_step_does_on_new_messages_alone() {
         &mut stand_in,
     )
     .expect("step");
-    let fixed = prompt_tokens(
+    let fixed = cutctx_session::fixed_tokens(
         Format::OpenAiChat,
-        &request(Format::OpenAiChat, &[]),
+        &request(Format::OpenAiChat, &messages),
         cfg.estimator.as_ref(),
-    ) - cutctx_session::message_tokens(
-        &json!({"role": "system", "content": "Be brief."}),
-        cfg.estimator.as_ref(),
-    );
+    )
+    .expect("count");
     let mut state = first.state;
     for i in 1..40 {
         let new = exchange(Format::OpenAiChat, i, 100);
@@ -327,7 +325,7 @@ fn push_decides_as_step_does_on_new_messages_alone() {
             &mut stand_in,
         )
         .expect("step");
-        let decision = push(&cfg, &mut state, fixed, &new);
+        let decision = push(&cfg, &mut state, fixed, &new).expect("push");
         match decision {
             Decision::Append { prompt_tokens } => {
                 assert!(by_step.firing.is_none());
@@ -355,7 +353,8 @@ fn the_replay_prices_three_strategies() {
         Format::OpenAiChat,
         &run,
         &cutctx_policies::CharRatioEstimator::default(),
-    );
+    )
+    .expect("count");
     let cfg = config(Format::OpenAiChat, full * 6 / 10, "drop_oldest");
     let r = replay(&cfg, &PriceTable::anthropic(), &run).expect("replay");
     let [none, stateless, session] = &r.strategies[..] else {
