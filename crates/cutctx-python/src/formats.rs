@@ -323,9 +323,8 @@ fn estimate_json<'py>(
     let run = || -> Result<String, Failure> {
         let format = format_name(format.parse::<Format>()?);
         let text = text_of(data)?;
-        Ok(py.detach(|| {
-            cli::estimate(format, estimator.as_deref(), reserve_output, repair, text)
-        })?)
+        Ok(py
+            .detach(|| cli::estimate(format, estimator.as_deref(), reserve_output, repair, text))?)
     };
     let out = run().map_err(|f| to_pyerr(py, f))?;
     Ok(PyBytes::new(py, out.as_bytes()))

@@ -226,7 +226,9 @@ def main() -> None:
     count: dict[str, Any] = formats.estimate(request, "openai-chat", reserve_output=100)
     counted: bytes = formats.estimate_json(json.dumps(request), "openai-chat")
     assert count["total"] == json.loads(counted)["total"] + 100
-    batch, reports = formats.compact_batch_with_reports([json.dumps(request)], "openai-chat", 200)
+    batch, reports = formats.compact_batch_with_reports(
+        [json.dumps(request)], "openai-chat", 200, policy="drop_oldest"
+    )
     first_report: str | None = reports[0]
     assert first_report is not None and batch[0] is not None
 
