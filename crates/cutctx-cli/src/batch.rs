@@ -69,22 +69,33 @@ pub struct Summary {
     pub unchanged: u64,
     /// Lines that failed, written as `null`.
     pub failed: u64,
-    /// Estimated tokens of the requests that did not fail, before.
+    /// Drops `--repair` made, over every line that did not fail.
+    pub repairs: u64,
+    /// The whole prompts of the requests that did not fail, before, in estimated tokens:
+    /// tools, system, messages and the output reserve, as `cutctx estimate` totals them.
     pub tokens_before: u64,
-    /// Their estimated tokens after.
+    /// Their whole prompts after, counted the same way.
     pub tokens_after: u64,
 }
 
 impl Summary {
-    /// One line for people: `N lines: C compacted, U unchanged, F failed; tokens B -> A`.
+    /// One line for people: `N lines: C compacted, U unchanged, F failed; R repairs; tokens B
+    /// -> A`.
+    ///
+    /// ```
+    /// let s = cutctx_cli::batch::Summary { lines: 3, compacted: 1, unchanged: 1, failed: 1,
+    ///     repairs: 2, tokens_before: 900, tokens_after: 400 };
+    /// assert_eq!(s.text(), "3 lines: 1 compacted, 1 unchanged, 1 failed; 2 repairs; tokens 900 -> 400");
+    /// ```
     #[must_use]
     pub fn text(&self) -> String {
         format!(
-            "{} lines: {} compacted, {} unchanged, {} failed; tokens {} -> {}",
+            "{} lines: {} compacted, {} unchanged, {} failed; {} repairs; tokens {} -> {}",
             self.lines,
             self.compacted,
             self.unchanged,
             self.failed,
+            self.repairs,
             self.tokens_before,
             self.tokens_after
         )
@@ -98,6 +109,7 @@ impl Summary {
             "compacted": self.compacted,
             "unchanged": self.unchanged,
             "failed": self.failed,
+            "repairs": self.repairs,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
         }))
@@ -114,6 +126,9 @@ pub struct Io<'a> {
     pub clock: &'a dyn Clock,
     /// Called with the summary so far now and then, for a progress bar.
     pub progress: Option<&'a mut dyn FnMut(&Summary)>,
+    /// Called with one line (no newline) per drop `--repair` made, in line order:
+    /// `cutctx: line L: repair: KIND at position P (id "ID")`, no content.
+    pub notices: Option<&'a mut dyn FnMut(&str)>,
 }
 
 /// How many lines may be in flight at once (read and not yet written) for `jobs` workers.
@@ -185,6 +200,7 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
         output,
         clock,
         progress,
+        notices,
     } = io;
     let mut writer = Writer {
         output,
@@ -192,6 +208,7 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
         ledger: ledger.as_ref(),
         clock,
         progress,
+        notices,
         summary: Summary::default(),
         last_progress: Instant::now(),
         reader_gone: false,
@@ -213,7 +230,7 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
             let summaries = summaries.as_deref();
             scope.spawn(move || {
                 while let Some((n, line)) = next(work_rx) {
-                    let outcome = compact_line(&args.format, summaries, &line, keep);
+                    let outcome = guarded(|| compact_line(&args.format, summaries, &line, keep));
                     drop(line);
                     if done_tx.send((n, outcome)).is_err() {
                         break;
@@ -262,6 +279,18 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
 /// holding the queue, which ends the run short: the writer then sees lines missing).
 fn next(work: &Mutex<Receiver<(u64, Vec<u8>)>>) -> Option<(u64, Vec<u8>)> {
     work.lock().ok()?.recv().ok()
+}
+
+/// `work()`, or, when it panics, the line's failure. A panic is a defect, but it must not
+/// stop the run: a worker that died would never answer its line, and the writer, the reader
+/// and the other workers would wait on each other for ever.
+fn guarded(work: impl FnOnce() -> Outcome) -> Outcome {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
+        Err(CliError::validation(
+            "compacting the line failed an internal check: a defect of cutctx, not of the line",
+            details! { "internal" => true },
+        ))
+    })
 }
 
 /// Reads lines (without their `\n` or `\r\n`), each once a slot of the window is free.
@@ -313,6 +342,7 @@ struct Writer<'a, 'f> {
     ledger: Option<&'f (Ledger, String)>,
     clock: &'a dyn Clock,
     progress: Option<&'a mut dyn FnMut(&Summary)>,
+    notices: Option<&'a mut dyn FnMut(&str)>,
     summary: Summary,
     last_progress: Instant,
     reader_gone: bool,
@@ -348,8 +378,20 @@ impl Writer<'_, '_> {
         s.lines += 1;
         let text = match outcome {
             Ok(done) => {
-                s.tokens_before += done.tokens_before;
-                s.tokens_after += done.tokens_after;
+                // Saturating: many lines with output reserves near 2^64 must not wrap.
+                s.tokens_before = s.tokens_before.saturating_add(done.tokens_before);
+                s.tokens_after = s.tokens_after.saturating_add(done.tokens_after);
+                let repairs = &done.output.repairs;
+                s.repairs = s
+                    .repairs
+                    .saturating_add(u64::try_from(repairs.len()).unwrap_or(u64::MAX));
+                if let Some(notice) = self.notices.as_deref_mut() {
+                    for note in repairs {
+                        // `cutctx: repair: ...` as `compact --format` prints it, with the line.
+                        let note = note.strip_prefix("cutctx: ").unwrap_or(note);
+                        notice(&format!("cutctx: line {}: {note}", n + 1));
+                    }
+                }
                 if done.unchanged {
                     s.unchanged += 1;
                 } else {
@@ -487,6 +529,11 @@ pub fn run_command(args: &BatchArgs, json: bool, clock: &dyn Clock) -> Result<u8
     let mut bar = |s: &Summary| {
         let _ = write!(std::io::stderr(), "\r\x1b[Kcutctx batch: {}", s.text());
     };
+    let mut notice = |line: &str| {
+        // Over the progress line, which the next update draws again below it.
+        let clear = if terminal { "\r\x1b[K" } else { "" };
+        let _ = writeln!(std::io::stderr(), "{clear}{line}");
+    };
     let ended = run(
         args,
         Io {
@@ -494,6 +541,7 @@ pub fn run_command(args: &BatchArgs, json: bool, clock: &dyn Clock) -> Result<u8
             output: &mut output,
             clock,
             progress: terminal.then_some(&mut bar as &mut dyn FnMut(&Summary)),
+            notices: Some(&mut notice),
         },
     );
     if terminal {
@@ -514,4 +562,16 @@ pub fn run_command(args: &BatchArgs, json: bool, clock: &dyn Clock) -> Result<u8
     } else {
         0
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guarded;
+
+    #[test]
+    fn a_panic_while_compacting_a_line_fails_that_line_only() {
+        let failed = guarded(|| panic!("a defect")).expect_err("the panic is the line's failure");
+        assert_eq!(failed.code, "VALIDATION_ERROR");
+        assert_eq!(failed.details["internal"], true);
+    }
 }

@@ -21,7 +21,9 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript, is_repairable};
+use cutctx::formats::{
+    EstimatorSpec, Format, FormatError, PromptCount, ProviderTranscript, Repair, is_repairable,
+};
 use cutctx::model::details;
 use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
 use serde_json::Value;
@@ -145,9 +147,10 @@ pub struct Detailed {
     pub output: FormatOutput,
     /// Whether every turn was kept, so that the output is the input itself.
     pub unchanged: bool,
-    /// The request's estimated tokens.
+    /// The request's whole prompt, in estimated tokens: tools, system, messages and the output
+    /// reserve, as `cutctx estimate` totals it (with `--repair`, of the repaired request).
     pub tokens_before: u64,
-    /// The compacted request's estimated tokens.
+    /// The compacted request's whole prompt, counted the same way.
     pub tokens_after: u64,
     /// The request's transcript and the compacted view with its report, for a receipt.
     pub compaction: Option<(cutctx::Transcript, cutctx::CompactedTranscript)>,
@@ -210,13 +213,43 @@ enum Release {
     AtExit,
 }
 
-fn compact_text(
-    args: &FormatArgs,
-    input_text: Cow<'_, str>,
-    summaries_text: Option<&str>,
-    release: Release,
-    keep_compaction: bool,
-) -> Result<Detailed, CliError> {
+/// A provider request read, repaired, counted and planned: the first half of `compact
+/// --format`, up to the plan's summarization requests. [`finish`] applies it.
+///
+/// The Python package runs the two halves around its own summarizer callable, so that what it
+/// returns is exactly what the command prints.
+#[derive(Debug)]
+pub struct Prepared {
+    format: Format,
+    max_tokens: u64,
+    pt: ProviderTranscript,
+    plan: CompactionPlan,
+    count: PromptCount,
+    /// `Some` when repair was asked for (empty when nothing needed it).
+    repairs: Option<Vec<Repair>>,
+}
+
+impl Prepared {
+    /// The plan, whose `summarization_requests` the summaries given to [`finish`] fulfil.
+    #[must_use]
+    pub const fn plan(&self) -> &CompactionPlan {
+        &self.plan
+    }
+
+    /// The document a summarizer gets for `request`, as `--summarize-with` sends it.
+    #[must_use]
+    pub fn summarization_input(&self, request: &SummarizationRequest) -> Value {
+        self.pt.summarization_input(request)
+    }
+}
+
+/// The first half of `cutctx compact --format`: reads `input_text` as `args` say, repairs it
+/// when `--repair` is set, counts the whole prompt and plans the turns against what is left.
+///
+/// # Errors
+///
+/// As [`compact`], but for what summaries and applying add.
+pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError> {
     let format: Format = args
         .format
         .ok_or_else(|| usage("compact --format needs a format", "format"))?
@@ -224,13 +257,13 @@ fn compact_text(
     let max_tokens = args
         .max_tokens
         .ok_or_else(|| usage("compact --format needs --max-tokens N", "max_tokens"))?;
-    let mut document: Value = parse_json(&input_text, "the transcript")?;
+    let mut document: Value = parse_json(input_text, "the transcript")?;
     let repairs = if args.repair {
         let (repaired, repairs) = cutctx::formats::repair(format, document).map_err(from_format)?;
         document = repaired;
-        repairs
+        Some(repairs)
     } else {
-        Vec::new()
+        None
     };
     let spec: EstimatorSpec = match &args.estimator {
         Some(s) => s.parse().map_err(from_format)?,
@@ -244,6 +277,7 @@ fn compact_text(
         None => pt.requested_output().map_err(from_format)?.unwrap_or(0),
     };
     let count = pt.prompt_count(reserve);
+    representable(&count, max_tokens)?;
     let turn_budget = count.turn_budget(max_tokens).map_err(from_format)?;
     let policy = policy(args, spec)?;
     let budget = CompactionBudget::new(turn_budget).with_protected_recent_turns(
@@ -251,19 +285,111 @@ fn compact_text(
             .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
     );
     let plan = policy.decide(pt.transcript(), &budget)?;
+    Ok(Prepared {
+        format,
+        max_tokens,
+        pt,
+        plan,
+        count,
+        repairs,
+    })
+}
+
+/// `COMPACTION_BUDGET_UNSATISFIABLE` when the prompt's parts and the reserve add up to more
+/// than a `u64` holds: the sum saturates, and every figure derived from it (the turns' budget,
+/// the report's whole-prompt totals) would be wrong. Only an output reserve near 2^64 (from
+/// `--reserve-output` or the request's own limit) gets there, and no budget fits it.
+fn representable(count: &PromptCount, max_tokens: u64) -> Result<(), CliError> {
+    let sum = count
+        .tools
+        .checked_add(count.system)
+        .and_then(|n| n.checked_add(count.messages))
+        .and_then(|n| n.checked_add(count.reserve));
+    if sum.is_some() {
+        return Ok(());
+    }
+    Err(CliError {
+        code: ErrorCode::BudgetUnsatisfiable.as_str(),
+        message: format!(
+            "The request's parts (tools {}, system {}, messages {}) and the output reserve ({}) \
+             add up to more than 2^64-1 tokens, beyond max_tokens ({max_tokens}); no compaction \
+             of the messages can fit.",
+            count.tools, count.system, count.messages, count.reserve
+        ),
+        details: details! {
+            "max_tokens" => max_tokens,
+            "tools_tokens" => count.tools,
+            "system_tokens" => count.system,
+            "messages_tokens" => count.messages,
+            "reserve_tokens" => count.reserve,
+        },
+    })
+}
+
+/// The second half of `cutctx compact --format`: applies `prepared`'s plan with `summaries`
+/// and writes the outputs. `input_text` must be the text [`prepare`] read: a request that fits
+/// comes back as that text, byte for byte. With `keep_compaction`, [`Detailed::compaction`]
+/// holds what a receipt is made of.
+///
+/// # Errors
+///
+/// `COMPACTION_SUMMARY_MISSING` (listing the requests) when `summaries` lacks one;
+/// `FORMAT_INVALID_REQUEST` when the compacted request breaks its provider's rules.
+pub fn finish(
+    prepared: Prepared,
+    input_text: &str,
+    summaries: &BTreeMap<String, String>,
+    keep_compaction: bool,
+) -> Result<Detailed, CliError> {
+    finish_text(
+        prepared,
+        Cow::Borrowed(input_text),
+        summaries,
+        Release::Free,
+        keep_compaction,
+    )
+}
+
+fn compact_text(
+    args: &FormatArgs,
+    input_text: Cow<'_, str>,
+    summaries_text: Option<&str>,
+    release: Release,
+    keep_compaction: bool,
+) -> Result<Detailed, CliError> {
+    let prepared = prepare(args, &input_text)?;
     let summaries = match (summaries_text, &args.summarize_with) {
         (Some(text), _) => parse_summaries(text)?,
-        (None, Some(command)) => run_summarizer(command, &pt, &plan)?,
+        (None, Some(command)) => run_summarizer(command, &prepared)?,
         (None, None) => BTreeMap::new(),
     };
-    require_summaries(&plan, &summaries)?;
+    finish_text(prepared, input_text, &summaries, release, keep_compaction)
+}
+
+fn finish_text(
+    prepared: Prepared,
+    input_text: Cow<'_, str>,
+    summaries: &BTreeMap<String, String>,
+    release: Release,
+    keep_compaction: bool,
+) -> Result<Detailed, CliError> {
+    let Prepared {
+        format,
+        max_tokens,
+        pt,
+        plan,
+        count,
+        repairs,
+    } = prepared;
+    require_summaries(&plan, summaries)?;
     let turns = pt.transcript().len();
     // Shares the turns' text with the request's transcript: a copy of the turn list only.
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
     // The transcript is consumed: its kept messages move into the output, not copied.
-    let out = pt.apply_into(&plan, &summaries).map_err(from_format)?;
+    let out = pt.apply_into(&plan, summaries).map_err(from_format)?;
     // A repaired request is never the input byte for byte.
-    let unchanged = out.report.kept_turn_ids.len() == turns && repairs.is_empty();
+    let unchanged =
+        out.report.kept_turn_ids.len() == turns && repairs.as_ref().is_none_or(Vec::is_empty);
     let output = if unchanged {
         // Nothing was compacted: the request as it was, byte for byte.
         let mut text = input_text.into_owned();
@@ -301,15 +427,11 @@ fn compact_text(
             )
         })?
     };
-    let report = cutctx::formats::report_text(
-        &plan,
-        &out.report,
-        &count,
-        max_tokens,
-        args.repair.then_some(repairs.as_slice()),
-    );
+    let report =
+        cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref());
     let repairs = repairs
         .iter()
+        .flatten()
         .map(|r| {
             format!(
                 "cutctx: repair: {} at position {}{}",
@@ -321,8 +443,13 @@ fn compact_text(
             )
         })
         .collect();
-    let (tokens_before, tokens_after) =
-        (out.report.tokens_before, out.report.tokens_after_estimate);
+    // The whole prompt, as `cutctx estimate`'s total counts it: the fixed parts beside the
+    // turns. `representable` checked that these sums fit.
+    let outside = count.tools.saturating_add(count.reserve);
+    let (tokens_before, tokens_after) = (
+        outside.saturating_add(out.report.tokens_before),
+        outside.saturating_add(out.report.tokens_after_estimate),
+    );
     let compaction = match input_transcript {
         Some(input) => Some((
             input,
@@ -527,15 +654,14 @@ fn require_summaries(
     })
 }
 
-/// Runs `command` once per request of `plan`, in order, and collects the summaries.
+/// Runs `command` once per summarization request of the plan, in order, and collects the summaries.
 fn run_summarizer(
     command: &str,
-    pt: &ProviderTranscript,
-    plan: &CompactionPlan,
+    prepared: &Prepared,
 ) -> Result<BTreeMap<String, String>, CliError> {
     let mut summaries = BTreeMap::new();
-    for request in &plan.summarization_requests {
-        let input = pt.summarization_input(request).to_string();
+    for request in &prepared.plan.summarization_requests {
+        let input = prepared.summarization_input(request).to_string();
         let summary = summarize_once(command, request.group_id(), &input)?;
         summaries.insert(request.group_id().to_owned(), summary);
     }

@@ -13,13 +13,15 @@ use pyo3::types::{PyBytes, PyString};
 /// One failed request: its position in the batch, the CLI's code, and the message.
 type Failed = (usize, &'static str, String);
 
-/// `compact_batch_json(requests, format, max_tokens, ...)` → `(outputs, errors)`: `outputs[i]`
-/// is the compacted request's JSON without its final newline, or `None` when request `i`
-/// failed; `errors` lists `(i, code, message)` for those.
+/// `compact_batch_json(requests, format, max_tokens, ...)` → `(outputs, errors, reports)`:
+/// `outputs[i]` is the compacted request's JSON without its final newline, or `None` when
+/// request `i` failed; `errors` lists `(i, code, message)` for those; with `reports`,
+/// `reports[i]` is what `--report FILE` would hold for request `i` (without its newline:
+/// the whole prompt's figures, and the repairs with `repair`), else the list is empty.
 #[pyfunction]
 #[pyo3(signature = (
     requests, format, max_tokens, *, protected_recent_turns = None, policy = None,
-    prompt_id = None, estimator = None, reserve_output = None, repair = false
+    prompt_id = None, estimator = None, reserve_output = None, repair = false, reports = false
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -27,7 +29,7 @@ type Failed = (usize, &'static str, String);
 )]
 #[expect(
     clippy::type_complexity,
-    reason = "the Python signature: a list of optional bytes and a list of error tuples"
+    reason = "the Python signature: lists of optional bytes and a list of error tuples"
 )]
 fn compact_batch_json<'py>(
     py: Python<'py>,
@@ -40,7 +42,12 @@ fn compact_batch_json<'py>(
     estimator: Option<String>,
     reserve_output: Option<u64>,
     repair: bool,
-) -> PyResult<(Vec<Option<Bound<'py, PyBytes>>>, Vec<Failed>)> {
+    reports: bool,
+) -> PyResult<(
+    Vec<Option<Bound<'py, PyBytes>>>,
+    Vec<Failed>,
+    Vec<Option<Bound<'py, PyBytes>>>,
+)> {
     let format = <FormatName as clap::ValueEnum>::from_str(format, false).map_err(|_| {
         pyo3::exceptions::PyValueError::new_err(format!(
             "unknown format {format:?}; expected openai-chat, openai-responses or anthropic"
@@ -63,7 +70,7 @@ fn compact_batch_json<'py>(
         .enumerate()
         .map(|(i, r)| text_of(i, r))
         .collect();
-    let results: Vec<Result<String, Failed>> = py.detach(|| {
+    let results: Vec<Result<(String, String), Failed>> = py.detach(|| {
         texts
             .into_iter()
             .enumerate()
@@ -71,26 +78,41 @@ fn compact_batch_json<'py>(
                 let text = text?;
                 let out = formats::compact_detailed(&args, &text, None, false)
                     .map_err(|e| (i, e.code, e.message))?;
-                let mut line = out.output.output;
+                let (mut line, mut report) = (out.output.output, out.output.report);
                 if line.ends_with('\n') {
                     line.pop();
                 }
-                Ok(line)
+                if reports {
+                    report.pop();
+                } else {
+                    // Not asked for: not carried back across the batch.
+                    report = String::new();
+                }
+                Ok((line, report))
             })
             .collect()
     });
     let mut outputs = Vec::with_capacity(results.len());
     let mut errors = Vec::new();
+    let mut listed = Vec::with_capacity(if reports { results.len() } else { 0 });
     for result in results {
         match result {
-            Ok(line) => outputs.push(Some(PyBytes::new(py, line.as_bytes()))),
+            Ok((line, report)) => {
+                outputs.push(Some(PyBytes::new(py, line.as_bytes())));
+                if reports {
+                    listed.push(Some(PyBytes::new(py, report.as_bytes())));
+                }
+            }
             Err(e) => {
                 outputs.push(None);
                 errors.push(e);
+                if reports {
+                    listed.push(None);
+                }
             }
         }
     }
-    Ok((outputs, errors))
+    Ok((outputs, errors, listed))
 }
 
 /// The UTF-8 text of one request (bytes or str), or its failure as `cutctx batch` names it.

@@ -1,22 +1,24 @@
 //! `cutctx._core.formats`: compaction of OpenAI Chat, OpenAI Responses and Anthropic requests
-//! for Python, as `cutctx compact --format F` does it.
+//! for Python, as `cutctx compact --format F` does it, and their counts as `cutctx estimate`.
 //!
 //! The request arrives as JSON text (bytes or str) and leaves as JSON bytes: no Python object is
 //! built per message, so the cost is the Rust parse, plan, apply and write. The steps are the
-//! CLI's own library calls in the CLI's order (estimate, parse, decide, fulfil, apply, write),
-//! so the output is byte for byte the command's standard output, and the report is its
-//! `--report` file. The one addition is `summarize`, a Python callable standing where the CLI
-//! runs `--summarize-with CMD`: it gets the same JSON document, as a dict.
+//! CLI's own functions (`cutctx_cli::formats::prepare` and `finish`, `estimate`), so the output
+//! is byte for byte the command's standard output, and the report is its `--report` file, with
+//! the whole prompt's figures and the repairs. The one addition is `summarize`, a Python
+//! callable standing where the CLI runs `--summarize-with CMD`: it gets the same JSON document,
+//! as a dict.
 //!
 //! Failures raise `cutctx.formats.FormatCompactionError` with the CLI's stable code, its
 //! message, and details that name ids and figures.
 
 use std::collections::BTreeMap;
 
-use cutctx::Details;
-use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
+use cutctx::formats::{Format, FormatError};
 use cutctx::model::details;
-use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
+use cutctx::{Details, ErrorCode};
+use cutctx_cli::CliError;
+use cutctx_cli::formats::{self as cli, FormatArgs, FormatName, Prepared};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -29,9 +31,6 @@ const SUMMARIZER_ERROR: &str = "SUMMARIZER_ERROR";
 
 /// The CLI's code for options that do not go together.
 const USAGE_ERROR: &str = "USAGE_ERROR";
-
-/// The prompt id the summarizing policies use when none is given, as in the CLI.
-const DEFAULT_PROMPT_ID: &str = "compaction.summarize.v1";
 
 create_exception!(
     cutctx.formats,
@@ -144,151 +143,23 @@ fn usage(message: &str, option: &str) -> Coded {
     }
 }
 
-/// The options of one compaction, as the CLI's flags name them.
-struct Options {
-    format: Format,
-    max_tokens: u64,
-    protected_recent: u64,
-    policy: Option<String>,
-    prompt_id: Option<String>,
-    estimator: Option<String>,
+impl From<CliError> for Failure {
+    fn from(e: CliError) -> Self {
+        Self::Cli(Coded {
+            code: e.code,
+            message: e.message,
+            details: e.details,
+        })
+    }
 }
 
-/// The policy the options name, as the CLI builds it for `--policy NAME`.
-fn policy(o: &Options, spec: EstimatorSpec) -> Result<Box<dyn CompactionPolicy>, Failure> {
-    let prompt = o.prompt_id.as_deref().unwrap_or(DEFAULT_PROMPT_ID);
-    let name = o.policy.as_deref().unwrap_or("default_chain");
-    cutctx::formats::policy_named(name, prompt, &spec)?.ok_or_else(|| {
-        Coded::validation(
-            format!(
-                "unknown policy {name:?}; expected drop_oldest, observation_masking, \
-                 summarizing or default_chain."
-            ),
-            details! { "policy" => name },
-        )
-        .into()
-    })
-}
-
-/// `COMPACTION_SUMMARY_MISSING`, listing every request without a summary, as the CLI words it.
-fn require_summaries(
-    plan: &CompactionPlan,
-    summaries: &BTreeMap<String, String>,
-) -> Result<(), Coded> {
-    let missing: Vec<&SummarizationRequest> = plan
-        .summarization_requests
-        .iter()
-        .filter(|r| !summaries.contains_key(r.group_id()))
-        .collect();
-    let Some(first) = missing.first() else {
-        return Ok(());
-    };
-    let listed = Value::Array(
-        missing
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "group_id": r.group_id(),
-                    "prompt_id": r.prompt_id(),
-                    "target_tokens": r.target_tokens(),
-                    "turn_ids": r.turn_ids().iter().map(|id| &**id).collect::<Vec<_>>(),
-                })
-            })
-            .collect(),
-    );
-    let mut details = details! {
-        "group_id" => first.group_id(),
-        "prompt_id" => first.prompt_id(),
-        "target_tokens" => first.target_tokens(),
-        "turn_ids" => first.turn_ids().iter().map(|id| &**id).collect::<Vec<_>>(),
-    };
-    details.insert("requests".into(), listed.clone());
-    Err(Coded {
-        code: ErrorCode::SummaryMissing.as_str(),
-        message: format!(
-            "{} summarization request(s) have no summary; fulfil them with summaries \
-             (a dict {{group_id: summary}}) or summarize (a callable). Requests: {}",
-            missing.len(),
-            cutctx::model::canonical::canonical_json_value(&listed)
-        ),
-        details,
-    })
-}
-
-/// The planning half: the request mapped to turns, and the plan.
-struct Planned {
-    pt: ProviderTranscript,
-    plan: CompactionPlan,
-    /// The whole prompt's parts.
-    count: cutctx::formats::PromptCount,
-}
-
-fn plan(text: &str, o: &Options) -> Result<Planned, Failure> {
-    let document: Value = serde_json::from_str(text).map_err(|e| {
-        Coded::input(
-            format!("the transcript is not valid JSON: {}", strip_position(&e)),
-            details! { "document" => "the transcript", "line" => e.line(), "column" => e.column() },
-        )
-    })?;
-    let spec: EstimatorSpec = match &o.estimator {
-        Some(s) => s.parse()?,
-        None => EstimatorSpec::default(),
-    };
-    let estimator = spec.estimator()?;
-    // The document is handed over, not copied: the transcript keeps it, and applying the plan
-    // moves its kept messages into the output (as the command line does).
-    let pt = ProviderTranscript::from_document_with(o.format, document, estimator.as_ref())?;
-    // The whole prompt, as the command line counts it: tools and the request's own output
-    // limit come out of max_tokens before the turns are planned.
-    let count = pt.prompt_count(pt.requested_output()?.unwrap_or(0));
-    let turn_budget = count.turn_budget(o.max_tokens)?;
-    let policy = policy(o, spec)?;
-    let budget = CompactionBudget::new(turn_budget).with_protected_recent_turns(o.protected_recent);
-    let plan = policy.decide(pt.transcript(), &budget)?;
-    Ok(Planned { pt, plan, count })
-}
-
-/// serde_json appends " at line L column C"; the details carry those already.
-fn strip_position(e: &serde_json::Error) -> String {
-    let m = e.to_string();
-    m.rfind(" at line ")
-        .map_or(m.clone(), |i| m[..i].to_owned())
-}
-
-/// The applying half: the output text (the CLI's standard output) and the report file's text.
-fn finish(
-    text: &str,
-    o: &Options,
-    p: Planned,
-    summaries: &BTreeMap<String, String>,
-) -> Result<(String, String), Failure> {
-    require_summaries(&p.plan, summaries)?;
-    let turns = p.pt.transcript().len();
-    let count = p.count.clone();
-    let out = p.pt.apply_into(&p.plan, summaries)?;
-    let unchanged = out.report.kept_turn_ids.len() == turns;
-    let output = if unchanged {
-        // Nothing was compacted: the request as it was, byte for byte.
-        let mut same = text.to_owned();
-        if !same.ends_with('\n') {
-            same.push('\n');
-        }
-        same
-    } else {
-        let written = if text.trim().contains('\n') {
-            serde_json::to_string_pretty(&out.document)
-        } else {
-            serde_json::to_string(&out.document)
-        };
-        written.map_err(|e| {
-            Coded::validation(
-                format!("the compacted request cannot be written as JSON: {e}"),
-                details! { "format" => o.format.as_str() },
-            )
-        })? + "\n"
-    };
-    let report = cutctx::formats::report_text(&p.plan, &out.report, &count, o.max_tokens, None);
-    Ok((output, report))
+/// The command line's name of a format parsed as the library names it.
+const fn format_name(format: Format) -> FormatName {
+    match format {
+        Format::OpenAiChat => FormatName::OpenAiChat,
+        Format::OpenAiResponses => FormatName::OpenAiResponses,
+        Format::Anthropic => FormatName::Anthropic,
+    }
 }
 
 /// `summaries` as a map of strings; anything else is the caller's mistake, named by group id.
@@ -318,17 +189,17 @@ fn summaries_of(d: Option<&Bound<'_, PyDict>>) -> Result<BTreeMap<String, String
 fn run_summarize(
     py: Python<'_>,
     summarize: &Bound<'_, PyAny>,
-    p: &Planned,
+    p: &Prepared,
 ) -> Result<BTreeMap<String, String>, Failure> {
     let mut summaries = BTreeMap::new();
-    for request in &p.plan.summarization_requests {
+    for request in &p.plan().summarization_requests {
         let group = request.group_id();
         let fail = |message: String| Coded {
             code: SUMMARIZER_ERROR,
             message,
             details: details! { "group_id" => group },
         };
-        let input = p.pt.summarization_input(request);
+        let input = p.summarization_input(request);
         let called = json_to_py(py, &input).and_then(|arg| summarize.call1((arg,)));
         let returned = called.map_err(|cause| {
             Failure::Callback(
@@ -352,11 +223,38 @@ fn run_summarize(
     Ok(summaries)
 }
 
+/// The UTF-8 text of a request given as bytes or str, borrowed: never copied into a Python str.
+fn text_of<'a>(data: &'a Bound<'_, PyAny>) -> Result<&'a str, Coded> {
+    if let Ok(b) = data.cast::<PyBytes>() {
+        return std::str::from_utf8(b.as_bytes()).map_err(|e| {
+            Coded::input(
+                format!(
+                    "the transcript is not UTF-8: invalid byte at offset {}",
+                    e.valid_up_to()
+                ),
+                details! { "document" => "the transcript", "offset" => e.valid_up_to() },
+            )
+        });
+    }
+    if let Ok(s) = data.cast::<PyString>() {
+        return s.to_str().map_err(|_| {
+            Coded::input(
+                "the transcript is not UTF-8: it holds a lone surrogate",
+                details! { "document" => "the transcript" },
+            )
+        });
+    }
+    Err(Coded::input(
+        "the transcript must be bytes or str holding JSON",
+        details! { "document" => "the transcript" },
+    ))
+}
+
 /// `compact_json(data, format, max_tokens, ...)` → `(request bytes, report bytes)`.
 #[pyfunction]
 #[pyo3(signature = (
     data, format, max_tokens, *, protected_recent_turns = None, policy = None, prompt_id = None,
-    estimator = None, summaries = None, summarize = None
+    estimator = None, summaries = None, summarize = None, reserve_output = None, repair = false
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -373,65 +271,63 @@ fn compact_json<'py>(
     estimator: Option<String>,
     summaries: Option<&Bound<'py, PyDict>>,
     summarize: Option<&Bound<'py, PyAny>>,
+    reserve_output: Option<u64>,
+    repair: bool,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     let run = || -> Result<(String, String), Failure> {
         if summaries.is_some() && summarize.is_some() {
             return Err(usage("give summaries or summarize, not both", "summarize").into());
         }
         let format: Format = format.parse()?;
-        let o = Options {
-            format,
-            max_tokens,
-            protected_recent: protected_recent_turns
-                .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
+        let args = FormatArgs {
+            format: Some(format_name(format)),
+            max_tokens: Some(max_tokens),
+            protected_recent: protected_recent_turns,
             policy,
             prompt_id,
             estimator,
+            reserve_output,
+            repair,
+            ..FormatArgs::default()
         };
         let given = summaries_of(summaries)?;
-        // The bytes are borrowed, never copied into a Python str; the Rust work runs without
-        // the interpreter lock unless a Python callable has to be called in the middle.
-        let text: &str = if let Ok(b) = data.cast::<PyBytes>() {
-            std::str::from_utf8(b.as_bytes()).map_err(|e| {
-                Coded::input(
-                    format!(
-                        "the transcript is not UTF-8: invalid byte at offset {}",
-                        e.valid_up_to()
-                    ),
-                    details! { "document" => "the transcript", "offset" => e.valid_up_to() },
-                )
-            })?
-        } else if let Ok(s) = data.cast::<PyString>() {
-            s.to_str().map_err(|_| {
-                Coded::input(
-                    "the transcript is not UTF-8: it holds a lone surrogate",
-                    details! { "document" => "the transcript" },
-                )
-            })?
-        } else {
-            return Err(Coded::input(
-                "the transcript must be bytes or str holding JSON",
-                details! { "document" => "the transcript" },
-            )
-            .into());
+        let text = text_of(data)?;
+        // The Rust work runs without the interpreter lock unless a Python callable has to be
+        // called in the middle.
+        let prepared = py.detach(|| cli::prepare(&args, text))?;
+        let made = match summarize {
+            None => given,
+            Some(f) => run_summarize(py, f, &prepared)?,
         };
-        match summarize {
-            None => py.detach(|| {
-                let planned = plan(text, &o)?;
-                finish(text, &o, planned, &given)
-            }),
-            Some(f) => {
-                let planned = py.detach(|| plan(text, &o))?;
-                let made = run_summarize(py, f, &planned)?;
-                py.detach(|| finish(text, &o, planned, &made))
-            }
-        }
+        let done = py.detach(|| cli::finish(prepared, text, &made, false))?;
+        Ok((done.output.output, done.output.report))
     };
     let (output, report) = run().map_err(|f| to_pyerr(py, f))?;
     Ok((
         PyBytes::new(py, output.as_bytes()),
         PyBytes::new(py, report.as_bytes()),
     ))
+}
+
+/// `estimate_json(data, format, ...)` → what `cutctx estimate --format F` prints, as bytes.
+#[pyfunction]
+#[pyo3(signature = (data, format, *, estimator = None, reserve_output = None, repair = false))]
+fn estimate_json<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    format: &str,
+    estimator: Option<String>,
+    reserve_output: Option<u64>,
+    repair: bool,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let run = || -> Result<String, Failure> {
+        let format = format_name(format.parse::<Format>()?);
+        let text = text_of(data)?;
+        Ok(py
+            .detach(|| cli::estimate(format, estimator.as_deref(), reserve_output, repair, text))?)
+    };
+    let out = run().map_err(|f| to_pyerr(py, f))?;
+    Ok(PyBytes::new(py, out.as_bytes()))
 }
 
 /// Adds the submodule `cutctx._core.formats` to `m`.
@@ -442,12 +338,13 @@ fn compact_json<'py>(
 pub fn register(py: Python<'_>, m: &Bound<'_, PyModule>) -> PyResult<()> {
     let sub = PyModule::new(py, "formats")?;
     sub.add_function(wrap_pyfunction!(compact_json, &sub)?)?;
+    sub.add_function(wrap_pyfunction!(estimate_json, &sub)?)?;
     crate::batch::register(&sub)?;
     sub.add(
         "FormatCompactionError",
         py.get_type::<FormatCompactionError>(),
     )?;
-    sub.add("DEFAULT_PROMPT_ID", DEFAULT_PROMPT_ID)?;
+    sub.add("DEFAULT_PROMPT_ID", cli::DEFAULT_PROMPT_ID)?;
     m.add_submodule(&sub)?;
     Ok(())
 }

@@ -7,7 +7,7 @@ import pickle
 
 import pytest
 
-from cutctx.formats import BatchCompactor, compact_batch, compact_json
+from cutctx.formats import BatchCompactor, compact_batch, compact_batch_with_reports, compact_json
 
 
 def request(seed: int, rounds: int) -> str:
@@ -72,3 +72,18 @@ def test_pyarrow_and_pandas_columns_come_back_as_such() -> None:
         [series.to_frame()]
     )
     assert list(next(iter(frames))["r"]) == want
+
+
+def test_a_report_column_comes_beside_the_compacted_one_in_every_batch_kind() -> None:
+    pa = pytest.importorskip("pyarrow")
+    pd = pytest.importorskip("pandas")
+    compactor = BatchCompactor("openai-chat", 400, column="r", policy="drop_oldest",
+                               report_column="report")
+    want, reports = compact_batch_with_reports(REQUESTS, "openai-chat", 400, policy="drop_oldest")
+    assert all(r is not None for r in reports)
+    table = compactor(pa.table({"r": REQUESTS}))
+    assert table.column("r").to_pylist() == want
+    assert table.column("report").to_pylist() == reports
+    frame = compactor(pd.DataFrame({"r": REQUESTS}))
+    assert list(frame["r"]) == want and list(frame["report"]) == reports
+    assert pickle.loads(pickle.dumps(compactor)) == compactor

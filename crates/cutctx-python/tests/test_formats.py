@@ -198,3 +198,139 @@ def test_errors_carry_the_cli_codes(call, code, detail):
         assert e.code == code, (e.code, e.message)
     for k, v in detail.items():
         assert e.details[k] == v, e.details
+
+
+# The whole prompt and repair: the same bytes as the CLI's --reserve-output and --repair.
+
+UNANSWERED = json.dumps({"model": "gpt-4o", "max_tokens": 30, "messages": [
+    {"role": "user", "content": "Go."},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    {"role": "user", "content": "Still there? " * 40},
+    {"role": "assistant", "content": "Yes."},
+    {"role": "tool", "tool_call_id": "c9", "content": "late"},
+    {"role": "user", "content": "Good."},
+]}).encode()
+WITH_TOOLS = json.dumps({"model": "claude", "max_tokens": 64, "system": "Be brief.",
+    "tools": [{"name": "lookup", "description": "d" * 2_000, "input_schema": {"type": "object"}}],
+    "messages": [
+        {"role": "user", "content": "first question " * 60},
+        {"role": "assistant", "content": "first answer " * 60},
+        {"role": "user", "content": "second question"},
+    ]}).encode()
+EXTRA_CASES = [("openai-chat", "unanswered.json", UNANSWERED), ("anthropic", "tools.json", WITH_TOOLS)]
+
+
+def _cli_files(tmp_path: Path) -> list[tuple[str, Path]]:
+    files = list(FILES)
+    for fmt, name, data in EXTRA_CASES:
+        path = tmp_path / name
+        path.write_bytes(data)
+        files.append((fmt, path))
+    return files
+
+
+@needs_cli
+@pytest.mark.parametrize("reserve", [None, 0, 50])
+@pytest.mark.parametrize("repair", [False, True])
+def test_reserve_output_and_repair_give_the_cli_bytes_and_report(
+    reserve: int | None, repair: bool, tmp_path: Path
+):
+    flags = [*([] if reserve is None else ["--reserve-output", str(reserve)]),
+             *(["--repair"] if repair else [])]
+    compared = 0
+    for fmt, path in _cli_files(tmp_path):
+        data = path.read_bytes()
+        for budget in (150, 700, 1_000_000):
+            rfile = tmp_path / "report.json"
+            rfile.unlink(missing_ok=True)
+            status, out, error = cli(fmt, path, budget, "drop_oldest", 1,
+                                     "--report", str(rfile), *flags)
+            got, exc = ours(data, fmt, budget, "drop_oldest", 1, reserve_output=reserve,
+                            repair=repair)
+            case = (fmt, path.name, budget, reserve, repair)
+            if error is not None:
+                assert exc is not None, case
+                assert (exc.code, exc.message, exc.details) == (
+                    error["code"], error["message"], error["details"]), case
+                continue
+            assert exc is None, (case, exc)
+            assert got == (out, rfile.read_bytes()), case
+            compared += 1
+            if path.name == "unanswered.json" and repair:
+                # The dict path shows the same repairs and whole-prompt figures.
+                result = compact(json.loads(data), fmt, budget, policy="drop_oldest",
+                                 protected_recent_turns=1, reserve_output=reserve, repair=True)
+                report = json.loads(rfile.read_bytes())
+                assert result.repairs == report["repairs"] and len(result.repairs) == 3
+                assert result.prompt == report.get("prompt")
+    assert compared > 10
+
+
+@needs_cli
+def test_without_repair_an_invalid_history_names_the_flag_as_the_cli_does(tmp_path: Path):
+    path = tmp_path / "unanswered.json"
+    path.write_bytes(UNANSWERED)
+    _, _, error = cli("openai-chat", path, 1_000, "drop_oldest", 1)
+    _, exc = ours(UNANSWERED, "openai-chat", 1_000, "drop_oldest", 1)
+    assert error is not None and exc is not None
+    assert (exc.code, exc.message, exc.details) == (
+        error["code"], error["message"], error["details"])
+    assert exc.details["hint"] == "--repair"
+
+
+@needs_cli
+@pytest.mark.parametrize("options", [[], ["--reserve-output", "7"], ["--repair"],
+                                     ["--estimator", "chars:3"]])
+def test_estimate_is_the_cli_estimate(options: list[str], tmp_path: Path):
+    kw: dict[str, object] = {}
+    if "--reserve-output" in options:
+        kw["reserve_output"] = 7
+    if "--repair" in options:
+        kw["repair"] = True
+    if "--estimator" in options:
+        kw["estimator"] = "chars:3"
+    for fmt, path in _cli_files(tmp_path):
+        run = subprocess.run(
+            [str(BIN), "--error-format", "json", "estimate", "--format", fmt, *options, str(path)],
+            capture_output=True, check=False,
+        )
+        data = path.read_bytes()
+        if run.returncode != 0:
+            error = json.loads(run.stderr.decode().strip().splitlines()[-1])
+            with pytest.raises(FormatCompactionError) as info:
+                formats.estimate_json(data, fmt, **kw)  # type: ignore[arg-type]
+            assert (info.value.code, info.value.details) == (error["code"], error["details"])
+            continue
+        assert formats.estimate_json(data, fmt, **kw) == run.stdout, (fmt, path.name)  # type: ignore[arg-type]
+        assert formats.estimate(json.loads(data), fmt, **kw) == json.loads(run.stdout)  # type: ignore[arg-type]
+
+
+@needs_cli
+def test_batch_reports_and_repairs_are_the_cli_report_files(tmp_path: Path):
+    files = _cli_files(tmp_path)
+    chat = [p.read_bytes() for f, p in files if f == "openai-chat"]
+    outs, reports = formats.compact_batch_with_reports(
+        chat, "openai-chat", 700, policy="drop_oldest", protected_recent_turns=1, repair=True,
+        reserve_output=20,
+    )
+    assert len(outs) == len(reports) == len(chat)
+    for data, out, report in zip(chat, outs, reports, strict=True):
+        path = tmp_path / "one.json"
+        path.write_bytes(data)
+        rfile = tmp_path / "r.json"
+        rfile.unlink(missing_ok=True)
+        _, stdout, error = cli("openai-chat", path, 700, "drop_oldest", 1, "--repair",
+                               "--reserve-output", "20", "--report", str(rfile))
+        if error is not None:
+            assert out is None and report is None
+            continue
+        assert out is not None and report is not None
+        assert out + b"\n" == stdout
+        assert report.encode() + b"\n" == rfile.read_bytes()
+    assert any(r is not None and json.loads(r)["repairs"] for r in reports)
+    # The compactor's report column holds the same texts.
+    got = formats.BatchCompactor("openai-chat", 700, column="r", policy="drop_oldest",
+                                 protected_recent_turns=1, repair=True, reserve_output=20,
+                                 report_column="why")({"r": chat})
+    assert got["r"] == outs and got["why"] == reports

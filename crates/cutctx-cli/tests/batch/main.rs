@@ -371,3 +371,93 @@ fn errors_to_a_device_write_through_it() {
     let kind = std::fs::metadata("/dev/null").expect("exists").file_type();
     assert!(!kind.is_file(), "/dev/null is still a device");
 }
+
+/// `--repair`: each drop is one line on standard error naming the input line, never content,
+/// and the summary counts them; its token totals are whole prompts (tools, system, messages
+/// and the reserve), as `cutctx estimate` totals them, before and as the reports give after.
+#[test]
+fn repairs_are_listed_by_line_and_counted_and_totals_are_whole_prompts() {
+    let dir = scratch("repairs");
+    let mut with_tools = request(3, 4, 800);
+    with_tools["tools"] = json!([{"type": "function", "function": {
+        "name": "read", "description": "Reads a file.", "parameters": {"type": "object"}}}]);
+    with_tools["max_tokens"] = json!(40);
+    let unanswered = json!({"model": "gpt-4o", "messages": [
+        {"role": "user", "content": SECRET},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "user", "content": SECRET}
+    ]});
+    let lines = vec![
+        with_tools.to_string(),
+        unanswered.to_string(),
+        request(5, 6, 600).to_string(),
+    ];
+    let input = dir.join("in.jsonl");
+    write_jsonl(&input, &lines);
+    let mut all = vec!["--error-format", "json", "batch"];
+    all.extend(FLAGS);
+    all.extend(["--repair", input.to_str().expect("a path")]);
+    let out = cutctx(&all, b"");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains(SECRET));
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("repair:")).collect();
+    assert_eq!(
+        notes,
+        [
+            "cutctx: line 2: repair: dropped_call at position 1 (id \"c1\")",
+            "cutctx: line 2: repair: dropped_empty_message at position 1",
+        ]
+    );
+    let summary: Value =
+        serde_json::from_str(stderr.lines().last().unwrap_or("")).expect("a JSON summary");
+    assert_eq!(summary["repairs"], 2);
+    let mut a = args("observation_masking");
+    a.repair = true;
+    let (mut before, mut after) = (0, 0);
+    for line in &lines {
+        let count: Value = serde_json::from_str(
+            &formats::estimate(FormatName::OpenAiChat, None, None, true, line).expect("counts"),
+        )
+        .expect("JSON");
+        let report: Value =
+            serde_json::from_str(&formats::compact(&a, line, None).expect("compacts").report)
+                .expect("JSON");
+        let outside = count["tools"].as_u64().unwrap_or(0) + count["reserve"].as_u64().unwrap_or(0);
+        before += count["total"].as_u64().unwrap_or(0);
+        after += outside
+            + report["report"]["tokens_after_estimate"]
+                .as_u64()
+                .unwrap_or(0);
+    }
+    assert!(before > after, "{before} {after}");
+    assert_eq!(summary["tokens_before"], before);
+    assert_eq!(summary["tokens_after"], after);
+}
+
+/// A line whose figures overflow (an output reserve near 2^64) fails alone: in a debug build
+/// it once panicked a worker, and the run then waited for that line for ever.
+#[test]
+fn a_line_whose_reserve_overflows_fails_alone() {
+    let dir = scratch("overflow");
+    let mut huge = request(2, 2, 400);
+    huge["max_tokens"] = json!(u64::MAX);
+    huge["tools"] = json!([{"type": "function", "function": {"name": "read", "parameters": {}}}]);
+    let lines = vec![request(1, 2, 400).to_string(), huge.to_string()];
+    let input = dir.join("in.jsonl");
+    write_jsonl(&input, &lines);
+    let errors = dir.join("errors.jsonl");
+    let mut all = vec!["batch", "--format", "openai-chat", "--max-tokens"];
+    let max = u64::MAX.to_string();
+    all.extend([max.as_str(), "--errors", errors.to_str().expect("a path")]);
+    all.push(input.to_str().expect("a path"));
+    let out = cutctx(&all, b"");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).lines().nth(1), Some("null"));
+    let listed = std::fs::read_to_string(&errors).expect("written");
+    assert!(
+        listed.contains("\"code\":\"COMPACTION_BUDGET_UNSATISFIABLE\""),
+        "{listed}"
+    );
+}

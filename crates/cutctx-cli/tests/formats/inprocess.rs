@@ -372,3 +372,31 @@ fn an_invalid_history_names_the_repair_flag_and_repair_reports_each_drop() {
     let keys: Vec<&String> = report.as_object().expect("object").keys().collect();
     assert_eq!(keys, ["plan", "report"]);
 }
+
+/// An output reserve near 2^64, given or the request's own, once made the sums behind the
+/// turns' budget and the report wrap (a panic in a debug build, nonsense figures in a release
+/// one); it is unsatisfiable, as any reserve beyond the budget is.
+#[test]
+fn an_output_reserve_near_two_to_the_64_is_unsatisfiable_not_a_wrap() {
+    let text = json!({
+        "model": "claude",
+        "max_tokens": u64::MAX,
+        "tools": [{"name": "t", "description": "d", "input_schema": {}}],
+        "messages": [{"role": "user", "content": "hello there"}]
+    })
+    .to_string();
+    let mut a = args(FormatName::Anthropic, u64::MAX);
+    a.reserve_output = None;
+    let e = formats::compact(&a, &text, None).expect_err("the tools and reserve overflow");
+    assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
+    assert_eq!(e.details["reserve_tokens"], u64::MAX);
+    // No tools: the reserve leaves the turns 10 tokens, and the report's whole-prompt figures
+    // would be the reserve plus the turns.
+    let text = json!({"messages": [{"role": "user", "content": "x".repeat(4_000)}]}).to_string();
+    let mut a = args(FormatName::OpenAiChat, u64::MAX);
+    a.reserve_output = Some(u64::MAX - 10);
+    let e = formats::compact(&a, &text, None).expect_err("the reserve and turns overflow");
+    assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
+    assert_eq!(e.details["messages_tokens"], 1_000);
+    assert!(!e.message.contains("xxxx"));
+}

@@ -5,12 +5,23 @@ a model step with tool calls and every result of those calls form one exchange, 
 together; everything cutctx does not model (unknown fields, names, cache marks, images) comes
 back unchanged, and a request that fits comes back as it was.
 
-Two entry points:
+Entry points:
 
 * :func:`compact` takes and returns a ``dict`` (or the bare ``messages``/``input`` list) and
-  also gives the plan and the report;
+  also gives the plan, the report, the whole prompt's figures and the repairs;
 * :func:`compact_json` takes JSON ``bytes`` or ``str`` and returns the compacted request's JSON
-  ``bytes``, byte for byte what the CLI prints, without building a Python object per message.
+  ``bytes``, byte for byte what the CLI prints, without building a Python object per message
+  (:func:`compact_json_with_report` also returns the CLI's ``--report`` file);
+* :func:`compact_batch` and :class:`BatchCompactor` compact a batch, as ``cutctx batch`` does;
+* :func:`estimate` (and :func:`estimate_json`) say where a request's tokens are, as
+  ``cutctx estimate`` prints it.
+
+The budget is the whole prompt, as the CLI counts it: tool definitions, system text and
+messages, plus ``reserve_output`` tokens kept for the answer (by default the request's own
+``max_completion_tokens``/``max_tokens``, ``max_output_tokens`` or ``max_tokens``; else 0).
+With ``repair=True``, what makes a logged history invalid for its provider (a call without
+its result, a result without its call, ...) is dropped first, never invented, and each drop is
+listed in the report's ``"repairs"``.
 
 >>> from cutctx.formats import compact
 >>> request = {"model": "gpt-4.1", "messages": [
@@ -50,8 +61,11 @@ __all__ = [
     "FormatCompactionError",
     "compact",
     "compact_batch",
+    "compact_batch_with_reports",
     "compact_json",
     "compact_json_with_report",
+    "estimate",
+    "estimate_json",
 ]
 
 FormatCompactionError = _core.FormatCompactionError
@@ -80,11 +94,20 @@ class CompactedRequest:
             a bare list came in). The input itself is left as it was.
         plan: The plan, as its canonical JSON reads (``to_dict()`` of the plan).
         report: What was kept, masked, summarized and dropped, by turn id.
+        prompt: The whole prompt's figures when tools or an output reserve take part of the
+            budget (``{"max_tokens", "tools_tokens", "reserve_tokens", "turn_budget",
+            "tokens_before", "tokens_after_estimate"}``), else ``None``: the report file's
+            ``"prompt"``.
+        repairs: With ``repair=True``, each drop as ``{"kind", "position", "id"}`` (positions
+            in the input; empty when nothing needed it), else ``None``: the report file's
+            ``"repairs"``.
     """
 
     request: Any
     plan: dict[str, Any]
     report: dict[str, Any]
+    prompt: dict[str, Any] | None = None
+    repairs: list[dict[str, Any]] | None = None
 
 
 def compact_json_with_report(
@@ -98,13 +121,16 @@ def compact_json_with_report(
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
 ) -> tuple[bytes, bytes]:
     """Like :func:`compact_json`, and also the report.
 
     Returns:
         ``(request, report)``: the compacted request's JSON, as the CLI prints it, and
-        ``{"plan", "report"}`` as canonical JSON, as the CLI's ``--report FILE`` holds it. Both
-        end with one newline.
+        ``{"plan", "report"}`` as canonical JSON, as the CLI's ``--report FILE`` holds it, with
+        ``"prompt"`` when tools or an output reserve count and ``"repairs"`` with
+        ``repair=True``. Both end with one newline.
 
     >>> out, report = compact_json_with_report(b'[{"role": "user", "content": "Hi"}]',
     ...                                        "openai-chat", 50)
@@ -112,6 +138,28 @@ def compact_json_with_report(
     b'[{"role": "user", "content": "Hi"}]\\n'
     >>> json.loads(report)["report"]["kept_turn_ids"]
     ['m0']
+
+    A logged history with a call that never got its result is refused, naming the fix;
+    ``repair=True`` drops the call and lists the drop:
+
+    >>> history = {"max_tokens": 20, "messages": [
+    ...     {"role": "user", "content": "Go."},
+    ...     {"role": "assistant", "content": "On it.", "tool_calls": [
+    ...         {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+    ...     {"role": "user", "content": "Well?"}]}
+    >>> try:
+    ...     compact_json_with_report(json.dumps(history), "openai-chat", 100)
+    ... except FormatCompactionError as e:
+    ...     (e.code, e.details["hint"])
+    ('FORMAT_INVALID_REQUEST', '--repair')
+    >>> out, report = compact_json_with_report(json.dumps(history), "openai-chat", 100,
+    ...                                        repair=True)
+    >>> [m.get("tool_calls") for m in json.loads(out)["messages"]]
+    [None, None, None]
+    >>> json.loads(report)["repairs"]
+    [{'id': 'c1', 'kind': 'dropped_call', 'position': 1}]
+    >>> json.loads(report)["prompt"]["reserve_tokens"]  # the request's own max_tokens
+    20
     """
     return _core.compact_json(
         data,
@@ -123,6 +171,8 @@ def compact_json_with_report(
         estimator=estimator,
         summaries=None if summaries is None else dict(summaries),
         summarize=summarize,
+        reserve_output=_reserve(reserve_output),
+        repair=bool(repair),
     )
 
 
@@ -137,6 +187,8 @@ def compact_json(
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
 ) -> bytes:
     """Compact a provider request held as JSON text; return the compacted request's JSON.
 
@@ -161,6 +213,11 @@ def compact_json(
             (``{"format", "group_id", "prompt_id", "target_tokens", "turns", "messages"}``);
             it returns the summary. An exception it raises fails the compaction with
             ``SUMMARIZER_ERROR`` (and is the error's ``__cause__``).
+        reserve_output: Tokens of ``max_tokens`` kept for the answer (``--reserve-output``);
+            by default the request's own output limit, else 0.
+        repair: Drop what makes the history invalid for its provider first
+            (``--repair``); without it such a request fails with ``FORMAT_INVALID_REQUEST``
+            and ``details["hint"] == "--repair"``.
 
     Raises:
         FormatCompactionError: With the CLI's code. Without summaries, a plan that asks for
@@ -185,6 +242,8 @@ def compact_json(
         estimator=estimator,
         summaries=summaries,
         summarize=summarize,
+        reserve_output=reserve_output,
+        repair=repair,
     )[0]
 
 
@@ -199,6 +258,8 @@ def compact(
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
 ) -> CompactedRequest:
     """Compact a provider request held as Python objects.
 
@@ -240,9 +301,89 @@ def compact(
         estimator=estimator,
         summaries=summaries,
         summarize=summarize,
+        reserve_output=reserve_output,
+        repair=repair,
     )
     both = json.loads(report)
-    return CompactedRequest(request=json.loads(out), plan=both["plan"], report=both["report"])
+    return CompactedRequest(
+        request=json.loads(out),
+        plan=both["plan"],
+        report=both["report"],
+        prompt=both.get("prompt"),
+        repairs=both.get("repairs"),
+    )
+
+
+def estimate_json(
+    data: bytes | str,
+    format: Format,
+    *,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> bytes:
+    """Where a request's tokens are: byte for byte what ``cutctx estimate --format FORMAT``
+    prints (canonical JSON and a newline).
+
+    The arguments are those of :func:`compact_json`; see :func:`estimate` for the fields.
+
+    >>> estimate_json(b'[{"role": "user", "content": "Hello there"}]', "openai-chat")
+    b'{"messages":3,"reserve":0,"system":0,"tools":0,"total":3,"turns":[{"role":"user","tokens":3,"turn_id":"m0"}]}\\n'
+    """
+    return _core.estimate_json(
+        data,
+        format,
+        estimator=estimator,
+        reserve_output=_reserve(reserve_output),
+        repair=bool(repair),
+    )
+
+
+def estimate(
+    request: Mapping[str, Any] | list[Any] | bytes | str,
+    format: Format,
+    *,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> dict[str, Any]:
+    """Where a request's tokens are, part by part: ``cutctx estimate --format FORMAT``, read.
+
+    Returns:
+        ``{"tools", "system", "messages", "reserve", "total", "turns"}``: the tool
+        definitions (over their canonical JSON), the system turns, every other turn, the room
+        kept for the answer (``reserve_output``, by default the request's own limit), their
+        sum, and each turn as ``{"turn_id", "role", "tokens"}`` by position. ``total`` is what
+        ``max_tokens`` must hold for :func:`compact` to leave the request as it is.
+
+    Raises:
+        FormatCompactionError: As :func:`compact_json`.
+
+    >>> count = estimate({"max_tokens": 100, "system": "Be brief.",
+    ...                   "messages": [{"role": "user", "content": "x" * 400}]}, "anthropic")
+    >>> (count["system"], count["messages"], count["reserve"], count["total"])
+    (3, 100, 100, 203)
+    >>> [(t["turn_id"], t["tokens"]) for t in count["turns"]]
+    [('system', 3), ('m0', 100)]
+    """
+    if isinstance(request, (bytes, str)):
+        data: bytes | str = request
+    else:
+        try:
+            data = json.dumps(request, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as e:
+            raise _input_error(type(e).__name__) from e
+    counted: dict[str, Any] = json.loads(
+        estimate_json(
+            data, format, estimator=estimator, reserve_output=reserve_output, repair=repair
+        )
+    )
+    return counted
+
+
+def _reserve(value: int | None) -> int | None:
+    """``reserve_output``: ``None`` (the request's own limit) or a non-negative int."""
+    return None if value is None else _count(value, "reserve_output")
 
 
 def _count(value: int, name: str) -> int:
@@ -279,11 +420,19 @@ def _batch_texts(
     format: Format,
     max_tokens: int,
     options: Mapping[str, Any],
+    reports: list[str | None] | None = None,
 ) -> list[bytes | None]:
-    """Each request's compacted JSON (no final newline), or ``None`` where it failed."""
-    outputs, _errors = _core.compact_batch_json(
-        list(requests), format, _count(max_tokens, "max_tokens"), **options
+    """Each request's compacted JSON (no final newline), or ``None`` where it failed; when
+    ``reports`` is a list, each request's report text is appended to it."""
+    outputs, _errors, texts = _core.compact_batch_json(
+        list(requests),
+        format,
+        _count(max_tokens, "max_tokens"),
+        reports=reports is not None,
+        **options,
     )
+    if reports is not None:
+        reports.extend(None if t is None else t.decode() for t in texts)
     return outputs
 
 
@@ -323,21 +472,91 @@ def compact_batch(
     >>> compact_batch(['[{"role": "user", "content": "Hi"}]', "{"], "openai-chat", 50)
     ['[{"role": "user", "content": "Hi"}]', None]
     """
-    options: dict[str, Any] = {
+    return _compact_batch(
+        requests,
+        format,
+        max_tokens,
+        _batch_options(
+            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair
+        ),
+        None,
+    )
+
+
+def compact_batch_with_reports(
+    requests: Any,
+    format: Format,
+    max_tokens: int,
+    *,
+    protected_recent_turns: int = 4,
+    policy: Policy = "default_chain",
+    prompt_id: str | None = None,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> tuple[Any, list[str | None]]:
+    """:func:`compact_batch`, and each request's report.
+
+    Returns:
+        ``(compacted, reports)``: ``compacted`` as :func:`compact_batch` returns it, and
+        ``reports[i]``, the text the CLI's ``--report FILE`` holds for request ``i`` (without
+        its newline: ``{"plan", "report"}``, with ``"prompt"`` and ``"repairs"`` as
+        :func:`compact_json_with_report` has them), or ``None`` where it failed. This is how
+        the repairs of a batch are seen: ``cutctx batch`` prints them on standard error.
+
+    >>> unanswered = json.dumps([{"role": "user", "content": "Go."}, {"role": "assistant",
+    ...     "content": "On it.", "tool_calls": [{"id": "c9", "type": "function",
+    ...     "function": {"name": "f", "arguments": "{}"}}]}, {"role": "user", "content": "?"}])
+    >>> out, reports = compact_batch_with_reports([unanswered, "{"], "openai-chat", 50,
+    ...                                           repair=True)
+    >>> out[1], reports[1]
+    (None, None)
+    >>> json.loads(reports[0])["repairs"]
+    [{'id': 'c9', 'kind': 'dropped_call', 'position': 1}]
+    """
+    reports: list[str | None] = []
+    compacted = _compact_batch(
+        requests,
+        format,
+        max_tokens,
+        _batch_options(
+            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair
+        ),
+        reports,
+    )
+    return compacted, reports
+
+
+def _batch_options(
+    protected_recent_turns: int,
+    policy: Policy,
+    prompt_id: str | None,
+    estimator: str | None,
+    reserve_output: int | None,
+    repair: bool,
+) -> dict[str, Any]:
+    return {
         "protected_recent_turns": _count(protected_recent_turns, "protected_recent_turns"),
         "policy": policy,
         "prompt_id": prompt_id,
         "estimator": estimator,
-        "reserve_output": None
-        if reserve_output is None
-        else _count(reserve_output, "reserve_output"),
+        "reserve_output": _reserve(reserve_output),
         "repair": bool(repair),
     }
+
+
+def _compact_batch(
+    requests: Any,
+    format: Format,
+    max_tokens: int,
+    options: Mapping[str, Any],
+    reports: list[str | None] | None,
+) -> Any:
     kind = type(requests).__module__.split(".")[0]
     if kind == "pyarrow":
         pa = importlib.import_module("pyarrow")  # only when given one, so never required
         items = requests.to_pylist()
-        outputs = _batch_texts(items, format, max_tokens, options)
+        outputs = _batch_texts(items, format, max_tokens, options, reports)
         if pa.types.is_binary(requests.type) or pa.types.is_large_binary(requests.type):
             return pa.array(outputs, type=requests.type)
         return pa.array(
@@ -346,10 +565,10 @@ def compact_batch(
     if kind == "pandas":
         pd = importlib.import_module("pandas")
         items = requests.tolist()
-        texts = _as_inputs(items, _batch_texts(items, format, max_tokens, options))
+        texts = _as_inputs(items, _batch_texts(items, format, max_tokens, options, reports))
         return pd.Series(texts, index=requests.index, name=requests.name, dtype=object)
     items = list(requests)
-    return _as_inputs(items, _batch_texts(items, format, max_tokens, options))
+    return _as_inputs(items, _batch_texts(items, format, max_tokens, options, reports))
 
 
 def _as_inputs(items: Sequence[Any], outputs: Sequence[bytes | None]) -> list[Any]:
@@ -367,11 +586,18 @@ class BatchCompactor:
     It holds only its options (no client, no cache, no global state), so every worker that
     unpickles it compacts the same way. Called on a batch, it replaces ``column`` (JSON
     requests) with the compacted requests (``None`` where one failed, see
-    :func:`compact_batch`) and leaves the other columns as they are.
+    :func:`compact_batch`) and leaves the other columns as they are. With ``report_column``,
+    it also sets that column to each request's report text (see
+    :func:`compact_batch_with_reports`: the whole prompt's figures and, with ``repair``, the
+    repairs), ``None`` where a request failed.
 
     >>> compactor = BatchCompactor("openai-chat", 50, column="text")
     >>> compactor({"text": ['[{"role": "user", "content": "Hi"}]']})["text"]
     ['[{"role": "user", "content": "Hi"}]']
+    >>> with_reports = BatchCompactor("openai-chat", 50, column="text", report_column="report")
+    >>> json.loads(with_reports({"text": ['[{"role": "user", "content": "Hi"}]']})["report"][0])[
+    ...     "report"]["kept_turn_ids"]
+    ['m0']
 
     Ray Data: ``ds.map_batches(BatchCompactor("openai-chat", 8000, column="text"))``; Spark:
     ``df.mapInPandas(BatchCompactor(...).map_in_pandas, schema=df.schema)``.
@@ -386,6 +612,7 @@ class BatchCompactor:
     estimator: str | None = None
     reserve_output: int | None = None
     repair: bool = False
+    report_column: str | None = None
 
     def compact(self, requests: Any) -> Any:
         """:func:`compact_batch` of ``requests`` with this compactor's options."""
@@ -401,26 +628,62 @@ class BatchCompactor:
             repair=self.repair,
         )
 
+    def compact_with_reports(self, requests: Any) -> tuple[Any, list[str | None]]:
+        """:func:`compact_batch_with_reports` of ``requests`` with this compactor's options."""
+        return compact_batch_with_reports(
+            requests,
+            self.format,
+            self.max_tokens,
+            protected_recent_turns=self.protected_recent_turns,
+            policy=self.policy,
+            prompt_id=self.prompt_id,
+            estimator=self.estimator,
+            reserve_output=self.reserve_output,
+            repair=self.repair,
+        )
+
+    def _run(self, requests: Any) -> tuple[Any, list[str | None] | None]:
+        if self.report_column is None:
+            return self.compact(requests), None
+        return self.compact_with_reports(requests)
+
     def __call__(self, batch: Any) -> Any:
-        """A batch with ``column`` compacted: a dict of columns (Ray's numpy or default
-        format), a pandas DataFrame, or a pyarrow Table; the same kind comes back."""
+        """A batch with ``column`` compacted (and ``report_column`` set, when given): a dict
+        of columns (Ray's numpy or default format), a pandas DataFrame, or a pyarrow Table;
+        the same kind comes back."""
         if isinstance(batch, Mapping):
             out = dict(batch)
             column = batch[self.column]
             if type(column).__module__.split(".")[0] == "numpy":
                 np = importlib.import_module("numpy")
-                out[self.column] = np.array(self.compact(column.tolist()), dtype=object)
+                compacted, reports = self._run(column.tolist())
+                out[self.column] = np.array(compacted, dtype=object)
+                if self.report_column is not None:
+                    out[self.report_column] = np.array(reports, dtype=object)
             else:
-                out[self.column] = self.compact(column)
+                out[self.column], reports = self._run(column)
+                if self.report_column is not None:
+                    out[self.report_column] = reports
             return out
         kind = type(batch).__module__.split(".")[0]
         if kind == "pandas":
             frame = batch.copy()
-            frame[self.column] = self.compact(batch[self.column])
+            frame[self.column], reports = self._run(batch[self.column])
+            if self.report_column is not None:
+                frame[self.report_column] = reports
             return frame
         if kind == "pyarrow":
+            pa = importlib.import_module("pyarrow")
+            compacted, reports = self._run(batch[self.column])
             index = batch.schema.get_field_index(self.column)
-            return batch.set_column(index, self.column, self.compact(batch[self.column]))
+            table = batch.set_column(index, self.column, compacted)
+            if self.report_column is None:
+                return table
+            column = pa.array(reports, type=pa.string())
+            at = table.schema.get_field_index(self.report_column)
+            if at < 0:
+                return table.append_column(self.report_column, column)
+            return table.set_column(at, self.report_column, column)
         raise TypeError(
             f"a batch must be a mapping of columns, a pandas DataFrame or a pyarrow Table; "
             f"got {type(batch).__name__}"

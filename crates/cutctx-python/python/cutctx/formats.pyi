@@ -20,6 +20,8 @@ class CompactedRequest:
     request: Any
     plan: dict[str, Any]
     report: dict[str, Any]
+    prompt: dict[str, Any] | None = None
+    repairs: list[dict[str, Any]] | None = None
 
 def compact(
     request: Mapping[str, Any] | list[Any],
@@ -32,6 +34,8 @@ def compact(
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
 ) -> CompactedRequest: ...
 def compact_json(
     data: bytes | str,
@@ -44,6 +48,8 @@ def compact_json(
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
 ) -> bytes: ...
 def compact_json_with_report(
     data: bytes | str,
@@ -56,7 +62,37 @@ def compact_json_with_report(
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
     summarize: Summarize | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
 ) -> tuple[bytes, bytes]: ...
+def estimate_json(
+    data: bytes | str,
+    format: Format,
+    *,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> bytes: ...
+def estimate(
+    request: Mapping[str, Any] | list[Any] | bytes | str,
+    format: Format,
+    *,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> dict[str, Any]: ...
+def compact_batch_with_reports(
+    requests: Any,
+    format: Format,
+    max_tokens: int,
+    *,
+    protected_recent_turns: int = 4,
+    policy: Policy = "default_chain",
+    prompt_id: str | None = None,
+    estimator: str | None = None,
+    reserve_output: int | None = None,
+    repair: bool = False,
+) -> tuple[Any, list[str | None]]: ...
 def compact_batch(
     requests: Any,
     format: Format,
@@ -80,6 +116,8 @@ class BatchCompactor:
     estimator: str | None = None
     reserve_output: int | None = None
     repair: bool = False
+    report_column: str | None = None
     def compact(self, requests: Any) -> Any: ...
+    def compact_with_reports(self, requests: Any) -> tuple[Any, list[str | None]]: ...
     def __call__(self, batch: Any) -> Any: ...
     def map_in_pandas(self, frames: Iterable[Any]) -> Iterator[Any]: ...

@@ -60,5 +60,8 @@ def mistakes(transcript: Transcript, plan: CompactionPlan) -> None:
     PolicyChain([DropOldestPolicy(), NotAPolicy()])  # type: ignore[list-item]
     # Formats are named, and a ledger is verified by keyword.
     formats.compact({"messages": []}, "gemini", 100)  # type: ignore[arg-type]
+    # The reserve is a number of tokens, and the counts are of a named format.
+    formats.compact_json("[]", "openai-chat", 100, reserve_output="all")  # type: ignore[arg-type]
+    formats.estimate("[]", "gemini")  # type: ignore[arg-type]
     receipts.verify("receipts.jsonl", "pin")  # type: ignore[call-arg]
     del first

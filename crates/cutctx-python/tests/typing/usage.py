@@ -216,6 +216,22 @@ def main() -> None:
     out: bytes = formats.compact_json(json.dumps(request), "openai-chat", 200, policy="drop_oldest")
     assert json.loads(out) == result.request and report["tokens_after_estimate"] <= 200
 
+    # The whole prompt: a reserve for the answer, repairs listed, and the counts.
+    repaired = formats.compact(
+        request, "openai-chat", 300, policy="drop_oldest", reserve_output=100, repair=True
+    )
+    prompt: dict[str, Any] | None = repaired.prompt
+    repairs: list[dict[str, Any]] | None = repaired.repairs
+    assert prompt is not None and prompt["reserve_tokens"] == 100 and repairs == []
+    count: dict[str, Any] = formats.estimate(request, "openai-chat", reserve_output=100)
+    counted: bytes = formats.estimate_json(json.dumps(request), "openai-chat")
+    assert count["total"] == json.loads(counted)["total"] + 100
+    batch, reports = formats.compact_batch_with_reports(
+        [json.dumps(request)], "openai-chat", 200, policy="drop_oldest"
+    )
+    first_report: str | None = reports[0]
+    assert first_report is not None and batch[0] is not None
+
     with tempfile.TemporaryDirectory() as folder:
         ledger = Path(folder) / "receipts.jsonl"
         pre = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
