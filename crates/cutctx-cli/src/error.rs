@@ -20,6 +20,9 @@ pub const INPUT_ERROR: &str = "INPUT_ERROR";
 pub const USAGE_ERROR: &str = "USAGE_ERROR";
 /// An output could not be written: standard output, or a file such as `--report`.
 pub const OUTPUT_ERROR: &str = "OUTPUT_ERROR";
+/// A defect of cutctx itself (an internal check failed), never of the input: reported, for
+/// the one line of a batch it touched, instead of stopping the run.
+pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
 
 impl CliError {
     /// An [`INPUT_ERROR`].
@@ -52,6 +55,8 @@ impl CliError {
             // Its own status: the command worked, and only its result was lost, which a caller
             // may retry with another destination.
             OUTPUT_ERROR => 6,
+            // Not the caller's doing: distinct from every status a bad input can cause.
+            INTERNAL_ERROR => 70,
             _ => 2,
         }
     }

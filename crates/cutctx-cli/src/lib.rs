@@ -17,7 +17,7 @@ pub mod request;
 pub mod session;
 mod svg;
 
-pub use error::{CliError, INPUT_ERROR, OUTPUT_ERROR, USAGE_ERROR};
+pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 
 use cutctx::model::wire::ObjectOnly;
 use cutctx::{CompactionPlan, PlanDraft};
