@@ -100,7 +100,7 @@ impl PromptCount {
     /// # Errors
     ///
     /// `COMPACTION_BUDGET_UNSATISFIABLE` when the fixed parts alone exceed `max_tokens`, with
-    /// both figures and each part.
+    /// both figures and each part, or when the parts sum beyond `u64::MAX`.
     ///
     /// ```
     /// use cutctx_formats::{Format, ProviderTranscript};
@@ -117,6 +117,33 @@ impl PromptCount {
     /// # Ok::<(), cutctx_formats::FormatError>(())
     /// ```
     pub fn turn_budget(&self, max_tokens: u64) -> Result<u64, FormatError> {
+        // A reserve is the caller's figure and may be anything a JSON integer holds: parts
+        // that sum beyond `u64` fit no budget, and are refused here, before any figure of the
+        // report (which adds them up) could wrap.
+        let whole = [self.tools, self.system, self.messages, self.reserve]
+            .into_iter()
+            .try_fold(0_u64, u64::checked_add);
+        if whole.is_none() {
+            return Err(CompactionError::BudgetUnsatisfiable {
+                message: format!(
+                    "The parts of the request (tools {}, system {}, messages {}, output reserve \
+                     {}) sum beyond {} tokens; no budget can hold them.",
+                    self.tools,
+                    self.system,
+                    self.messages,
+                    self.reserve,
+                    u64::MAX
+                ),
+                details: details! {
+                    "max_tokens" => max_tokens,
+                    "tools_tokens" => self.tools,
+                    "system_tokens" => self.system,
+                    "messages_tokens" => self.messages,
+                    "reserve_tokens" => self.reserve,
+                },
+            }
+            .into());
+        }
         let fixed = self.fixed();
         if fixed > max_tokens {
             return Err(CompactionError::BudgetUnsatisfiable {
@@ -218,9 +245,13 @@ pub fn report_text(
             "max_tokens": max_tokens,
             "tools_tokens": count.tools,
             "reserve_tokens": count.reserve,
-            "turn_budget": max_tokens.saturating_sub(count.tools + count.reserve),
-            "tokens_before": count.tools + count.reserve + plan.tokens_before,
-            "tokens_after_estimate": count.tools + count.reserve + plan.tokens_after_estimate,
+            // Sums that `turn_budget` has checked fit in `u64` before any plan was made.
+            "turn_budget": max_tokens.saturating_sub(count.tools.saturating_add(count.reserve)),
+            "tokens_before": count.tools.saturating_add(count.reserve).saturating_add(plan.tokens_before),
+            "tokens_after_estimate": count
+                .tools
+                .saturating_add(count.reserve)
+                .saturating_add(plan.tokens_after_estimate),
         });
         text.push_str(",\"prompt\":");
         text.push_str(&cutctx_model::canonical::canonical_json_value(&prompt));

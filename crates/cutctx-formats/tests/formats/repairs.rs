@@ -48,6 +48,30 @@ fn tools_count_with_the_turns_estimator_and_the_fixed_parts_can_be_unsatisfiable
 }
 
 #[test]
+fn a_reserve_whose_sum_with_the_prompt_passes_u64_fits_no_budget_and_wraps_nothing() {
+    let request = json!({
+        "system": "Be brief.",
+        "messages": [{"role": "user", "content": "hello there"}]
+    });
+    let pt = ProviderTranscript::parse(Format::Anthropic, &request).expect("valid");
+    // System 3 + messages 3 + this reserve is u64::MAX + 1: no figure of the report can hold it.
+    let count = pt.prompt_count(u64::MAX - 5);
+    let err = count
+        .turn_budget(u64::MAX)
+        .expect_err("refused, not wrapped into a small budget");
+    assert_eq!(err.code(), "COMPACTION_BUDGET_UNSATISFIABLE");
+    assert_eq!(err.details()["reserve_tokens"], u64::MAX - 5);
+    assert_eq!(err.details()["messages_tokens"], 3);
+    // One less and the parts just fit: the turns get what the reserve leaves.
+    assert_eq!(
+        pt.prompt_count(u64::MAX - 6)
+            .turn_budget(u64::MAX)
+            .expect("fits"),
+        6
+    );
+}
+
+#[test]
 fn the_requested_output_is_read_per_format_and_must_be_an_integer() {
     let chat = json!({"max_tokens": 10, "max_completion_tokens": 20, "messages": [{"role": "user", "content": "x"}]});
     let pt = ProviderTranscript::parse(Format::OpenAiChat, &chat).expect("valid");
