@@ -498,10 +498,11 @@ pub fn estimate(
 ) -> Result<String, CliError> {
     let format: Format = format.into();
     let mut document: Value = parse_json(input_text, "the transcript")?;
+    let mut repairs = None;
     if repair {
-        document = cutctx::formats::repair(format, document)
-            .map_err(from_format)?
-            .0;
+        let (repaired, made) = cutctx::formats::repair(format, document).map_err(from_format)?;
+        document = repaired;
+        repairs = Some(made);
     }
     let spec: EstimatorSpec = match estimator {
         Some(s) => s.parse().map_err(from_format)?,
@@ -514,7 +515,14 @@ pub fn estimate(
         Some(n) => n,
         None => pt.requested_output().map_err(from_format)?.unwrap_or(0),
     };
-    let json = pt.prompt_count(reserve).to_json();
+    let mut json = pt.prompt_count(reserve).to_json();
+    if let (Some(made), Value::Object(map)) = (repairs, &mut json) {
+        // As in the report: what was dropped before counting, by input position.
+        map.insert(
+            "repairs".into(),
+            Value::Array(made.iter().map(cutctx::formats::Repair::to_json).collect()),
+        );
+    }
     Ok(format!(
         "{}\n",
         cutctx::model::canonical::canonical_json_value(&json)

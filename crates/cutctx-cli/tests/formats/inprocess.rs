@@ -329,6 +329,11 @@ fn estimate_prints_every_part_canonically() {
     assert_eq!(json(&zero)["reserve"], 0);
 }
 
+/// A valid Chat request of one user message.
+fn plain_text() -> String {
+    json!([{"role": "user", "content": "x"}]).to_string()
+}
+
 #[test]
 fn an_invalid_history_names_the_repair_flag_and_repair_reports_each_drop() {
     let text = json!({"messages": [
@@ -365,9 +370,18 @@ fn an_invalid_history_names_the_repair_flag_and_repair_reports_each_drop() {
             "cutctx: repair: dropped_empty_message at position 1"
         ]
     );
+    // The estimate counts the repaired request and names the same drops.
+    let counted = json(
+        &formats::estimate(FormatName::OpenAiChat, None, None, true, &text).expect("repaired"),
+    );
+    assert_eq!(counted["repairs"], json(&out.report)["repairs"]);
+    assert_eq!(counted["turns"].as_array().map(Vec::len), Some(2));
+    let unrepaired =
+        formats::estimate(FormatName::OpenAiChat, None, None, false, &plain_text()).expect("valid");
+    assert!(json(&unrepaired).get("repairs").is_none());
     // Requests without tools, reserve or repair keep their report's keys.
-    let plain = json!([{"role": "user", "content": "x"}]).to_string();
-    let plain = formats::compact(&args(FormatName::OpenAiChat, 1_000), &plain, None).expect("fits");
+    let plain =
+        formats::compact(&args(FormatName::OpenAiChat, 1_000), &plain_text(), None).expect("fits");
     let report = json(&plain.report);
     let keys: Vec<&String> = report.as_object().expect("object").keys().collect();
     assert_eq!(keys, ["plan", "report"]);
