@@ -72,7 +72,10 @@ impl Kind<'_> {
     /// Whether the item may follow a reasoning item: reasoning, an answer, a call, or another
     /// model item (not an output, not a prompt).
     pub(crate) const fn is_model_item(&self) -> bool {
-        matches!(self, Self::Reasoning | Self::Answer | Self::Call(..) | Self::Other)
+        matches!(
+            self,
+            Self::Reasoning | Self::Answer | Self::Call(..) | Self::Other
+        )
     }
 }
 

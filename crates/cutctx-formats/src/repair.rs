@@ -306,7 +306,12 @@ mod chat {
                         break;
                     };
                     if answered.contains_key(id) {
-                        record(repairs, RepairKind::DroppedDuplicateCall, position, Some(id));
+                        record(
+                            repairs,
+                            RepairKind::DroppedDuplicateCall,
+                            position,
+                            Some(id),
+                        );
                         continue;
                     }
                     answered.insert(id.to_owned(), false);
@@ -623,7 +628,8 @@ mod anthropic {
             _ => return Step::Stop(m),
         };
         let user = role == "user";
-        if !user && role != "assistant" || kept.is_empty() && !user {
+        // An unknown role, or a first message that is not a user message.
+        if !user && (role != "assistant" || kept.is_empty()) {
             return Step::Stop(m);
         }
         // The provider allows an empty final assistant message (a prefill to continue from).
@@ -717,10 +723,7 @@ mod anthropic {
             record(repairs, RepairKind::DroppedCall, uses.position, Some(id));
         }
         // The message with the calls is the last one kept: the one before the current.
-        let Some(Value::Array(blocks)) = kept
-            .last_mut()
-            .and_then(|m| m.get_mut("content"))
-        else {
+        let Some(Value::Array(blocks)) = kept.last_mut().and_then(|m| m.get_mut("content")) else {
             return;
         };
         blocks.retain(|b| {
@@ -731,7 +734,12 @@ mod anthropic {
         });
         if blocks.is_empty() {
             kept.pop();
-            record(repairs, RepairKind::DroppedEmptyMessage, uses.position, None);
+            record(
+                repairs,
+                RepairKind::DroppedEmptyMessage,
+                uses.position,
+                None,
+            );
         }
     }
 }

@@ -7,8 +7,11 @@
 use cutctx_formats::Format;
 use serde_json::{Value, json};
 
-/// The three formats, each with its history of `n` messages.
-pub(crate) fn histories() -> [(Format, fn(usize) -> Value); 3] {
+/// A history of `n` messages.
+pub(crate) type History = fn(usize) -> Value;
+
+/// The three formats, each with its history.
+pub(crate) fn histories() -> [(Format, History); 3] {
     [
         (Format::OpenAiChat, chat),
         (Format::OpenAiResponses, responses),

@@ -133,7 +133,9 @@ fn wrap(format: Format, list: Vec<Value>, bare: bool) -> Value {
     }
     match format {
         Format::OpenAiChat => json!({"model": "m", "messages": list}),
-        Format::OpenAiResponses => json!({"model": "m", "instructions": "Be brief.", "input": list}),
+        Format::OpenAiResponses => {
+            json!({"model": "m", "instructions": "Be brief.", "input": list})
+        }
         Format::Anthropic => json!({"model": "m", "system": "Be brief.", "messages": list}),
     }
 }
