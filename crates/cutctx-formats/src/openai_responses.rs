@@ -53,7 +53,7 @@ pub const CALL_TYPES: [&str; 5] = [
 
 /// What an item is, for pairing and grouping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind<'a> {
+pub(crate) enum Kind<'a> {
     /// A user, system or developer message: it closes a model step.
     Prompt(Role),
     /// An assistant message.
@@ -68,12 +68,23 @@ enum Kind<'a> {
     Other,
 }
 
+impl Kind<'_> {
+    /// Whether the item may follow a reasoning item: reasoning, an answer, a call, or another
+    /// model item (not an output, not a prompt).
+    pub(crate) const fn is_model_item(&self) -> bool {
+        matches!(
+            self,
+            Self::Reasoning | Self::Answer | Self::Call(..) | Self::Other
+        )
+    }
+}
+
 fn path(i: usize) -> String {
     format!("input[{i}]")
 }
 
 /// The kind of item `i`, or the shape violation that hides it.
-fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
+pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
     let Value::Object(map) = item else {
         return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
     };
@@ -248,12 +259,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 }
             },
             Kind::Reasoning => {
-                let follows = kinds.get(i + 1).is_some_and(|next| {
-                    matches!(
-                        next,
-                        Kind::Reasoning | Kind::Answer | Kind::Call(..) | Kind::Other
-                    )
-                });
+                let follows = kinds.get(i + 1).is_some_and(Kind::is_model_item);
                 if !follows {
                     return Err(Violation::new(
                         FORMAT,

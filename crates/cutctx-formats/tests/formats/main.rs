@@ -11,12 +11,16 @@
 //! * `properties`: random provider transcripts, budgets and policies;
 //! * `realworld`: the tau-bench runs of `../shared/realworld`, replayed call by call;
 //! * `repairs`: whole-prompt counts and `repair`, rule by rule;
+//! * `repair_equivalence`: `repair` equals its definition (`repair_oracle`, the
+//!   drop-and-revalidate loop) on random broken histories;
 //! * `bpe` (feature `bpe`): BPE counts against tiktoken-rs's own.
 
 mod compaction;
 mod errors;
 mod properties;
 mod realworld;
+mod repair_equivalence;
+mod repair_oracle;
 mod repairs;
 mod roundtrip;
 mod validators;
