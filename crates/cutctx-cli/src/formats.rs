@@ -533,7 +533,7 @@ pub fn estimate(
 fn invalid_with_hint(e: FormatError) -> CliError {
     let hint = e
         .violation()
-        .filter(|v| e.code() == "FORMAT_INVALID_REQUEST" && is_repairable(v.rule))
+        .filter(|v| e.code() == "FORMAT_INVALID_REQUEST" && is_repairable(v))
         .is_some();
     let mut err = from_format(e);
     if hint {

@@ -95,8 +95,9 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
             "messages".into(),
         ));
     }
-    // The tool_use ids of the previous message, when it was an assistant message with calls.
-    let mut open: Option<(usize, Vec<&str>)> = None;
+    // The tool_use ids of the previous message, when it was an assistant message with calls,
+    // in order and as a set (a message of many parallel calls costs no more than its length).
+    let mut open: Option<(usize, Vec<&str>, BTreeSet<&str>)> = None;
     for (i, m) in list.iter().enumerate() {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
@@ -155,6 +156,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
         let mut answered: BTreeSet<&str> = BTreeSet::new();
         let mut seen_other = false;
         let mut uses: Vec<&str> = Vec::new();
+        let mut use_set: BTreeSet<&str> = BTreeSet::new();
         for (j, b) in blocks(m).iter().enumerate() {
             let at = || format!("{}.content[{j}]", path(i));
             match block_type(b) {
@@ -168,8 +170,8 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                             format!("{}.tool_use_id", at()),
                         ));
                     };
-                    let known =
-                        role == "user" && calls.as_ref().is_some_and(|(_, ids)| ids.contains(&id));
+                    let known = role == "user"
+                        && calls.as_ref().is_some_and(|(_, _, set)| set.contains(id));
                     if !known {
                         return Err(
                             Violation::new(FORMAT, Rule::ResultWithoutCall, Some(i), at())
@@ -208,7 +210,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                             format!("{}.type", at()),
                         ));
                     }
-                    if uses.contains(&id) {
+                    if !use_set.insert(id) {
                         return Err(Violation::new(FORMAT, Rule::DuplicateCallId, Some(i), at())
                             .with_id(id));
                     }
@@ -218,7 +220,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 _ => seen_other = true,
             }
         }
-        if let Some((at, ids)) = calls
+        if let Some((at, ids, _)) = calls
             && let Some(id) = ids.iter().find(|id| !answered.contains(**id))
         {
             return Err(
@@ -226,10 +228,10 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
             );
         }
         if !uses.is_empty() {
-            open = Some((i, uses));
+            open = Some((i, uses, use_set));
         }
     }
-    if let Some((at, ids)) = open
+    if let Some((at, ids, _)) = open
         && let Some(id) = ids.first()
     {
         return Err(

@@ -90,6 +90,10 @@ fn call_ids(i: usize, m: &Map<String, Value>) -> Result<Vec<&str>, Violation> {
     Ok(ids)
 }
 
+/// A run of tool messages being checked: the calling message's position, its call ids in
+/// order and as a set, and the ids answered so far.
+type OpenRun<'a> = (usize, Vec<&'a str>, BTreeSet<&'a str>, BTreeSet<&'a str>);
+
 /// Checks a Chat document against the provider's structural rules.
 ///
 /// # Errors
@@ -105,8 +109,9 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
             messages_key(document, "messages").1,
         ));
     }
-    // The calls the current run of tool messages may answer, and those answered so far.
-    let mut open: Option<(usize, Vec<&str>, BTreeSet<&str>)> = None;
+    // The calls the current run of tool messages may answer (in order, and as a set, so that
+    // a message of many parallel calls costs no more than its length), and those answered.
+    let mut open: Option<OpenRun<'_>> = None;
     for (i, m) in list.iter().enumerate() {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
@@ -134,7 +139,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                     format!("{}.tool_call_id", path(i)),
                 ));
             };
-            let Some((_, ids, answered)) = open.as_mut() else {
+            let Some((_, _, calls, answered)) = open.as_mut() else {
                 return Err(Violation::new(
                     FORMAT,
                     Rule::ResultWithoutCall,
@@ -143,7 +148,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 )
                 .with_id(id));
             };
-            if !ids.contains(&id) {
+            if !calls.contains(id) {
                 return Err(Violation::new(
                     FORMAT,
                     Rule::ResultWithoutCall,
@@ -187,7 +192,8 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                     ));
                 }
                 if !ids.is_empty() {
-                    open = Some((i, ids, BTreeSet::new()));
+                    let calls = ids.iter().copied().collect();
+                    open = Some((i, ids, calls, BTreeSet::new()));
                 }
             }
             _ => {
@@ -204,8 +210,8 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
 }
 
 /// Every call of the closing run must have been answered.
-fn close(open: Option<(usize, Vec<&str>, BTreeSet<&str>)>) -> Result<(), Violation> {
-    if let Some((i, ids, answered)) = open
+fn close(open: Option<OpenRun<'_>>) -> Result<(), Violation> {
+    if let Some((i, ids, _, answered)) = open
         && let Some((j, id)) = ids
             .iter()
             .enumerate()

@@ -100,10 +100,26 @@ impl Repair {
     }
 }
 
-/// Whether `--repair` (that is, [`repair`]) can fix a violation of `rule`.
+/// Whether `--repair` (that is, [`repair`]) fixes the violation `v` by a drop: a repairable
+/// rule, at a message of the list. Anthropic's duplicate `tool_use` ids are not repairable:
+/// which of the two calls a result answers is unknowable, so neither can be dropped.
+///
+/// ```
+/// use cutctx_formats::{Format, is_repairable, validate};
+/// let unanswered = serde_json::json!({"messages": [
+///     {"role": "user", "content": "go"},
+///     {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+///     {"role": "user", "content": "well?"}]});
+/// let v = validate(Format::Anthropic, &unanswered).unwrap_err();
+/// assert!(is_repairable(&v));
+/// let assistant_first = serde_json::json!({"messages": [{"role": "assistant", "content": "hi"}]});
+/// assert!(!is_repairable(&validate(Format::Anthropic, &assistant_first).unwrap_err()));
+/// ```
 #[must_use]
-pub const fn is_repairable(rule: Rule) -> bool {
-    RepairKind::for_rule(rule).is_some()
+pub fn is_repairable(v: &Violation) -> bool {
+    RepairKind::for_rule(v.rule).is_some()
+        && v.index.is_some()
+        && !(v.format == Format::Anthropic && v.rule == Rule::DuplicateCallId)
 }
 
 /// `document` with everything dropped that makes it invalid for `format` and that a drop can
@@ -135,7 +151,7 @@ pub fn repair(format: Format, mut document: Value) -> Result<(Value, Vec<Repair>
     // Most requests are valid, and a first violation no drop fixes ends repair at once.
     match validate(format, &document) {
         Ok(()) => return Ok((document, Vec::new())),
-        Err(v) if !fixable(format, &v) => return Err(FormatError::from_violation(v)),
+        Err(v) if !is_repairable(&v) => return Err(FormatError::from_violation(v)),
         Err(_) => {}
     }
     let mut repairs = Vec::new();
@@ -153,18 +169,10 @@ pub fn repair(format: Format, mut document: Value) -> Result<(Value, Vec<Repair>
     match validate(format, &document) {
         Ok(()) => Ok((document, repairs)),
         Err(v) => {
-            debug_assert!(!fixable(format, &v), "repair left a fixable violation: {v}");
+            debug_assert!(!is_repairable(&v), "repair left a fixable violation: {v}");
             Err(FormatError::from_violation(v))
         }
     }
-}
-
-/// Whether a drop fixes `v`: a repairable rule at a message (Anthropic's duplicate `tool_use`
-/// ids are not: which of the two calls the result answers is unknowable).
-fn fixable(format: Format, v: &Violation) -> bool {
-    is_repairable(v.rule)
-        && v.index.is_some()
-        && !(format == Format::Anthropic && v.rule == Rule::DuplicateCallId)
 }
 
 /// The message (or item) list of a document.

@@ -216,8 +216,31 @@ fn what_no_drop_fixes_is_still_refused_and_valid_requests_are_untouched() {
     let doc = json!({"messages": [{"role": "assistant", "content": "hi"}]});
     let err = repair(Format::Anthropic, doc).expect_err("no drop makes a user message first");
     assert_eq!(err.code(), "FORMAT_INVALID_REQUEST");
-    assert!(!is_repairable(Rule::FirstMessageNotUser));
-    assert!(is_repairable(Rule::CallWithoutResult));
+    let first = validate(
+        Format::Anthropic,
+        &json!({"messages": [{"role": "assistant", "content": "hi"}]}),
+    )
+    .expect_err("an assistant message first");
+    assert_eq!(first.rule, Rule::FirstMessageNotUser);
+    assert!(!is_repairable(&first));
+    // Two `tool_use` blocks with one id: which one a result answers is unknowable, so repair
+    // refuses, and the refusal must not advise `--repair`.
+    let twice = json!({"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {}},
+            {"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}
+    ]});
+    let v = validate(Format::Anthropic, &twice).expect_err("a reused tool_use id");
+    assert_eq!(v.rule, Rule::DuplicateCallId);
+    assert!(!is_repairable(&v));
+    assert_eq!(
+        repair(Format::Anthropic, twice)
+            .expect_err("refused")
+            .code(),
+        "FORMAT_INVALID_REQUEST"
+    );
     let valid = json!([{"role": "user", "content": "x"}]);
     assert_eq!(
         repair(Format::OpenAiChat, valid.clone()).expect("valid"),
