@@ -423,6 +423,7 @@ fn json_line(replay: &Replay, prices: &PriceTable) -> String {
                 "compactions": s.compactions, "cost_units": s.cost_units, "cost_money": s.cost_money,
                 "peak_tokens": s.peak_tokens, "over_window": s.over_window,
                 "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
+                "fitting_tokens": s.fitting_tokens, "fitting_cached": s.fitting_cached,
             })
         })
         .collect();

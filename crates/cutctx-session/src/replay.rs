@@ -68,6 +68,10 @@ pub struct StrategyReport {
     /// The cost in base-input-token units over the calls whose untouchable part fits the
     /// window: the calls where the strategies can differ.
     pub fitting_units: f64,
+    /// Input tokens sent over the calls whose untouchable part fits the window.
+    pub fitting_tokens: u64,
+    /// Of those, served from the cache.
+    pub fitting_cached: u64,
     /// Each call's request, with the reserve.
     pub sizes: Vec<u64>,
     /// The cost in units after each call.
@@ -86,6 +90,21 @@ impl StrategyReport {
             0.0
         } else {
             self.cached_tokens as f64 / self.tokens_sent as f64
+        }
+    }
+
+    /// Cached tokens over tokens sent, over the calls whose untouchable part fits the window
+    /// (0 when there are none).
+    #[must_use]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
+    pub fn fitting_hit_rate(&self) -> f64 {
+        if self.fitting_tokens == 0 {
+            0.0
+        } else {
+            self.fitting_cached as f64 / self.fitting_tokens as f64
         }
     }
 }
@@ -257,6 +276,8 @@ impl<'a> Meter<'a> {
                 over_window: 0,
                 fixed_over: 0,
                 fitting_units: 0.0,
+                fitting_tokens: 0,
+                fitting_cached: 0,
                 sizes: Vec::new(),
                 cumulative_units: Vec::new(),
             },
@@ -287,6 +308,8 @@ impl<'a> Meter<'a> {
         r.fixed_over += usize::from(unsatisfiable);
         if !unsatisfiable {
             r.fitting_units += bill.units;
+            r.fitting_tokens += bill.tokens;
+            r.fitting_cached += bill.cached;
         }
         r.sizes.push(size);
         r.cumulative_units.push(r.cost_units);
