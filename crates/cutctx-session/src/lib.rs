@@ -17,7 +17,8 @@
 //!
 //! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
 //! stateless compaction before every call, the session) and prices each with a
-//! [`PriceTable`] and the prefix-cache model of [`cache`].
+//! [`PriceTable`] and the prefix-cache model of [`cache`], every strategy's requests marked
+//! for the cache by the same rule ([`Marking`]).
 //!
 //! ```
 //! use cutctx_formats::{EstimatorSpec, Format, FormatError, policy_named};
