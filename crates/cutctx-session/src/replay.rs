@@ -338,8 +338,22 @@ fn system_end(format: Format, request: &Value) -> usize {
 }
 
 /// The marks every strategy's request gets under [`Marking::Shared`], besides the last
-/// message (which [`view`] always marks): the end of the system prefix. One rule for all
-/// strategies, so that none of them is favoured by where it is marked.
+/// message (which the replay always marks): the end of the system prefix. One rule for all
+/// strategies, so that none of them is favoured by where it is marked. Marks are boundaries
+/// of the request's [`CacheView`]: 0 is the end of the fixed part, `n` the end of the `n`-th
+/// message.
+///
+/// ```
+/// use cutctx_formats::Format;
+/// use cutctx_session::replay::shared_marks;
+/// use serde_json::json;
+/// let chat = json!({"model": "m", "messages": [
+///     {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]});
+/// assert_eq!(shared_marks(Format::OpenAiChat, &chat), vec![1]);
+/// let anthropic = json!({"model": "m", "max_tokens": 9, "system": "Be brief.",
+///     "messages": [{"role": "user", "content": "Hi"}]});
+/// assert_eq!(shared_marks(Format::Anthropic, &anthropic), vec![0]);
+/// ```
 #[must_use]
 pub fn shared_marks(format: Format, request: &Value) -> Vec<usize> {
     vec![system_end(format, request)]
