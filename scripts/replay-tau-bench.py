@@ -6,7 +6,8 @@ replayed at windows of 70%, 50% and 35% of its final size (and 100%, where every
 Costs are summed over the runs, per strategy; the ratios are session/stateless and
 session/none, over all calls and over the "fitting" calls (those whose untouchable part, the
 tools, system and protected recent turns, fits the window: the others are sent whole by every
-strategy and counted under "untouchable over"). Usage:
+strategy and counted under "untouchable over"); the cache-hit rates are given over all calls and
+over the fitting calls alone. Usage:
 
     scripts/replay-tau-bench.py [--cli target/release/cutctx] [--pricing anthropic] [--runs N]
                                 [-- extra cutctx replay options]
@@ -60,7 +61,8 @@ def main():
         print(f"{'window':>6} {'s/stateless':>11} {'s/none':>7} {'stateless/none':>14} "
               f"{'fitting s/sl':>12} {'fitting s/none':>14} "
               f"{'hit none':>8} {'hit sl':>7} {'hit session':>11} "
-              f"{'over sl':>7} {'over s':>6} {'untouchable over':>16} {'calls':>6} {'busts s':>7}")
+              f"{'over sl':>7} {'over s':>6} {'untouchable over':>16} {'calls':>6} {'busts s':>7} "
+              f"{'fitting hit none':>16} {'sl':>5} {'session':>7}")
         for fraction in FRACTIONS:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 results = list(pool.map(lambda p: replay(args.cli, p, fraction, args.pricing, args.extra), paths))
@@ -68,7 +70,8 @@ def main():
             for r in results:
                 for s in r["strategies"]:
                     t = total.setdefault(s["name"], {"cost": 0.0, "fit": 0.0, "sent": 0, "cached": 0,
-                                                     "over": 0, "stuck": 0, "calls": 0, "busts": 0})
+                                                     "over": 0, "stuck": 0, "calls": 0, "busts": 0,
+                                                     "fsent": 0, "fcached": 0})
                     t["cost"] += s["cost_units"]
                     t["fit"] += s["fitting_units"]
                     t["sent"] += s["tokens_sent"]
@@ -77,7 +80,10 @@ def main():
                     t["stuck"] += s["untouchable_over"]
                     t["calls"] += s["calls"]
                     t["busts"] += s["busts"]
+                    t["fsent"] += s["fitting_tokens"]
+                    t["fcached"] += s["fitting_cached"]
             hit = {n: t["cached"] / t["sent"] for n, t in total.items()}
+            fhit = {n: t["fcached"] / t["fsent"] if t["fsent"] else float("nan") for n, t in total.items()}
             ratio = lambda a, b: a / b if b else 1.0
             print(f"{fraction:>6.0%} {ratio(total['session']['cost'], total['stateless']['cost']):>11.3f} "
                   f"{ratio(total['session']['cost'], total['none']['cost']):>7.3f} "
@@ -86,7 +92,8 @@ def main():
                   f"{ratio(total['session']['fit'], total['none']['fit']):>14.3f} "
                   f"{hit['none']:>8.3f} {hit['stateless']:>7.3f} {hit['session']:>11.3f} "
                   f"{total['stateless']['over']:>7} {total['session']['over']:>6} "
-                  f"{total['session']['stuck']:>16} {total['session']['calls']:>6} {total['session']['busts']:>7}")
+                  f"{total['session']['stuck']:>16} {total['session']['calls']:>6} {total['session']['busts']:>7} "
+                  f"{fhit['none']:>16.3f} {fhit['stateless']:>5.3f} {fhit['session']:>7.3f}")
     return 0
 
 

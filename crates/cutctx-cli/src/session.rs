@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use cutctx::model::details;
 use cutctx::session::{
-    Firing, PriceTable, Replay, Restart, SessionConfig, SessionState, StrategyReport,
+    Firing, Marking, PriceTable, Replay, Restart, SessionConfig, SessionState, StrategyReport,
 };
 use cutctx::{CompactionError, SummarizationRequest};
 use serde_json::Value;
@@ -25,6 +25,26 @@ pub enum Breakpoints {
     /// Leave the request's marks as they are.
     #[default]
     Off,
+}
+
+/// How `cutctx replay` marks the requests it prices for a provider that caches at breakpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ReplayMarks {
+    /// Every strategy marks the end of the system prefix and the last message.
+    #[default]
+    Shared,
+    /// Only the session marks the end of the system prefix (and of its compacted prefix);
+    /// none and stateless mark the last message alone. Favours the session.
+    SessionOnly,
+}
+
+impl From<ReplayMarks> for Marking {
+    fn from(m: ReplayMarks) -> Self {
+        match m {
+            ReplayMarks::Shared => Self::Shared,
+            ReplayMarks::SessionOnly => Self::SessionOnly,
+        }
+    }
 }
 
 /// The settings `session` and `replay` share.
@@ -255,6 +275,11 @@ pub struct ReplayArgs {
     /// Print the figures as one line of JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Where the requests carry cache breakpoints (Anthropic-style pricing): `shared` (the
+    /// default) marks every strategy's system prefix and last message alike; `session-only`
+    /// marks the system prefix of the session's requests alone.
+    #[arg(long, value_enum, default_value_t = ReplayMarks::Shared)]
+    pub marks: ReplayMarks,
     /// The settings shared with `session`.
     #[command(flatten)]
     pub tuning: Tuning,
@@ -310,9 +335,10 @@ pub fn replay(
             scaled(full, fraction)
         }
     };
-    // The session is priced as `cutctx session --cache-breakpoints auto` runs it.
+    // Under `--marks session-only` the session is priced as `cutctx session
+    // --cache-breakpoints auto` marks it; under `shared` every strategy is marked alike.
     let config = config(format, window, &args.tuning, Breakpoints::Auto)?;
-    let replay = cutctx::session::replay(&config, prices, &run)?;
+    let replay = cutctx::session::replay_with(&config, prices, &run, args.marks.into())?;
     let out = if args.json {
         json_line(&replay, prices)
     } else {
@@ -397,6 +423,7 @@ fn json_line(replay: &Replay, prices: &PriceTable) -> String {
                 "compactions": s.compactions, "cost_units": s.cost_units, "cost_money": s.cost_money,
                 "peak_tokens": s.peak_tokens, "over_window": s.over_window,
                 "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
+                "fitting_tokens": s.fitting_tokens, "fitting_cached": s.fitting_cached,
             })
         })
         .collect();

@@ -23,10 +23,11 @@
 //!   cacheable prompt is 1,024 tokens for Sonnet-class models (a shorter one is processed
 //!   uncached, at 1×); the system checks for hits at the block boundaries up to about 20
 //!   blocks before each mark; writes cost 1.25× the base input price (5-minute lifetime),
-//!   reads 0.1×. The replay assumes the client marks the last message of every request (what
-//!   Anthropic's automatic caching and the usual agent loops do), so each call writes its
-//!   whole prompt and the next reads it back; a session with `--cache-breakpoints auto` also
-//!   marks the end of its compacted prefix. A block is a content block: a message of string
+//!   reads 0.1×. The replay marks every strategy's requests alike (see
+//!   [`Marking`](crate::replay::Marking)): the last message (what Anthropic's automatic caching
+//!   and the usual agent loops do), so each call writes its whole prompt and the next reads it
+//!   back, and the end of the system prefix, so a request that changes an early message still
+//!   reads the tools and system prompt. A block is a content block: a message of string
 //!   content is one, a list of content is one per item, each tool call one more.
 //! * OpenAI's prompt-caching announcement and guide: automatic on prompts of 1,024 tokens and
 //!   more; "the longest prefix of a prompt that has been previously computed, starting at

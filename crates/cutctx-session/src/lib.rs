@@ -17,7 +17,8 @@
 //!
 //! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
 //! stateless compaction before every call, the session) and prices each with a
-//! [`PriceTable`] and the prefix-cache model of [`cache`].
+//! [`PriceTable`] and the prefix-cache model of [`cache`], every strategy's requests marked
+//! for the cache by the same rule ([`Marking`]).
 //!
 //! ```
 //! use cutctx_formats::{EstimatorSpec, Format, FormatError, policy_named};
@@ -68,6 +69,6 @@ mod state;
 pub use cache::PriceTable;
 pub use count::prompt_tokens;
 pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
-pub use replay::{Replay, StrategyReport, replay};
+pub use replay::{Marking, Replay, StrategyReport, replay, replay_with};
 pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
 pub use state::{PrefixItem, STATE_VERSION, SessionState};

@@ -5,6 +5,13 @@
 //! Responses, the first item of a model step), with everything else of the recorded request
 //! (tools, system, settings). Summaries are stood in for by text of the length the plan asks
 //! for, so the bill is that of a real summary of that size.
+//!
+//! **Cache marks.** Where the provider caches only at breakpoints (Anthropic), what a request
+//! reads depends on where the client marks it. By default ([`Marking::Shared`]) every strategy
+//! is marked by one rule any client can follow without knowing what compaction did: the end of
+//! the system prefix (tools and system) and the last message. The comparison then prices the
+//! strategies' requests, not their marks. [`Marking::SessionOnly`] is the asymmetric setting of
+//! earlier versions, kept to show what the system mark is worth.
 
 use cutctx_formats::{Format, FormatError, ProviderTranscript};
 use cutctx_model::{CompactionError, SummarizationRequest};
@@ -16,6 +23,21 @@ use sha2::{Digest, Sha256};
 use crate::cache::{Boundary, CacheView, PrefixCache, PriceTable};
 use crate::session::{SessionConfig, compact_to, step};
 use crate::state::{PrefixItem, SessionState, message_digest};
+
+/// How the replayed requests are marked for a provider that caches at breakpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Marking {
+    /// Every strategy marks the end of the system prefix (the leading system and developer
+    /// messages, or the tools and `system` when the format keeps them outside the list) and
+    /// the last message.
+    #[default]
+    Shared,
+    /// Only the session marks the end of the system prefix and of its compacted prefix, after
+    /// its first firing (as `cutctx session --cache-breakpoints auto` does); none and stateless
+    /// mark the last message alone. This favours the session: a firing keeps the system prefix
+    /// cached for it and for no one else.
+    SessionOnly,
+}
 
 /// What one strategy cost over the run.
 #[derive(Debug, Clone, PartialEq)]
@@ -46,6 +68,10 @@ pub struct StrategyReport {
     /// The cost in base-input-token units over the calls whose untouchable part fits the
     /// window: the calls where the strategies can differ.
     pub fitting_units: f64,
+    /// Input tokens sent over the calls whose untouchable part fits the window.
+    pub fitting_tokens: u64,
+    /// Of those, served from the cache.
+    pub fitting_cached: u64,
     /// Each call's request, with the reserve.
     pub sizes: Vec<u64>,
     /// The cost in units after each call.
@@ -64,6 +90,21 @@ impl StrategyReport {
             0.0
         } else {
             self.cached_tokens as f64 / self.tokens_sent as f64
+        }
+    }
+
+    /// Cached tokens over tokens sent, over the calls whose untouchable part fits the window
+    /// (0 when there are none).
+    #[must_use]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
+    pub fn fitting_hit_rate(&self) -> f64 {
+        if self.fitting_tokens == 0 {
+            0.0
+        } else {
+            self.fitting_cached as f64 / self.fitting_tokens as f64
         }
     }
 }
@@ -235,6 +276,8 @@ impl<'a> Meter<'a> {
                 over_window: 0,
                 fixed_over: 0,
                 fitting_units: 0.0,
+                fitting_tokens: 0,
+                fitting_cached: 0,
                 sizes: Vec::new(),
                 cumulative_units: Vec::new(),
             },
@@ -265,6 +308,8 @@ impl<'a> Meter<'a> {
         r.fixed_over += usize::from(unsatisfiable);
         if !unsatisfiable {
             r.fitting_units += bill.units;
+            r.fitting_tokens += bill.tokens;
+            r.fitting_cached += bill.cached;
         }
         r.sizes.push(size);
         r.cumulative_units.push(r.cost_units);
@@ -277,9 +322,45 @@ impl<'a> Meter<'a> {
     }
 }
 
+/// The boundary at the end of `request`'s system prefix: after its leading system and
+/// developer messages (0, the end of the fixed part, when there are none: the Anthropic
+/// `system` and every format's tools are part of it).
+fn system_end(format: Format, request: &Value) -> usize {
+    history(format, request)
+        .iter()
+        .take_while(|m| {
+            matches!(
+                m.get("role").and_then(Value::as_str),
+                Some("system" | "developer")
+            )
+        })
+        .count()
+}
+
+/// The marks every strategy's request gets under [`Marking::Shared`], besides the last
+/// message (which the replay always marks): the end of the system prefix. One rule for all
+/// strategies, so that none of them is favoured by where it is marked. Marks are boundaries
+/// of the request's [`CacheView`]: 0 is the end of the fixed part, `n` the end of the `n`-th
+/// message.
+///
+/// ```
+/// use cutctx_formats::Format;
+/// use cutctx_session::replay::shared_marks;
+/// use serde_json::json;
+/// let chat = json!({"model": "m", "messages": [
+///     {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]});
+/// assert_eq!(shared_marks(Format::OpenAiChat, &chat), vec![1]);
+/// let anthropic = json!({"model": "m", "max_tokens": 9, "system": "Be brief.",
+///     "messages": [{"role": "user", "content": "Hi"}]});
+/// assert_eq!(shared_marks(Format::Anthropic, &anthropic), vec![0]);
+/// ```
+#[must_use]
+pub fn shared_marks(format: Format, request: &Value) -> Vec<usize> {
+    vec![system_end(format, request)]
+}
+
 /// The marks `cutctx session --cache-breakpoints auto` puts in a request after its first
-/// firing, as boundaries of its cache view: the end of the leading system messages (the fixed
-/// part's end when there are none: the Anthropic `system` is part of it) and the end of the
+/// firing, as boundaries of its cache view: the end of the system prefix and the end of the
 /// compacted prefix. None before the first firing.
 fn session_marks(format: Format, request: &Value, state: &SessionState) -> Vec<usize> {
     let (items, len) = state.prefix();
@@ -293,16 +374,20 @@ fn session_marks(format: Format, request: &Value, state: &SessionState) -> Vec<u
             PrefixItem::Insert(_) => 1,
         })
         .sum();
-    let system = history(format, request)
-        .iter()
-        .take_while(|m| {
-            matches!(
-                m.get("role").and_then(Value::as_str),
-                Some("system" | "developer")
-            )
-        })
-        .count();
-    vec![system, prefix]
+    vec![system_end(format, request), prefix]
+}
+
+/// The marks of a request of a strategy other than the session under `marking`.
+fn plain_marks(
+    marking: Marking,
+    prices: &PriceTable,
+    format: Format,
+    request: &Value,
+) -> Vec<usize> {
+    match marking {
+        Marking::Shared if prices.breakpoints => shared_marks(format, request),
+        _ => Vec::new(),
+    }
 }
 
 fn unsatisfiable(e: &FormatError) -> bool {
@@ -312,7 +397,8 @@ fn unsatisfiable(e: &FormatError) -> bool {
     )
 }
 
-/// Replays `run` (a request holding the whole history) under `config` and `prices`.
+/// Replays `run` (a request holding the whole history) under `config` and `prices`, every
+/// strategy marked by the same rule ([`Marking::Shared`]).
 ///
 /// A call whose untouchable part cannot fit the window is sent uncompacted and counted over
 /// the window, under every strategy.
@@ -326,6 +412,20 @@ pub fn replay(
     prices: &PriceTable,
     run: &Value,
 ) -> Result<Replay, FormatError> {
+    replay_with(config, prices, run, Marking::Shared)
+}
+
+/// [`replay()`] with the requests marked by `marking`.
+///
+/// # Errors
+///
+/// As [`replay()`].
+pub fn replay_with(
+    config: &SessionConfig,
+    prices: &PriceTable,
+    run: &Value,
+    marking: Marking,
+) -> Result<Replay, FormatError> {
     config.check()?;
     let format = config.format;
     cutctx_formats::validate(format, run).map_err(FormatError::from)?;
@@ -338,7 +438,12 @@ pub fn replay(
     let mut summarize = stand_in;
     for &len in &points {
         let request = request_at(format, run, len);
-        let full = view(format, &request, config, &[])?;
+        let full = view(
+            format,
+            &request,
+            config,
+            &plain_marks(marking, prices, format, &request),
+        )?;
         let size = full.tokens() + config.reserve_output;
         // Stateless: what `cutctx compact --max-tokens WINDOW` does before every call: nothing
         // while the request fits, a compaction to the window when it does not.
@@ -347,7 +452,8 @@ pub fn replay(
             match compact_to(config, &request, 1.0, &mut summarize) {
                 Ok(fitted) => {
                     stateless.report.compactions += 1;
-                    stateless.call(view(format, &fitted.document, config, &[])?, false);
+                    let marks = plain_marks(marking, prices, format, &fitted.document);
+                    stateless.call(view(format, &fitted.document, config, &marks)?, false);
                 }
                 Err(e) if unsatisfiable(&e) => {
                     stuck = true;
@@ -361,10 +467,12 @@ pub fn replay(
         match step(config, state.as_ref(), &request, &mut summarize) {
             Ok(s) => {
                 session.report.compactions += usize::from(s.firing.is_some());
-                let marks = if prices.breakpoints && config.cache_breakpoints {
-                    session_marks(format, &s.request, &s.state)
-                } else {
-                    Vec::new()
+                let marks = match marking {
+                    Marking::SessionOnly if prices.breakpoints && config.cache_breakpoints => {
+                        session_marks(format, &s.request, &s.state)
+                    }
+                    Marking::SessionOnly => Vec::new(),
+                    Marking::Shared => plain_marks(marking, prices, format, &s.request),
                 };
                 session.call(view(format, &s.request, config, &marks)?, stuck);
                 state = Some(s.state);

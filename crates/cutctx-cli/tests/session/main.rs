@@ -183,6 +183,24 @@ fn a_tau_bench_run_replays_when_shared_is_present() {
         s[2]["cost_units"].as_f64() <= s[1]["cost_units"].as_f64(),
         "{out}"
     );
+    // Without the shared system mark, stateless compaction re-bills the system prompt at
+    // each compaction and costs more.
+    let (status, favoured, err) = run(&[
+        "replay",
+        "--format",
+        "openai-chat",
+        shared.to_str().expect("utf-8"),
+        "--json",
+        "--marks",
+        "session-only",
+    ]);
+    assert_eq!(status, Some(0), "{err}");
+    let w: Value = serde_json::from_str(&favoured).expect("json");
+    let t = w["strategies"].as_array().expect("strategies");
+    assert!(
+        t[1]["cost_units"].as_f64() > s[1]["cost_units"].as_f64(),
+        "{favoured} vs {out}"
+    );
 }
 
 #[test]

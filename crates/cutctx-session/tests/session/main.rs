@@ -7,8 +7,8 @@ use cutctx_formats::{
 };
 use cutctx_model::SummarizationRequest;
 use cutctx_session::{
-    Decision, PriceTable, Restart, SessionConfig, SessionState, Step, history, prompt_tokens, push,
-    replay, step,
+    Decision, Marking, PriceTable, Restart, SessionConfig, SessionState, Step, fixed_tokens,
+    history, message_tokens, prompt_tokens, push, replay, replay_with, step,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -381,4 +381,74 @@ fn the_replay_prices_three_strategies() {
     let cfg = config(Format::OpenAiChat, full, "drop_oldest");
     let r = replay(&cfg, &PriceTable::openai(), &run).expect("replay");
     assert_eq!(r.strategies[0].cost_units, r.strategies[2].cost_units);
+}
+
+/// A run whose system prompt is cacheable on its own (over 1,024 tokens) and that outgrows a
+/// window of 70% of its final size.
+fn long_system_run() -> (Value, u64) {
+    let mut messages = vec![json!({"role": "system", "content": "rule ".repeat(1_300)})];
+    for i in 0..20 {
+        messages.extend(exchange(Format::OpenAiChat, i, 300));
+    }
+    let run = json!({"model": "m", "messages": messages});
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let system = fixed_tokens(Format::OpenAiChat, &run, &estimator).expect("count")
+        + message_tokens(Format::OpenAiChat, &messages[0], &estimator).expect("count");
+    assert!(system >= 1_024, "the system prefix is cacheable on its own");
+    (run, system)
+}
+
+#[test]
+fn the_replay_marks_every_strategy_by_one_rule() {
+    let (run, system) = long_system_run();
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    let mut cfg = config(Format::OpenAiChat, full * 7 / 10, "drop_oldest");
+    cfg.cache_breakpoints = true;
+    let prices = PriceTable::anthropic();
+    // Every call after the first reads at least the system prefix, whatever the strategy did
+    // to the messages after it: all three mark its end.
+    let shared = replay(&cfg, &prices, &run).expect("replay");
+    assert_eq!(
+        shared,
+        replay_with(&cfg, &prices, &run, Marking::Shared).expect("replay")
+    );
+    for s in &shared.strategies {
+        assert!(s.compactions > 0 || s.name == "none", "{} compacts", s.name);
+        let floor = (s.calls as u64 - 1) * system;
+        assert!(
+            s.cached_tokens >= floor,
+            "{}: {} < {floor}",
+            s.name,
+            s.cached_tokens
+        );
+    }
+    // The asymmetric setting: stateless marks the last message alone, so each of its
+    // compactions re-bills the system prompt; so does the session's first firing (its system
+    // mark comes with the firing). Everything else is read alike.
+    let asymmetric = replay_with(&cfg, &prices, &run, Marking::SessionOnly).expect("replay");
+    for (fair, favoured) in shared.strategies.iter().zip(&asymmetric.strategies) {
+        let firsts = if fair.name == "session" {
+            fair.compactions.min(1)
+        } else {
+            fair.compactions
+        };
+        assert_eq!(
+            fair.cached_tokens - favoured.cached_tokens,
+            firsts as u64 * system,
+            "{}",
+            fair.name
+        );
+    }
+    assert!(asymmetric.strategies[1].cost_units > shared.strategies[1].cost_units);
+    // Marks matter only where the provider caches at breakpoints.
+    let openai = PriceTable::openai();
+    assert_eq!(
+        replay_with(&cfg, &openai, &run, Marking::Shared).expect("replay"),
+        replay_with(&cfg, &openai, &run, Marking::SessionOnly).expect("replay")
+    );
 }
