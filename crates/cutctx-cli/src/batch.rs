@@ -7,11 +7,14 @@
 //! becomes `null`, so output line N always answers input line N; its error goes to
 //! `--errors FILE` as `{"code", "details", "line", "message"}`, never with content.
 //!
-//! The work is a bounded pipeline on scoped threads: a reader splits lines, `--jobs` workers
-//! compact them, and the writer puts results back in order. A line is only read once a slot of
-//! a fixed window is free, and a slot is freed only when its line has been written, so at most
-//! [`window`] lines are held at once whatever the file's size. Input compressed with gzip or
-//! zstd (recognised by its first bytes, so standard input too) is decompressed as it is read.
+//! The work is a bounded pipeline on scoped threads: a reader splits lines into chunks (up to
+//! [`CHUNK_LINES`] lines or [`CHUNK_BYTES`] bytes), `--jobs` workers compact them, and the
+//! writer puts results back in order. A chunk is only read once a slot of a fixed window is
+//! free, and a slot is freed only when its lines have been written, so at most [`window`]
+//! chunks are held at once whatever the file's size. Chunks, not lines, cross between threads:
+//! handing over each small line would cost the threads more waking up than compacting it.
+//! Input compressed with gzip or zstd (recognised by its first bytes, so standard input too) is
+//! decompressed as it is read.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -131,11 +134,22 @@ pub struct Io<'a> {
     pub notices: Option<&'a mut dyn FnMut(&str)>,
 }
 
-/// How many lines may be in flight at once (read and not yet written) for `jobs` workers.
+/// How many chunks of lines may be in flight at once (read and not yet written) for `jobs`
+/// workers.
 #[must_use]
 pub fn window(jobs: NonZeroUsize) -> usize {
     jobs.get().saturating_mul(4)
 }
+
+/// The most lines in one chunk.
+pub const CHUNK_LINES: usize = 32;
+
+/// A chunk takes no further line once its lines hold this many bytes (a longer line still
+/// makes a chunk of its own).
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Lines handed to a worker together: the number of the first (from 0), and the lines.
+type Chunk = (u64, Vec<Vec<u8>>);
 
 /// How a run ended when it did not fail as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -215,11 +229,11 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
     };
     let keep = ledger.is_some();
     let window = window(jobs);
-    let (work_tx, work_rx) = sync_channel::<(u64, Vec<u8>)>(window);
+    let (work_tx, work_rx) = sync_channel::<Chunk>(window);
     let work_rx = Mutex::new(work_rx);
     let (read, written) = std::thread::scope(|scope| {
         let (slot_tx, slot_rx) = sync_channel::<()>(window);
-        let (done_tx, done_rx) = sync_channel::<(u64, Outcome)>(window);
+        let (done_tx, done_rx) = sync_channel::<(u64, Vec<Outcome>)>(window);
         for _ in 0..window {
             // The window's slots; the channel holds exactly this many.
             let _ = slot_tx.send(());
@@ -229,10 +243,12 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
             let (work_rx, done_tx) = (&work_rx, done_tx.clone());
             let summaries = summaries.as_deref();
             scope.spawn(move || {
-                while let Some((n, line)) = next(work_rx) {
-                    let outcome = guarded(|| compact_line(&args.format, summaries, &line, keep));
-                    drop(line);
-                    if done_tx.send((n, outcome)).is_err() {
+                while let Some((first, lines)) = next(work_rx) {
+                    let outcomes = lines
+                        .into_iter()
+                        .map(|line| guarded(|| compact_line(&args.format, summaries, &line, keep)))
+                        .collect();
+                    if done_tx.send((first, outcomes)).is_err() {
                         break;
                     }
                 }
@@ -275,9 +291,9 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
     Ok(Ended::Complete(summary))
 }
 
-/// The next line for a worker, or `None` once the reader is done (or a worker panicked while
+/// The next chunk for a worker, or `None` once the reader is done (or a worker panicked while
 /// holding the queue, which ends the run short: the writer then sees lines missing).
-fn next(work: &Mutex<Receiver<(u64, Vec<u8>)>>) -> Option<(u64, Vec<u8>)> {
+fn next(work: &Mutex<Receiver<Chunk>>) -> Option<Chunk> {
     work.lock().ok()?.recv().ok()
 }
 
@@ -296,32 +312,46 @@ fn guarded(work: impl FnOnce() -> Outcome) -> Outcome {
     })
 }
 
-/// Reads lines (without their `\n` or `\r\n`), each once a slot of the window is free.
+/// Reads lines (without their `\n` or `\r\n`) in chunks, each once a slot of the window is
+/// free.
 fn read_lines(
     mut input: Box<dyn BufRead + Send + '_>,
     slots: &Receiver<()>,
-    work: &SyncSender<(u64, Vec<u8>)>,
+    work: &SyncSender<Chunk>,
 ) -> std::io::Result<()> {
-    for n in 0.. {
+    let mut first = 0_u64;
+    loop {
         if slots.recv().is_err() {
             // The writer stopped: nothing more is wanted.
             return Ok(());
         }
-        let mut line = Vec::new();
-        if input.read_until(b'\n', &mut line)? == 0 {
-            return Ok(());
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
+        let mut lines = Vec::new();
+        let mut bytes = 0;
+        let mut ended = false;
+        while lines.len() < CHUNK_LINES && bytes < CHUNK_BYTES {
+            let mut line = Vec::new();
+            if input.read_until(b'\n', &mut line)? == 0 {
+                ended = true;
+                break;
             }
+            if line.last() == Some(&b'\n') {
+                line.pop();
+                if line.last() == Some(&b'\r') {
+                    line.pop();
+                }
+            }
+            bytes += line.len();
+            lines.push(line);
         }
-        if work.send((n, line)).is_err() {
+        let count = lines.len() as u64;
+        if count > 0 && work.send((first, lines)).is_err() {
             return Ok(());
         }
+        if ended {
+            return Ok(());
+        }
+        first += count;
     }
-    Ok(())
 }
 
 /// One line through `cutctx compact --format`'s own function.
@@ -352,23 +382,28 @@ struct Writer<'a, 'f> {
 }
 
 impl Writer<'_, '_> {
-    /// Writes every outcome as soon as those before it are written, freeing a slot each time.
+    /// Writes every chunk's outcomes as soon as those before it are written, freeing a slot
+    /// each time.
     fn write_in_order(
         &mut self,
-        done: Receiver<(u64, Outcome)>,
+        done: Receiver<(u64, Vec<Outcome>)>,
         slots: SyncSender<()>,
     ) -> Result<(), CliError> {
-        let mut pending: BTreeMap<u64, Outcome> = BTreeMap::new();
+        // Keyed by the chunk's first line: chunks tile the lines, so the next chunk to write
+        // starts where the last one written ended.
+        let mut pending: BTreeMap<u64, Vec<Outcome>> = BTreeMap::new();
         let mut next = 0u64;
-        for (n, outcome) in done {
-            pending.insert(n, outcome);
-            while let Some(outcome) = pending.remove(&next) {
-                self.write_one(next, outcome)?;
-                if self.reader_gone {
-                    return Ok(());
+        for (first, outcomes) in done {
+            pending.insert(first, outcomes);
+            while let Some(outcomes) = pending.remove(&next) {
+                for outcome in outcomes {
+                    self.write_one(next, outcome)?;
+                    if self.reader_gone {
+                        return Ok(());
+                    }
+                    next += 1;
                 }
-                next += 1;
-                // Never blocks: the slot taken for this line is the one given back.
+                // Never blocks: the slot taken for this chunk is the one given back.
                 let _ = slots.send(());
             }
         }

@@ -277,8 +277,13 @@ pub(crate) fn realize_all(
     const PARALLEL_BYTES: usize = 1 << 20;
     let realize = |job: &StubJob| job.realize(transcript);
     let bytes: usize = jobs.iter().map(|j| j.source_len(transcript)).sum();
+    if bytes < PARALLEL_BYTES || jobs.len() < 2 {
+        return jobs.iter().map(realize).collect();
+    }
+    // Only now: asking the system for its cores reads files (the cgroup's quota), a cost a
+    // small compaction (a batch's line, say) must not pay every time.
     let threads = parallelism.threads();
-    if bytes < PARALLEL_BYTES || threads < 2 || jobs.len() < 2 {
+    if threads < 2 {
         return jobs.iter().map(realize).collect();
     }
     // Split by bytes, not by count, so one core does not get all the large results.

@@ -143,14 +143,15 @@ fn every_line_is_what_compact_format_prints_for_it_in_the_input_order() {
 #[test]
 fn a_failed_line_is_null_its_error_is_listed_and_the_others_go_on() {
     let dir = scratch("failures");
-    let mut lines = lines(12);
+    // Across the readers' chunks of 32 lines: failures on both sides of the first boundary.
+    let mut lines = lines(70);
     lines[2] = format!("{{\"messages\": [\"{SECRET}");
-    lines[5] =
+    lines[31] =
         json!({"messages": [{"role": "tool", "tool_call_id": "x", "content": SECRET}]}).to_string();
     // A budget no compaction can meet: one message larger than it, and protected.
-    lines[9] = request(9, 1, 40_000).to_string();
+    lines[32] = request(32, 1, 40_000).to_string();
     let mut bytes = write_jsonl(&dir.join("unused"), &lines);
-    // Line 13 is not UTF-8.
+    // Line 71 is not UTF-8.
     bytes.extend_from_slice(b"{\"messages\": \xff}\n");
     let input = dir.join("in.jsonl");
     std::fs::write(&input, &bytes).expect("written");
@@ -162,9 +163,9 @@ fn a_failed_line_is_null_its_error_is_listed_and_the_others_go_on() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     let got: Vec<&str> = text(&out.stdout).lines().collect();
-    assert_eq!(got.len(), 13);
+    assert_eq!(got.len(), 71);
     for (i, line) in got.iter().enumerate() {
-        let failed = [2, 5, 9, 12].contains(&i);
+        let failed = [2, 31, 32, 70].contains(&i);
         assert_eq!(*line == "null", failed, "line {}", i + 1);
     }
     let listed = std::fs::read_to_string(&errors).expect("the errors file is written");
@@ -186,9 +187,9 @@ fn a_failed_line_is_null_its_error_is_listed_and_the_others_go_on() {
         codes,
         [
             (3, "INPUT_ERROR"),
-            (6, "FORMAT_INVALID_REQUEST"),
-            (10, "COMPACTION_BUDGET_UNSATISFIABLE"),
-            (13, "INPUT_ERROR"),
+            (32, "FORMAT_INVALID_REQUEST"),
+            (33, "COMPACTION_BUDGET_UNSATISFIABLE"),
+            (71, "INPUT_ERROR"),
         ]
     );
     assert!(
