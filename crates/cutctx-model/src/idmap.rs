@@ -15,8 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
     clippy::disallowed_types,
     reason = "lookups only, never iterated; a deterministic hash"
 )]
-pub(crate) type IdMap<'a, V> =
-    std::collections::HashMap<&'a str, V, BuildHasherDefault<IdHasher>>; // tidy:allow(HashMap) never iterated
+pub(crate) type IdMap<'a, V> = std::collections::HashMap<&'a str, V, BuildHasherDefault<IdHasher>>; // tidy:allow(HashMap) never iterated
 
 /// An empty [`IdMap`] with room for `n` ids.
 pub(crate) fn with_capacity<'a, V>(n: usize) -> IdMap<'a, V> {
@@ -87,7 +86,11 @@ mod tests {
         let mut hashes: Vec<u64> = ids.iter().map(|s| hash(s)).collect();
         hashes.sort_unstable();
         hashes.dedup();
-        assert_eq!(hashes.len(), ids.len(), "no two of 10,000 sequential ids collide");
+        assert_eq!(
+            hashes.len(),
+            ids.len(),
+            "no two of 10,000 sequential ids collide"
+        );
         assert_ne!(hash("a"), hash("a\0"));
         assert_ne!(hash(""), hash("\0"));
     }
