@@ -970,13 +970,16 @@ impl CompactionPolicy for PolicyChain {
         run.finish(&self.name)
     }
 
-    /// The least any member reads: a chain gives each member what it reads, but it reads
-    /// content itself whenever a member does.
+    /// What the chain needs of a transcript given to it: content, unless every member reads
+    /// only the shape. A member that reads only structure may still mask with its digests
+    /// deferred, and the chain computes those digests from the content of the transcript it
+    /// was given: nested in another chain, it must be given real content, not a projection
+    /// without it (whose stubs would digest placeholders).
     fn reads(&self) -> Reads {
-        if self.policies.iter().any(|p| p.reads() == Reads::Content) {
-            Reads::Content
-        } else {
+        if self.policies.iter().all(|p| p.reads() == Reads::Shape) {
             Reads::Structure
+        } else {
+            Reads::Content
         }
     }
 }

@@ -2,17 +2,18 @@
 
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::canonical::canonical_json;
+use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
 use cutctx_policies::{
-    CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain, SummarizingPolicy,
-    default_chain,
+    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain,
+    SummarizingPolicy, default_chain,
 };
 use serde_json::json;
 
 use crate::custom::Recorder;
 use crate::fixtures::{self, CASES, by_name};
 use crate::{
-    DEFAULT_CHAIN_NAME, Figures, PROMPT, acts, budget, figures, group_id, invalid, requests,
-    unsatisfiable,
+    DEFAULT_CHAIN_NAME, Figures, PROMPT, acts, budget, digest, figures, group_id, invalid,
+    requests, unsatisfiable,
 };
 
 fn chain(members: Vec<Box<dyn CompactionPolicy>>) -> PolicyChain {
@@ -623,4 +624,41 @@ fn random_agent_cases_reach_masks_summaries_drops_and_refusals() {
     ] {
         assert!(count >= 50, "{what}: {count} of 2000 cases");
     }
+}
+
+/// A chain nested after another member receives a projection; a masker inside it defers its
+/// digests to that nested chain, which computes them from the transcript it was given. It was
+/// once given a projection without content, and its stubs digested the empty placeholder.
+#[test]
+fn a_masker_nested_in_a_chain_digests_the_real_content() {
+    let turn = |i: usize, role, content: &str, estimate| {
+        TranscriptTurn::new(format!("t{i}"), role, content, estimate).expect("a valid turn")
+    };
+    let t = Transcript::new(vec![
+        turn(0, Role::Tool, "the old result", 43),
+        turn(1, Role::Tool, "", 0),
+        turn(2, Role::Tool, "", 0),
+        turn(3, Role::Tool, "", 0),
+        turn(4, Role::System, "", 0),
+    ])
+    .expect("unique ids");
+    let b = CompactionBudget::new(0).with_protected_recent_turns(4);
+    let masker =
+        || masking(0).with_estimator(Box::new(CharRatioEstimator::new(3.0).expect("a ratio")));
+    let nested = chain(vec![
+        Box::new(summarizing().with_min_span_turns(2).expect("at least 1")),
+        Box::new(chain(vec![Box::new(masker())])),
+    ]);
+    let stub = |plan: &CompactionPlan| {
+        plan.actions[0]
+            .replacement()
+            .map(|r| r.content.to_string())
+            .expect("the old result is masked")
+    };
+    let nested_stub = stub(&nested.decide(&t, &b).expect("a plan"));
+    assert!(
+        nested_stub.ends_with(&format!("sha256:{})", digest("the old result"))),
+        "{nested_stub}"
+    );
+    assert_eq!(nested_stub, stub(&masker().decide(&t, &b).expect("a plan")));
 }
