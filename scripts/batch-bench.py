@@ -125,9 +125,14 @@ def main():
         two.append(timed([cutctx, "batch", "--jobs", "2", *OPTIONS, str(full)])[0])
         rss_quarter.append(timed([cutctx, "batch", "--jobs", "1", *OPTIONS, str(quarter)])[1])
     s, b1, b2 = statistics.median(single), statistics.median(one), statistics.median(two)
-    print(f"single path (in-process compaction only, 1 core): {s:.2f} s")
-    print(f"batch --jobs 1: {b1:.2f} s  -> per-core ratio {s / b1:.3f} (target >= 0.90)")
-    print(f"batch --jobs 2: {b2:.2f} s  -> {s / 2 / b2:.3f} of the 2-core ideal (single / 2)")
+    # Ratios run by run, each of three measurements taken back to back, then their median:
+    # the machine's speed drifts between runs more than between neighbouring measurements.
+    r1 = statistics.median(a / b for a, b in zip(single, one))
+    r2 = statistics.median(a / 2 / b for a, b in zip(single, two))
+    print(f"single path (in-process compaction only, 1 core): {s:.2f} s (runs: "
+          f"{', '.join(f'{x:.2f}' for x in single)})")
+    print(f"batch --jobs 1: {b1:.2f} s  -> per-core ratio {r1:.3f} (median of runs; target >= 0.90)")
+    print(f"batch --jobs 2: {b2:.2f} s  -> {r2:.3f} of the 2-core ideal (single / 2; median of runs)")
     print(f"peak RSS --jobs 1: {max(rss) / 2**20:.0f} MiB on {args.lines} lines, "
           f"{max(rss_quarter) / 2**20:.0f} MiB on {args.lines // 4}")
 
