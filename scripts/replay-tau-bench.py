@@ -62,11 +62,13 @@ def main():
               f"{'fitting s/sl':>12} {'fitting s/none':>14} "
               f"{'hit none':>8} {'hit sl':>7} {'hit session':>11} "
               f"{'over sl':>7} {'over s':>6} {'untouchable over':>16} {'calls':>6} {'busts s':>7} "
-              f"{'fitting hit none':>16} {'sl':>5} {'session':>7}")
+              f"{'fitting hit none':>16} {'sl':>5} {'session':>7} "
+              f"{'bound/sl':>8} {'bound/none':>10} {'s/bound':>7}")
         for fraction in FRACTIONS:
             with ThreadPoolExecutor(max_workers=2) as pool:
                 results = list(pool.map(lambda p: replay(args.cli, p, fraction, args.pricing, args.extra), paths))
             total = {}
+            bound = sum(r["bound_units"] for r in results)
             for r in results:
                 for s in r["strategies"]:
                     t = total.setdefault(s["name"], {"cost": 0.0, "fit": 0.0, "sent": 0, "cached": 0,
@@ -93,7 +95,9 @@ def main():
                   f"{hit['none']:>8.3f} {hit['stateless']:>7.3f} {hit['session']:>11.3f} "
                   f"{total['stateless']['over']:>7} {total['session']['over']:>6} "
                   f"{total['session']['stuck']:>16} {total['session']['calls']:>6} {total['session']['busts']:>7} "
-                  f"{fhit['none']:>16.3f} {fhit['stateless']:>5.3f} {fhit['session']:>7.3f}")
+                  f"{fhit['none']:>16.3f} {fhit['stateless']:>5.3f} {fhit['session']:>7.3f} "
+                  f"{ratio(bound, total['stateless']['cost']):>8.3f} {ratio(bound, total['none']['cost']):>10.3f} "
+                  f"{ratio(total['session']['cost'], bound):>7.3f}")
     return 0
 
 

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
 use cutctx::model::details;
 use cutctx::session::{
-    Firing, Marking, PriceTable, Replay, Restart, SessionConfig, SessionState, StrategyReport,
+    Firing, Marking, PriceTable, Replay, ReplayOptions, Restart, SessionConfig, SessionState,
+    StrategyReport,
 };
 use cutctx::{CompactionError, SummarizationRequest};
 use serde_json::Value;
@@ -280,6 +281,11 @@ pub struct ReplayArgs {
     /// marks the system prefix of the session's requests alone.
     #[arg(long, value_enum, default_value_t = ReplayMarks::Shared)]
     pub marks: ReplayMarks,
+    /// Start the run with its tools and system prompt already cached, as when many
+    /// conversations share them; every strategy (and the lower bound) starts equally warm.
+    /// Off by default: nothing is shared between runs.
+    #[arg(long)]
+    pub warm_prefix: bool,
     /// The settings shared with `session`.
     #[command(flatten)]
     pub tuning: Tuning,
@@ -338,9 +344,13 @@ pub fn replay(
     // Under `--marks session-only` the session is priced as `cutctx session
     // --cache-breakpoints auto` marks it; under `shared` every strategy is marked alike.
     let config = config(format, window, &args.tuning, Breakpoints::Auto)?;
-    let replay = cutctx::session::replay_with(&config, prices, &run, args.marks.into())?;
+    let options = ReplayOptions {
+        marking: args.marks.into(),
+        warm_prefix: args.warm_prefix,
+    };
+    let replay = cutctx::session::replay_with(&config, prices, &run, options)?;
     let out = if args.json {
-        json_line(&replay, prices)
+        json_line(&replay, prices, args.warm_prefix)
     } else {
         table(&replay, prices)
     };
@@ -409,10 +419,15 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
             s.over_window
         );
     }
+    let _ = writeln!(
+        out,
+        "lower bound: no strategy that stays under the window where it can pays less than {:.1} units",
+        replay.bound_units
+    );
     out
 }
 
-fn json_line(replay: &Replay, prices: &PriceTable) -> String {
+fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
     let strategies: Vec<Value> = replay
         .strategies
         .iter()
@@ -429,6 +444,7 @@ fn json_line(replay: &Replay, prices: &PriceTable) -> String {
         .collect();
     let v = serde_json::json!({
         "window": replay.window, "final_tokens": replay.final_tokens,
+        "bound_units": replay.bound_units, "warm_prefix": warm,
         "prices": prices.name, "currency": prices.currency, "strategies": strategies,
     });
     format!("{v}\n")

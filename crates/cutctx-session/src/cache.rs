@@ -287,6 +287,14 @@ impl PrefixCache {
         }
     }
 
+    /// Holds the prefix ending at `boundary` as if an earlier conversation had written it
+    /// (when it reaches the provider's minimum): a warm start.
+    pub fn warm(&mut self, boundary: &Boundary, prices: &PriceTable) {
+        if boundary.tokens >= prices.min_cached_tokens {
+            self.held.insert(boundary.key, boundary.tokens);
+        }
+    }
+
     /// OpenAI, DeepSeek: the longest prefix held, at the provider's granularity; then every
     /// prefix of the request is held.
     fn automatic(&mut self, request: &CacheView, prices: &PriceTable) -> (u64, u64) {

@@ -14,12 +14,13 @@
 //! earlier versions, kept to show what the system mark is worth.
 
 use cutctx_formats::{Format, FormatError, ProviderTranscript};
-use cutctx_model::{CompactionError, SummarizationRequest};
+use cutctx_model::{CompactionBudget, CompactionError, Role, SummarizationRequest};
 use serde_json::Value;
 
 use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
 use sha2::{Digest, Sha256};
 
+use crate::bound::{Needs, lower_bound};
 use crate::cache::{Boundary, CacheView, PrefixCache, PriceTable};
 use crate::session::{SessionConfig, compact_to, step};
 use crate::state::{PrefixItem, SessionState, message_digest};
@@ -37,6 +38,29 @@ pub enum Marking {
     /// mark the last message alone. This favours the session: a firing keeps the system prefix
     /// cached for it and for no one else.
     SessionOnly,
+}
+
+/// How a replay is run: where requests are marked, and whether each run starts with its
+/// tools and system prompt already cached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ReplayOptions {
+    /// Where the requests carry cache breakpoints.
+    pub marking: Marking,
+    /// Whether the run's first call finds the prefix of tools and system turns already in the
+    /// cache, as in a deployment serving many conversations with the same tools and system
+    /// prompt (Anthropic caches per organisation, and each hit renews the entry's lifetime).
+    /// Off by default: nothing is shared between runs, and the first call writes that prefix
+    /// in full. Every strategy, and the lower bound, starts equally warm.
+    pub warm_prefix: bool,
+}
+
+impl From<Marking> for ReplayOptions {
+    fn from(marking: Marking) -> Self {
+        Self {
+            marking,
+            warm_prefix: false,
+        }
+    }
 }
 
 /// What one strategy cost over the run.
@@ -117,6 +141,9 @@ pub struct Replay {
     pub window: u64,
     /// The whole run's request, with the reserve: the last call's size uncompacted.
     pub final_tokens: u64,
+    /// The least any strategy that stays under the window wherever the untouchable part fits
+    /// could pay for the run, in base-input-token units ([`lower_bound`]).
+    pub bound_units: f64,
     /// The strategies.
     pub strategies: Vec<StrategyReport>,
 }
@@ -390,6 +417,30 @@ fn plain_marks(
     }
 }
 
+/// What every strategy must send at the call `request`: the untouchable turns and the tools
+/// when they fit the window, the whole request when they do not.
+fn needs(config: &SessionConfig, request: &Value) -> Result<Needs, FormatError> {
+    let pt = ProviderTranscript::parse_with(config.format, request, config.estimator.as_ref())?;
+    let count = pt.prompt_count(config.reserve_output);
+    let budget = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
+    let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget);
+    let whole = count.tools + count.reserve + analysis.untouchable_tokens() > config.window;
+    Ok(Needs {
+        tools: count.tools,
+        system_turns: count
+            .turns
+            .iter()
+            .take_while(|t| t.role == Role::System)
+            .count(),
+        turns: count
+            .turns
+            .iter()
+            .zip(analysis.untouchable())
+            .map(|(t, &untouchable)| (t.tokens, untouchable || whole))
+            .collect(),
+    })
+}
+
 fn unsatisfiable(e: &FormatError) -> bool {
     matches!(
         e,
@@ -412,10 +463,11 @@ pub fn replay(
     prices: &PriceTable,
     run: &Value,
 ) -> Result<Replay, FormatError> {
-    replay_with(config, prices, run, Marking::Shared)
+    replay_with(config, prices, run, ReplayOptions::default())
 }
 
-/// [`replay()`] with the requests marked by `marking`.
+/// [`replay()`] with `options`: where the requests are marked, and whether each run starts
+/// with its tools and system prompt cached.
 ///
 /// # Errors
 ///
@@ -424,8 +476,9 @@ pub fn replay_with(
     config: &SessionConfig,
     prices: &PriceTable,
     run: &Value,
-    marking: Marking,
+    options: ReplayOptions,
 ) -> Result<Replay, FormatError> {
+    let marking = options.marking;
     config.check()?;
     let format = config.format;
     cutctx_formats::validate(format, run).map_err(FormatError::from)?;
@@ -436,14 +489,24 @@ pub fn replay_with(
     let mut session = Meter::new("session", prices, config);
     let mut state: Option<SessionState> = None;
     let mut summarize = stand_in;
+    let mut needed = Vec::with_capacity(points.len());
     for &len in &points {
         let request = request_at(format, run, len);
+        needed.push(needs(config, &request)?);
         let full = view(
             format,
             &request,
             config,
             &plain_marks(marking, prices, format, &request),
         )?;
+        if options.warm_prefix && needed.len() == 1 {
+            // Another conversation with the same tools and system prompt wrote them.
+            if let Some(b) = full.boundaries.get(system_end(format, &request)) {
+                for meter in [&mut none, &mut stateless, &mut session] {
+                    meter.cache.warm(b, prices);
+                }
+            }
+        }
         let size = full.tokens() + config.reserve_output;
         // Stateless: what `cutctx compact --max-tokens WINDOW` does before every call: nothing
         // while the request fits, a compaction to the window when it does not.
@@ -485,6 +548,7 @@ pub fn replay_with(
     Ok(Replay {
         window: config.window,
         final_tokens,
+        bound_units: lower_bound(&needed, prices, options.warm_prefix),
         strategies: vec![none.finish(), stateless.finish(), session.finish()],
     })
 }

@@ -1,14 +1,14 @@
 //! Sessions and the replay: prefix stability between firings (a property), firing only over
 //! the trigger, refusal of corrupt and foreign state, rewind and edit detection, the three
-//! formats, Anthropic cache marks, the in-memory path, and the replay's figures.
+//! formats, Anthropic cache marks, the in-memory path, the replay's figures, its lower bound and its warm start.
 
 use cutctx_formats::{
     EstimatorSpec, Format, FormatError, ProviderTranscript, policy_named, validate,
 };
 use cutctx_model::SummarizationRequest;
 use cutctx_session::{
-    Decision, Marking, PriceTable, Restart, SessionConfig, SessionState, Step, fixed_tokens,
-    history, message_tokens, prompt_tokens, push, replay, replay_with, step,
+    Decision, Marking, PriceTable, ReplayOptions, Restart, SessionConfig, SessionState, Step,
+    fixed_tokens, history, message_tokens, prompt_tokens, push, replay, replay_with, step,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -415,7 +415,7 @@ fn the_replay_marks_every_strategy_by_one_rule() {
     let shared = replay(&cfg, &prices, &run).expect("replay");
     assert_eq!(
         shared,
-        replay_with(&cfg, &prices, &run, Marking::Shared).expect("replay")
+        replay_with(&cfg, &prices, &run, Marking::Shared.into()).expect("replay")
     );
     for s in &shared.strategies {
         assert!(s.compactions > 0 || s.name == "none", "{} compacts", s.name);
@@ -430,7 +430,7 @@ fn the_replay_marks_every_strategy_by_one_rule() {
     // The asymmetric setting: stateless marks the last message alone, so each of its
     // compactions re-bills the system prompt; so does the session's first firing (its system
     // mark comes with the firing). Everything else is read alike.
-    let asymmetric = replay_with(&cfg, &prices, &run, Marking::SessionOnly).expect("replay");
+    let asymmetric = replay_with(&cfg, &prices, &run, Marking::SessionOnly.into()).expect("replay");
     for (fair, favoured) in shared.strategies.iter().zip(&asymmetric.strategies) {
         let firsts = if fair.name == "session" {
             fair.compactions.min(1)
@@ -448,7 +448,73 @@ fn the_replay_marks_every_strategy_by_one_rule() {
     // Marks matter only where the provider caches at breakpoints.
     let openai = PriceTable::openai();
     assert_eq!(
-        replay_with(&cfg, &openai, &run, Marking::Shared).expect("replay"),
-        replay_with(&cfg, &openai, &run, Marking::SessionOnly).expect("replay")
+        replay_with(&cfg, &openai, &run, Marking::Shared.into()).expect("replay"),
+        replay_with(&cfg, &openai, &run, Marking::SessionOnly.into()).expect("replay")
     );
+}
+
+#[test]
+fn no_strategy_pays_less_than_the_lower_bound() {
+    let (run, _) = long_system_run();
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    for fraction in [10, 7, 5] {
+        let cfg = config(Format::OpenAiChat, full * fraction / 10, "drop_oldest");
+        for prices in [PriceTable::anthropic(), PriceTable::openai()] {
+            for warm_prefix in [false, true] {
+                let options = ReplayOptions {
+                    marking: Marking::Shared,
+                    warm_prefix,
+                };
+                let r = replay_with(&cfg, &prices, &run, options).expect("replay");
+                assert!(r.bound_units > 0.0);
+                for s in &r.strategies {
+                    assert!(
+                        s.cost_units >= r.bound_units,
+                        "{} at {fraction}/10, {}, warm {warm_prefix}: {} < {}",
+                        s.name,
+                        prices.name,
+                        s.cost_units,
+                        r.bound_units
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_warm_prefix_reads_the_system_prompt_at_the_first_call_for_every_strategy() {
+    let (run, system) = long_system_run();
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    let cfg = config(Format::OpenAiChat, full * 7 / 10, "drop_oldest");
+    let prices = PriceTable::anthropic();
+    let cold = replay(&cfg, &prices, &run).expect("replay");
+    let warm = replay_with(
+        &cfg,
+        &prices,
+        &run,
+        ReplayOptions {
+            marking: Marking::Shared,
+            warm_prefix: true,
+        },
+    )
+    .expect("replay");
+    assert!(warm.bound_units < cold.bound_units);
+    for (c, w) in cold.strategies.iter().zip(&warm.strategies) {
+        // The first call reads the tools and system prompt instead of writing them; the rest
+        // of the run is the same.
+        assert_eq!(w.cached_tokens, c.cached_tokens + system, "{}", c.name);
+        assert!(w.cost_units < c.cost_units);
+        assert_eq!((w.busts, w.compactions), (c.busts, c.compactions));
+    }
 }
