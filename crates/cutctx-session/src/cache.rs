@@ -6,7 +6,11 @@
 //! the end of a segment; the cache holds prefixes, each named by the chained digest of its
 //! segments, so a prefix is found again only when every byte before it is the same. The
 //! calls of one run follow each other within the providers' lifetimes (five minutes and
-//! more), so nothing expires during a replay; nothing is shared between runs. Hits are
+//! more), so nothing expires during a replay. By default nothing is shared between runs, so
+//! each run's first call writes its tools and system prompt in full; a replay can instead
+//! start every strategy with that prefix held ([`PrefixCache::warm`]), as a deployment serving
+//! many conversations with the same prefix finds it (Anthropic caches per organisation and
+//! renews an entry's five-minute lifetime at each hit). Hits are
 //! counted at message boundaries: a provider may also match into the first changed message,
 //! which this model leaves out (it errs towards fewer hits, for every strategy alike).
 //!

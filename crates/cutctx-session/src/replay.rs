@@ -12,6 +12,13 @@
 //! the system prefix (tools and system) and the last message. The comparison then prices the
 //! strategies' requests, not their marks. [`Marking::SessionOnly`] is the asymmetric setting of
 //! earlier versions, kept to show what the system mark is worth.
+//!
+//! **Warm prefix.** By default the cache starts empty at every run, so each run's first call
+//! writes its tools and system prompt in full. With [`ReplayOptions::warm_prefix`] every
+//! strategy's cache starts holding that prefix, as when many conversations share it.
+//!
+//! **Lower bound.** Each call's required parts (see [`bound`](crate::bound)) are collected as
+//! the run is replayed, and [`Replay::bound_units`] is the least any strategy could pay.
 
 use cutctx_formats::{Format, FormatError, ProviderTranscript};
 use cutctx_model::{CompactionBudget, CompactionError, Role, SummarizationRequest};

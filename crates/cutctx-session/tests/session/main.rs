@@ -1,6 +1,7 @@
 //! Sessions and the replay: prefix stability between firings (a property), firing only over
 //! the trigger, refusal of corrupt and foreign state, rewind and edit detection, the three
-//! formats, Anthropic cache marks, the in-memory path, the replay's figures, its lower bound and its warm start.
+//! formats, Anthropic cache marks, the in-memory path, the replay's figures, its lower bound
+//! and its warm start.
 
 use cutctx_formats::{
     EstimatorSpec, Format, FormatError, ProviderTranscript, policy_named, validate,
