@@ -201,6 +201,31 @@ fn a_tau_bench_run_replays_when_shared_is_present() {
         t[1]["cost_units"].as_f64() > s[1]["cost_units"].as_f64(),
         "{favoured} vs {out}"
     );
+    // The lower bound is under every strategy, and a warm prefix lowers every figure.
+    let bound = v["bound_units"].as_f64().expect("a bound");
+    assert!(
+        s.iter().all(|x| x["cost_units"].as_f64() >= Some(bound)),
+        "{out}"
+    );
+    let (status, warm, err) = run(&[
+        "replay",
+        "--format",
+        "openai-chat",
+        shared.to_str().expect("utf-8"),
+        "--json",
+        "--warm-prefix",
+    ]);
+    assert_eq!(status, Some(0), "{err}");
+    let h: Value = serde_json::from_str(&warm).expect("json");
+    assert_eq!(h["warm_prefix"], true);
+    assert!(h["bound_units"].as_f64() < Some(bound), "{warm}");
+    for (cold, warm) in s
+        .iter()
+        .zip(h["strategies"].as_array().expect("strategies"))
+    {
+        assert!(warm["cost_units"].as_f64() < cold["cost_units"].as_f64());
+        assert!(warm["cost_units"].as_f64() >= h["bound_units"].as_f64());
+    }
 }
 
 #[test]
