@@ -7,7 +7,10 @@ Costs are summed over the runs, per strategy; the ratios are session/stateless a
 session/none, over all calls and over the "fitting" calls (those whose untouchable part, the
 tools, system and protected recent turns, fits the window: the others are sent whole by every
 strategy and counted under "untouchable over"); the cache-hit rates are given over all calls and
-over the fitting calls alone. Usage:
+over the fitting calls alone. The last columns compare with the lower bound `cutctx replay`
+computes per run (the least any strategy that stays under the window could pay, summed):
+bound/stateless is the best session/stateless ratio any design could reach. Pass
+`-- --warm-prefix` to start every run with its tools and system prompt cached. Usage:
 
     scripts/replay-tau-bench.py [--cli target/release/cutctx] [--pricing anthropic] [--runs N]
                                 [-- extra cutctx replay options]
