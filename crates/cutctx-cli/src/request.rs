@@ -96,14 +96,17 @@ fn default_protected() -> WireInt {
 ///
 /// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
 pub fn parse(text: &str) -> Result<Request, CliError> {
-    if text.len() >= SPLIT_FROM_BYTES {
-        if let Some((turns, wire)) = read_in_pieces(
-            text.as_bytes(),
-            PIECE_BYTES,
-            Parallelism::Automatic.threads(),
-        ) {
-            return finish(turns, wire);
-        }
+    let split = (text.len() >= SPLIT_FROM_BYTES)
+        .then(|| {
+            read_in_pieces(
+                text.as_bytes(),
+                PIECE_BYTES,
+                Parallelism::Automatic.threads(),
+            )
+        })
+        .flatten();
+    if let Some((turns, wire)) = split {
+        return finish(turns, wire);
     }
     parse_whole(text)
 }
