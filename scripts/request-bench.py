@@ -47,8 +47,10 @@ def main():
     args = p.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
                     "--bin", "cutctx", "--example", "request_document"], cwd=ROOT, check=True)
-    cli = args.cli or os.path.join(ROOT, "target/release/cutctx")
-    gen = os.path.join(ROOT, "target/release/examples/request_document")
+    # Where cargo put them: CARGO_TARGET_DIR when set, as cargo itself reads it.
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+    cli = args.cli or os.path.join(target, "release/cutctx")
+    gen = os.path.join(target, "release/examples/request_document")
     sizes = [args.turns] + ([args.turns // args.scale] if args.scale else [])
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'budget':>6} {'turns':>8} {'MB':>6} {'x sha256 (median; runs)':<30} "

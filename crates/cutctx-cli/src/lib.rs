@@ -65,6 +65,20 @@ pub fn compact_retaining(request_text: String) -> Result<(String, Retained), Cli
     compact_parsed(req)
 }
 
+/// As [`compact_retaining`], reading the request from `reader` piece by piece, so that its
+/// whole text is never held (see [`request::parse_reader`]); `whole` reads it whole again,
+/// for the exact error, when anything in it is amiss.
+///
+/// # Errors
+///
+/// As [`compact`], and whatever `whole` returns.
+pub fn compact_reader(
+    reader: impl std::io::Read,
+    whole: impl FnOnce() -> Result<String, CliError>,
+) -> Result<(String, Retained), CliError> {
+    compact_parsed(request::parse_reader(reader, whole)?)
+}
+
 fn compact_parsed(req: request::Request) -> Result<(String, Retained), CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;

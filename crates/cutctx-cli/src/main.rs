@@ -245,8 +245,16 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
             ledger: None,
             ..
         } => {
-            let (out, retained) =
-                cutctx_cli::compact_retaining(read_text(request, "the request")?)?;
+            // A regular file is read piece by piece, never whole; anything else (standard
+            // input, a pipe) can be read only once, so it is read whole.
+            let file = std::fs::File::open(request)
+                .ok()
+                .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
+            let whole = || read_text(request, "the request");
+            let (out, retained) = match file {
+                Some(file) => cutctx_cli::compact_reader(file, whole)?,
+                None => cutctx_cli::compact_retaining(whole()?)?,
+            };
             // The process ends right after printing: freeing every turn, action and id one
             // by one would only delay the exit, so the operating system reclaims them whole.
             std::mem::forget(retained);

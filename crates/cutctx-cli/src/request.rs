@@ -1,17 +1,22 @@
 //! The request document of the CLI contract: transcript, budget, policy and summaries.
 
 use std::collections::BTreeMap;
+use std::io::Read;
+use std::ops::Range;
 
 use cutctx::model::wire::{ObjectOnly, UniqueKeys, WireInt, unique_string_map};
 use cutctx::model::{SharedTurnRecord, details};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
-    ObservationMaskingPolicy, PolicyChain, SummarizingPolicy, Transcript, TranscriptTurn,
+    ObservationMaskingPolicy, Parallelism, PolicyChain, SummarizingPolicy, Transcript,
+    TranscriptTurn,
 };
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{CliError, parse_json};
+
+mod scan;
 
 /// A parsed, validated request.
 pub struct Request {
@@ -91,8 +96,183 @@ fn default_protected() -> WireInt {
 ///
 /// `INPUT_ERROR` for text that is not JSON, `VALIDATION_ERROR` for a malformed request.
 pub fn parse(text: &str) -> Result<Request, CliError> {
-    let ObjectOnly(wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
-    let transcript = Transcript::new(wire.transcript.0?)?;
+    let split = (text.len() >= SPLIT_FROM_BYTES)
+        .then(|| {
+            read_in_pieces(
+                text.as_bytes(),
+                PIECE_BYTES,
+                Parallelism::Automatic.threads(),
+            )
+        })
+        .flatten();
+    if let Some((turns, wire)) = split {
+        return finish(turns, wire);
+    }
+    parse_whole(text)
+}
+
+/// Parses and validates the request document `reader` holds, reading it piece by piece so
+/// that the whole text is never held: only a piece, the turns built so far, and the rest of
+/// the document around the transcript. When anything in the document is amiss (or cannot be
+/// read), `whole` reads it again whole and [`parse`] gives the error it would have given:
+/// `reader` must read what `whole` does, a regular file rather than a stream.
+///
+/// # Errors
+///
+/// As [`parse`], and whatever `whole` returns.
+pub fn parse_reader(
+    reader: impl Read,
+    whole: impl FnOnce() -> Result<String, CliError>,
+) -> Result<Request, CliError> {
+    match read_in_pieces(reader, PIECE_BYTES, Parallelism::Automatic.threads()) {
+        Some((turns, wire)) => finish(turns, wire),
+        None => parse_whole(&whole()?),
+    }
+}
+
+/// The size from which a request held in memory is read piece by piece, its turns on
+/// several threads: below it, starting threads costs more than it saves.
+const SPLIT_FROM_BYTES: usize = 1 << 20;
+
+/// How many bytes are read at a time: enough that a piece's turns keep every thread busy,
+/// small beside any document worth reading in pieces.
+const PIECE_BYTES: usize = 4 << 20;
+
+/// The document read in one strict pass: the reference for every result and every error.
+fn parse_whole(text: &str) -> Result<Request, CliError> {
+    let ObjectOnly(mut wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
+    let turns = std::mem::replace(&mut wire.transcript, Turns(Ok(Vec::new()))).0?;
+    finish(turns, wire)
+}
+
+/// The request in `reader` parsed in parts, `piece` bytes read at a time: each element of the
+/// transcript on its own (a piece's elements on up to `threads` threads), and the
+/// rest of the document with `[]` in the transcript's place. `None` unless every part is
+/// UTF-8 and parses and every turn is built, so that whatever this returns is what
+/// [`parse_whole`] builds from the same text, and every error is left to it.
+///
+/// Why the parts agree with the whole: the scan lexes strings as JSON does, so the place it
+/// took for the top-level `transcript` array is that place in the rest of the document,
+/// which parses strictly; the separators between elements are checked here and each element
+/// is parsed strictly, so the array is JSON and holds exactly these elements, in order.
+/// Depth is no concern: a turn record nests two levels, and anything deeper fails its shape.
+fn read_in_pieces(
+    mut reader: impl Read,
+    piece: usize,
+    threads: usize,
+) -> Option<(Vec<TranscriptTurn>, RequestWire)> {
+    let mut buf = Vec::new();
+    let mut ended = false;
+    // Up to the array's `[`: read until the scan finds it.
+    let start = loop {
+        if let Some(start) = scan::array_start(&buf) {
+            break start;
+        }
+        if ended {
+            return None;
+        }
+        ended = read_more(&mut reader, &mut buf, piece)?;
+    };
+    let mut rest = Vec::with_capacity(start + 2);
+    rest.extend_from_slice(&buf[..start]);
+    rest.extend_from_slice(b"[]");
+    let mut turns = Vec::new();
+    let mut spans = Vec::new();
+    let mut at = start + 1;
+    let mut want_element = true;
+    let mut closed = false;
+    loop {
+        // The whole elements in the buffer, and the separators after them.
+        loop {
+            let i = scan::ws(&buf, at);
+            let Some(&byte) = buf.get(i) else { break };
+            if want_element {
+                if byte != b'{' {
+                    return None;
+                }
+                let Some(end) = scan::value_end(&buf, i) else {
+                    at = i;
+                    break;
+                };
+                spans.push(i..end);
+                at = end;
+                want_element = false;
+            } else {
+                match byte {
+                    b',' => want_element = true,
+                    b']' => closed = true,
+                    _ => return None,
+                }
+                at = i + 1;
+                if closed {
+                    break;
+                }
+            }
+        }
+        turns.append(&mut build_all(&buf, &spans, threads)?);
+        spans.clear();
+        if closed {
+            break;
+        }
+        if ended {
+            return None;
+        }
+        buf.drain(..at);
+        at = 0;
+        ended = read_more(&mut reader, &mut buf, piece)?;
+    }
+    rest.extend_from_slice(&buf[at..]);
+    drop(buf);
+    reader.read_to_end(&mut rest).ok()?;
+    let rest = std::str::from_utf8(&rest).ok()?;
+    let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(rest).ok()?;
+    Some((turns, wire))
+}
+
+/// Reads at least `piece` bytes more onto `buf` (as many as it holds, when that is more, so
+/// that a long value costs reads in proportion to its length); whether the reader has ended.
+fn read_more(reader: &mut impl Read, buf: &mut Vec<u8>, piece: usize) -> Option<bool> {
+    let want = piece.max(buf.len()) as u64;
+    let got = reader.by_ref().take(want).read_to_end(buf).ok()?;
+    Some(got == 0)
+}
+
+/// The turns of these element spans of `buf`, built on up to `threads` threads (the
+/// caller's among them), each thread a contiguous run, joined in order.
+fn build_all(buf: &[u8], spans: &[Range<usize>], threads: usize) -> Option<Vec<TranscriptTurn>> {
+    let per_thread = spans.len().div_ceil(threads.max(1)).max(1);
+    let mut runs = spans.chunks(per_thread);
+    let first = runs.next().unwrap_or(&[]);
+    std::thread::scope(|scope| {
+        let others: Vec<_> = runs
+            .map(|run| scope.spawn(move || build(buf, run)))
+            .collect();
+        let mut all = build(buf, first);
+        for other in others {
+            let mut more = other.join().ok()??;
+            all.as_mut()?.append(&mut more);
+        }
+        all
+    })
+}
+
+/// The turns of `run`; `None` at the first element that is not UTF-8, not a turn record, or
+/// breaks a turn's rule.
+fn build(buf: &[u8], run: &[Range<usize>]) -> Option<Vec<TranscriptTurn>> {
+    let mut turns = Vec::with_capacity(run.len());
+    for span in run {
+        let text = std::str::from_utf8(&buf[span.clone()]).ok()?;
+        let ObjectOnly(record): ObjectOnly<SharedTurnRecord> = serde_json::from_str(text).ok()?;
+        turns.push(TranscriptTurn::try_from(record).ok()?);
+    }
+    Some(turns)
+}
+
+/// The request of these turns and the rest of its document (whose own transcript is not
+/// read), checked in the reference's
+/// order: the transcript, then the budget, then the policy.
+fn finish(turns: Vec<TranscriptTurn>, wire: RequestWire) -> Result<Request, CliError> {
+    let transcript = Transcript::new(turns)?;
     let budget = CompactionBudget::from_signed(
         wire.budget.0.max_tokens.0,
         wire.budget.0.protected_recent_turns.0,
@@ -379,6 +559,108 @@ mod tests {
             Ok(_) => "OK",
             Err(e) => e.code,
         }
+    }
+
+    /// What the strict parse builds of `text`, as canonical bytes: the transcript and budget.
+    fn whole(text: &str) -> Result<(String, CompactionBudget), CliError> {
+        parse_whole(text).map(|r| (r.transcript.canonical_json(), r.budget))
+    }
+
+    /// What reading `text` in pieces of `piece` bytes builds, when it builds anything.
+    fn pieces(text: &str, piece: usize, threads: usize) -> Option<(String, CompactionBudget)> {
+        let (turns, wire) = read_in_pieces(text.as_bytes(), piece, threads)?;
+        let r = finish(turns, wire).ok()?;
+        Some((r.transcript.canonical_json(), r.budget))
+    }
+
+    const TAIL: &str = r#""budget":{"max_tokens":10},"policy":{"name":"drop_oldest"}"#;
+
+    #[test]
+    fn pieces_of_any_size_build_what_the_whole_builds() {
+        let turns = [
+            r#"{"turn_id":"s","role":"system","content":"rules ]},{\"x\":[","token_estimate":3}"#,
+            r#"{"metadata":{"k":"v"},"turn_id":"a","role":"assistant","token_estimate":2,"tool_call_id":"c"}"#,
+            r#" {"turn_id":"t","role":"tool","content":"é \u00e9 \\","token_estimate":1,"tool_call_id":"c","pinned":true} "#,
+        ]
+        .join(" ,\n");
+        for text in [
+            format!(r#"{{"transcript":[{turns}],{TAIL}}}"#),
+            format!(r#" {{ {TAIL}, "summaries": {{}}, "transcript" : [ {turns} ] }} "#),
+        ] {
+            let expected = whole(&text).expect("a valid request");
+            for piece in [1, 2, 7, 64, 1 << 20] {
+                for threads in [1, 2, 5] {
+                    assert_eq!(
+                        pieces(&text, piece, threads).as_ref(),
+                        Some(&expected),
+                        "{piece} {threads}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn anything_amiss_is_left_to_the_whole() {
+        let t = r#"{"turn_id":"a","role":"user","token_estimate":1}"#;
+        for text in [
+            format!(r#"{{"transcript":[],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t},],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t} {t}],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t},1],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t}],{TAIL}}} x"#),
+            format!(r#"{{"transcript":[{t}],"transcript":[{t}],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t}],{TAIL},"extra":1}}"#),
+            format!(r#"{{"transcript":[{t}],{TAIL}"#),
+            format!(r#"{{"transcript":[{t}"#),
+            format!(
+                r#"{{"transcript":[{{"turn_id":"a","role":"user","token_estimate":-1}}],{TAIL}}}"#
+            ),
+            format!(
+                r#"{{"transcript":[{{"turn_id":"a","turn_id":"b","role":"user","token_estimate":1}}],{TAIL}}}"#
+            ),
+            format!(
+                r#"{{"transcript":[{{"turn_id":"a","role":"user","token_estimate":18446744073709551616}}],{TAIL}}}"#
+            ),
+            format!(
+                r#"{{"transcript":[{{"turn_id":"\ud800","role":"user","token_estimate":1}}],{TAIL}}}"#
+            ),
+            format!(
+                r#"{{"transcript":[{{"turn_id":"a","role":"user","token_estimate":1,"metadata":{{"k":[[[[]]]]}}}}],{TAIL}}}"#
+            ),
+        ] {
+            for piece in [1, 5, 1 << 20] {
+                assert!(pieces(&text, piece, 2).is_none(), "{piece} {text}");
+            }
+        }
+        // Bytes that are not UTF-8, inside an element or around the array.
+        let good = format!(r#"{{"transcript":[{t}],{TAIL}}}"#);
+        assert!(read_in_pieces(good.as_bytes(), 3, 2).is_some());
+        for at in [good.find("user").expect("a role") + 1, good.len() - 3] {
+            let mut bad = good.clone().into_bytes();
+            bad[at] = 0xff;
+            assert!(read_in_pieces(&bad[..], 3, 2).is_none(), "{at}");
+        }
+    }
+
+    #[test]
+    fn a_reader_that_fails_asks_for_the_whole_text() {
+        let text = format!(
+            r#"{{"transcript":[{{"turn_id":"a","role":"user","token_estimate":-1}}],{TAIL}}}"#
+        );
+        let e = parse_reader(text.as_bytes(), || Ok(text.clone()))
+            .err()
+            .expect("negative estimate");
+        assert_eq!(e.details["turn_id"], "a");
+        let e = parse_reader(text.as_bytes(), || {
+            Err(CliError::input("gone", details! {}))
+        })
+        .err()
+        .expect("unreadable");
+        assert_eq!(e.message, "gone");
+        let good = text.replace("-1", "1");
+        let r = parse_reader(good.as_bytes(), || unreachable!("read in pieces")).ok();
+        assert_eq!(r.map(|r| r.transcript.len()), Some(1));
     }
 
     #[test]

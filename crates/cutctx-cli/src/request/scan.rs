@@ -1,0 +1,179 @@
+//! A structural scan of a request document: where its `transcript` array opens and where
+//! each value ends, found without building anything.
+//!
+//! The scan is a guide, not a judge: it lexes strings exactly as JSON does (a string opens at
+//! a `"` outside a string, `\` escapes the byte after it, the next unescaped `"` closes it) and
+//! counts brackets outside strings, but it does not check that the text is JSON. Whoever uses
+//! its positions parses what lies between them strictly. Every function answers `None` both
+//! for text it cannot follow and for text that ends too early: a reader with more to come
+//! reads on and asks again.
+
+/// Where `b`'s top-level `transcript` array opens (its `[`), when `b` opens an object
+/// holding, under the key spelled `"transcript"` without escapes, an array. `None` when the
+/// scan meets anything else (another shape, an escaped key) or `b` ends first.
+pub(super) fn array_start(b: &[u8]) -> Option<usize> {
+    let mut i = ws(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = ws(b, i + 1);
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(b, i)?;
+        let is_transcript = &b[i..key_end] == b"\"transcript\"";
+        i = ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(b, i + 1);
+        if is_transcript {
+            // The first such key: a second one is the strict parse's to refuse.
+            return (b.get(i) == Some(&b'[')).then_some(i);
+        }
+        i = ws(b, value_end(b, i)?);
+        match b.get(i) {
+            Some(b',') => i = ws(b, i + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// The first position at or after `i` that is not JSON whitespace.
+pub(super) fn ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// Just after the value opening at `i`: a string, an array or object (to its matching
+/// bracket, by depth alone), or a scalar (up to the next delimiter).
+pub(super) fn value_end(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => string_end(b, i),
+        b'[' | b'{' => {
+            let mut depth = 0_usize;
+            let mut j = i;
+            loop {
+                match *b.get(j)? {
+                    b'"' => {
+                        j = string_end(b, j)?;
+                        continue;
+                    }
+                    b'[' | b'{' => depth += 1,
+                    b']' | b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let len = b[i..]
+                .iter()
+                .position(|c| matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))?;
+            Some(i + len)
+        }
+    }
+}
+
+/// Just after the string whose opening quote is at `i`.
+fn string_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += quote_or_backslash(&b[j.min(b.len())..])?;
+        if b[j] == b'"' {
+            return Some(j + 1);
+        }
+        // A backslash: the byte after it is escaped, whatever it is.
+        j += 2;
+    }
+}
+
+/// The offset of the first `"` or `\` in `b`, eight bytes at a time: string contents are
+/// most of a request's bytes, and this is where the scan spends its time.
+fn quote_or_backslash(b: &[u8]) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
+    // Whether any byte of `x` is zero (exact for the question "any?"; the position is then
+    // found byte by byte within the word).
+    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    let mut chunks = b.chunks_exact(8);
+    let mut offset = 0;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_ne_bytes(word);
+        if zero_byte(x ^ QUOTES) || zero_byte(x ^ BACKSLASHES) {
+            break;
+        }
+        offset += 8;
+    }
+    b[offset..]
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|p| offset + p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_array_and_each_value_whatever_strings_hold() {
+        let text = r#" { "budget" : {"max_tokens": [1, {"x": "]}"}]}, "transcript" : [ {"a": "},{\"\\"} , {"b":{"c":[]}} ] , "z": 1 } "#;
+        let b = text.as_bytes();
+        let start = array_start(b).expect("an array");
+        assert_eq!(b[start], b'[');
+        let first = ws(b, start + 1);
+        let end = value_end(b, first).expect("first element");
+        assert_eq!(&text[first..end], r#"{"a": "},{\"\\"}"#);
+        let second = ws(b, ws(b, end) + 1);
+        let end = value_end(b, second).expect("second element");
+        assert_eq!(&text[second..end], r#"{"b":{"c":[]}}"#);
+        assert_eq!(value_end(b"12 ", 0), Some(2));
+        assert_eq!(
+            value_end(b"12", 0),
+            None,
+            "a scalar may go on in the next piece"
+        );
+    }
+
+    #[test]
+    fn long_strings_are_searched_word_by_word() {
+        for n in 0..40 {
+            let body = "x".repeat(n);
+            let text = format!(r#"{{"c":"{body}\"{body}"}},"#);
+            assert_eq!(value_end(text.as_bytes(), 0), Some(text.len() - 1), "{n}");
+            assert_eq!(
+                value_end(&text.as_bytes()[..text.len() - 3], 0),
+                None,
+                "{n}"
+            );
+        }
+    }
+
+    #[test]
+    fn anything_else_has_no_array() {
+        for text in [
+            "",
+            "[]",
+            r#"{"transcript":{}}"#,
+            r#"{"transcript":1}"#,
+            r#"{"transcr\u0069pt":[{"a":1}]}"#,
+            r#"{"budget":1 "transcript":[]}"#,
+            r#"{"budget":"#,
+            r#"{"budget":"[\"transcript\":[]"#,
+        ] {
+            assert_eq!(array_start(text.as_bytes()), None, "{text}");
+        }
+    }
+}
