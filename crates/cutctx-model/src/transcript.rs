@@ -97,13 +97,41 @@ impl Transcript {
     /// `VALIDATION_ERROR` when ids repeat (details: `duplicate_turn_ids`, sorted, at most 10),
     /// or when the estimates sum beyond `u64::MAX` (details: `turn_count`).
     pub fn new(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
+        Self::checked(turns, pack_ids)
+    }
+
+    /// As [`Transcript::new`], for turns whose ids the caller made one after another (see
+    /// [`Transcript::new`] on why ids sit together): each turn's id and then its
+    /// `tool_call_id` allocated in transcript order, apart from any content, a result's
+    /// `tool_call_id` shared with its call's. A parser that builds them so saves copying every
+    /// id again. Ids made otherwise give the same transcript, only slower to read.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::new`].
+    ///
+    /// ```
+    /// use cutctx_model::{Role, Transcript, TranscriptTurn};
+    /// let t = Transcript::with_packed_ids(vec![TranscriptTurn::new("u", Role::User, "hi", 5)?])?;
+    /// assert_eq!(t, Transcript::new(t.turns().to_vec())?);
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn with_packed_ids(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
+        Self::checked(turns, |turns| turns)
+    }
+
+    /// The transcript of `turns` once their ids are checked unique, `pack` laying the ids out.
+    fn checked(
+        turns: Vec<TranscriptTurn>,
+        pack: fn(Vec<TranscriptTurn>) -> Vec<TranscriptTurn>,
+    ) -> Result<Self, CompactionError> {
         // Uniqueness by hashing each id once: sorting a hundred thousand ids that share their
         // prefixes ("t1", "t2", ...) spends most of its time comparing those prefixes. Only a
         // repeat, rare and an error, pays for the sort that names the repeats in order.
         let mut seen = crate::idmap::with_capacity::<()>(turns.len());
         if turns.iter().all(|t| seen.insert(t.turn_id(), ()).is_none()) {
             drop(seen);
-            return Self::from_unique(turns);
+            return Self::from_unique(turns, pack);
         }
         drop(seen);
         let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
@@ -136,11 +164,14 @@ impl Transcript {
             ));
         }
         debug_assert!(false, "the hash check found a repeat the sort did not");
-        Self::from_unique(turns)
+        Self::from_unique(turns, pack)
     }
 
     /// The transcript of `turns`, whose ids are known to be unique.
-    fn from_unique(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
+    fn from_unique(
+        turns: Vec<TranscriptTurn>,
+        pack: fn(Vec<TranscriptTurn>) -> Vec<TranscriptTurn>,
+    ) -> Result<Self, CompactionError> {
         let total = turns
             .iter()
             .try_fold(0_u64, |acc, t| acc.checked_add(t.token_estimate))
@@ -154,7 +185,7 @@ impl Transcript {
                     details! { "turn_count" => turns.len() },
                 )
             })?;
-        let turns = pack_ids(turns);
+        let turns = pack(turns);
         let (exchange_of, exchanges) = partition(&turns);
         Ok(Self {
             turns,
@@ -444,7 +475,7 @@ fn pack_ids(mut turns: Vec<TranscriptTurn>) -> Vec<TranscriptTurn> {
             let call = t.tool_call_id.as_ref()?;
             // A result right after its call shares the call's string.
             let packed = match &last {
-                Some(prev) if **prev == **call => Arc::clone(prev),
+                Some(prev) if Arc::ptr_eq(prev, call) || **prev == **call => Arc::clone(prev),
                 _ => Arc::from(&**call),
             };
             last = Some(Arc::clone(&packed));
@@ -523,6 +554,21 @@ mod tests {
         );
         assert!(!Arc::ptr_eq(ca, &call), "the shared string is a fresh copy");
         assert!(!Arc::ptr_eq(ca, cb));
+    }
+
+    #[test]
+    fn ids_already_packed_are_kept_and_checked_alike() {
+        let given = vec![turn("a", 1).with_tool_call_id("c"), turn("b", 2)];
+        let t = Transcript::with_packed_ids(given.clone()).expect("unique ids");
+        assert_eq!(t, Transcript::new(given.clone()).expect("unique ids"));
+        assert!(
+            Arc::ptr_eq(t.turns()[0].turn_id_arc(), given[0].turn_id_arc()),
+            "ids are not copied"
+        );
+        let e = Transcript::with_packed_ids(vec![turn("a", 1), turn("a", 1)])
+            .expect_err("a repeated id");
+        assert_eq!(e.details()["duplicate_turn_ids"], serde_json::json!(["a"]));
+        assert!(Transcript::with_packed_ids(vec![turn("a", u64::MAX), turn("b", 1)]).is_err());
     }
 
     #[test]
