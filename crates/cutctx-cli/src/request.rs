@@ -3,8 +3,9 @@
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::ops::Range;
+use std::sync::Arc;
 
-use cutctx::model::wire::{ObjectOnly, UniqueKeys, WireInt, unique_string_map};
+use cutctx::model::wire::{ObjectOnly, UniqueKeys, WireInt, WireText, unique_string_map};
 use cutctx::model::{SharedTurnRecord, details};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionPolicy, DropOldestPolicy,
@@ -16,6 +17,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{CliError, parse_json};
 
+mod record;
 mod scan;
 
 /// A parsed, validated request.
@@ -106,7 +108,7 @@ pub fn parse(text: &str) -> Result<Request, CliError> {
         })
         .flatten();
     if let Some((turns, wire)) = split {
-        return finish(turns, wire);
+        return finish(Transcript::with_packed_ids(turns), wire);
     }
     parse_whole(text)
 }
@@ -125,7 +127,7 @@ pub fn parse_reader(
     whole: impl FnOnce() -> Result<String, CliError>,
 ) -> Result<Request, CliError> {
     match read_in_pieces(reader, PIECE_BYTES, Parallelism::Automatic.threads()) {
-        Some((turns, wire)) => finish(turns, wire),
+        Some((turns, wire)) => finish(Transcript::with_packed_ids(turns), wire),
         None => parse_whole(&whole()?),
     }
 }
@@ -142,7 +144,7 @@ const PIECE_BYTES: usize = 4 << 20;
 fn parse_whole(text: &str) -> Result<Request, CliError> {
     let ObjectOnly(mut wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
     let turns = std::mem::replace(&mut wire.transcript, Turns(Ok(Vec::new()))).0?;
-    finish(turns, wire)
+    finish(Transcript::new(turns), wire)
 }
 
 /// The request in `reader` parsed in parts, `piece` bytes read at a time: each element of the
@@ -258,21 +260,76 @@ fn build_all(buf: &[u8], spans: &[Range<usize>], threads: usize) -> Option<Vec<T
 
 /// The turns of `run`; `None` at the first element that is not UTF-8, not a turn record, or
 /// breaks a turn's rule.
+///
+/// Each element is read by [`record::record`], or strictly when that reader does not take
+/// it. The ids of the run's records are made into shared strings last, one after another,
+/// so that they sit together apart from the contents (see [`Transcript::with_packed_ids`]).
 fn build(buf: &[u8], run: &[Range<usize>]) -> Option<Vec<TranscriptTurn>> {
-    let mut turns = Vec::with_capacity(run.len());
+    /// An element read quickly, its ids still in `ids`, or a turn built strictly.
+    enum Read {
+        Quick(record::Record),
+        Strict(TranscriptTurn),
+    }
+    let mut ids = String::new();
+    let mut scratch = String::new();
+    let mut read = Vec::with_capacity(run.len());
     for span in run {
         let text = std::str::from_utf8(&buf[span.clone()]).ok()?;
-        let ObjectOnly(record): ObjectOnly<SharedTurnRecord> = serde_json::from_str(text).ok()?;
-        turns.push(TranscriptTurn::try_from(record).ok()?);
+        read.push(match record::record(text, &mut ids, &mut scratch) {
+            Some(r) => Read::Quick(r),
+            None => {
+                let ObjectOnly(r): ObjectOnly<SharedTurnRecord> =
+                    serde_json::from_str(text).ok()?;
+                Read::Strict(TranscriptTurn::try_from(r).ok()?)
+            }
+        });
+    }
+    let mut turns = Vec::with_capacity(read.len());
+    // A result's `tool_call_id` shares its call's string, as `Transcript::new` packs them.
+    let mut last_call: Option<Arc<str>> = None;
+    for r in read {
+        let r = match r {
+            Read::Quick(r) => r,
+            Read::Strict(turn) => {
+                turns.push(turn);
+                continue;
+            }
+        };
+        let turn_id = Arc::from(&ids[r.id]);
+        let call = r.call.map(|c| {
+            let text = &ids[c];
+            match &last_call {
+                Some(prev) if **prev == *text => Arc::clone(prev),
+                _ => Arc::from(text),
+            }
+        });
+        if call.is_some() {
+            last_call.clone_from(&call);
+        }
+        turns.push(
+            TranscriptTurn::try_from(SharedTurnRecord {
+                turn_id: WireText(turn_id),
+                role: r.role,
+                content: WireText(r.content),
+                token_estimate: WireInt(i128::from(r.estimate)),
+                tool_call_id: call.map(WireText),
+                pinned: r.pinned,
+                metadata: r.metadata,
+            })
+            .ok()?,
+        );
     }
     Some(turns)
 }
 
-/// The request of these turns and the rest of its document (whose own transcript is not
-/// read), checked in the reference's
-/// order: the transcript, then the budget, then the policy.
-fn finish(turns: Vec<TranscriptTurn>, wire: RequestWire) -> Result<Request, CliError> {
-    let transcript = Transcript::new(turns)?;
+/// The request of this transcript (as built from its turns) and the rest of its document
+/// (whose own transcript is not read), checked in the reference's order: the transcript,
+/// then the budget, then the policy.
+fn finish(
+    transcript: Result<Transcript, cutctx::CompactionError>,
+    wire: RequestWire,
+) -> Result<Request, CliError> {
+    let transcript = transcript?;
     let budget = CompactionBudget::from_signed(
         wire.budget.0.max_tokens.0,
         wire.budget.0.protected_recent_turns.0,
@@ -569,7 +626,7 @@ mod tests {
     /// What reading `text` in pieces of `piece` bytes builds, when it builds anything.
     fn pieces(text: &str, piece: usize, threads: usize) -> Option<(String, CompactionBudget)> {
         let (turns, wire) = read_in_pieces(text.as_bytes(), piece, threads)?;
-        let r = finish(turns, wire).ok()?;
+        let r = finish(Transcript::with_packed_ids(turns), wire).ok()?;
         Some((r.transcript.canonical_json(), r.budget))
     }
 
