@@ -333,3 +333,304 @@ fn special(b: &[u8]) -> Option<usize> {
 fn ws(b: &[u8], i: usize) -> usize {
     super::scan::ws(b, i)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use cutctx::TranscriptTurn;
+    use cutctx::model::SharedTurnRecord;
+    use cutctx::model::wire::ObjectOnly;
+    use proptest::prelude::*;
+
+    use super::super::{build, scan};
+
+    /// The turn the strict parse builds of `text`, if any.
+    fn strict(text: &str) -> Option<TranscriptTurn> {
+        let ObjectOnly(r): ObjectOnly<SharedTurnRecord> = serde_json::from_str(text).ok()?;
+        TranscriptTurn::try_from(r).ok()
+    }
+
+    /// The turn this reader builds of `text`, as `build` makes it, if it takes the text.
+    fn quick(text: &str) -> Option<TranscriptTurn> {
+        let (mut ids, mut scratch) = (String::new(), String::new());
+        super::record(text, &mut ids, &mut scratch)?;
+        let turns = build(text.as_bytes(), &[0..text.len()])?;
+        assert_eq!(turns.len(), 1);
+        turns.into_iter().next()
+    }
+
+    /// Holds the reader to the strict parse on `text`: the same turn, or nothing. Whether it
+    /// took the text.
+    fn agrees(text: &str) -> bool {
+        let (mut ids, mut scratch) = (String::new(), String::new());
+        let took = super::record(text, &mut ids, &mut scratch).is_some();
+        if took {
+            assert_eq!(quick(text), strict(text), "{text:?}");
+        }
+        took
+    }
+
+    #[test]
+    fn the_usual_forms_are_read_as_the_strict_parse_reads_them() {
+        for text in [
+            r#"{"content":"a\"b\\c\/d\b\f\n\r\t\u00e9\uD83D\uDE00 é 😀","metadata":{},"pinned":false,"role":"assistant","token_estimate":0,"tool_call_id":null,"turn_id":"a"}"#,
+            r#" { "turn_id" : "\u0074" , "role":"tool","token_estimate":18446744073709551615,"tool_call_id":"c\n","pinned":true,"metadata":{"k":"v","\u006b2":"w\u0000"} } "#,
+            "{\"turn_id\":\"x\",\r\n\t\"role\":\"system\",\"token_estimate\":12}",
+        ] {
+            assert!(agrees(text), "{text}");
+            assert!(quick(text).is_some(), "{text}");
+        }
+    }
+
+    #[test]
+    fn anything_unusual_is_left_to_the_strict_parse() {
+        let (mut ids, mut scratch) = (String::new(), String::new());
+        for text in [
+            r#"{}"#,
+            r#"{"turn_id":"a","role":"user"}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1,"x":1}"#,
+            r#"{"turn_id":"a","turn_id":"b","role":"user","token_estimate":1}"#,
+            r#"{"turn_id":"a","role":"\u0075ser","token_estimate":1}"#,
+            r#"{"turn\u005fid":"a","role":"user","token_estimate":1}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":-1}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1.0}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1e2}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":01}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":18446744073709551616}"#,
+            r#"{"turn_id":"\ud800","role":"user","token_estimate":1}"#,
+            r#"{"turn_id":"\udc00","role":"user","token_estimate":1}"#,
+            r#"{"turn_id":"\ud800\u0041","role":"user","token_estimate":1}"#,
+            r#"{"turn_id":"\x","role":"user","token_estimate":1}"#,
+            "{\"turn_id\":\"a\u{1}\",\"role\":\"user\",\"token_estimate\":1}",
+            r#"{"turn_id":"a","role":"user","token_estimate":1,"metadata":{"k":"v","k":"w"}}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1,"metadata":{"k":1}}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1,"content":null}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1,"pinned":nul}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1,"tool_call_id":nullx}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1,}"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1} x"#,
+            r#"{"turn_id":"a","role":"user","token_estimate":1"#,
+        ] {
+            assert!(
+                super::record(text, &mut ids, &mut scratch).is_none(),
+                "{text}"
+            );
+        }
+    }
+
+    /// Every element of every transcript in the documents under `dir` (recursively): the
+    /// reader agrees with the strict parse on each. How many it took.
+    fn agrees_on_documents(dir: &Path) -> usize {
+        let mut took = 0;
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                took += agrees_on_documents(&path);
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let b = text.as_bytes();
+            let Some(start) = scan::array_start(b) else {
+                continue;
+            };
+            let mut at = start + 1;
+            loop {
+                let i = scan::ws(b, at);
+                if b.get(i) != Some(&b'{') {
+                    break;
+                }
+                let Some(end) = scan::value_end(b, i) else {
+                    break;
+                };
+                took += usize::from(agrees(&text[i..end]));
+                at = scan::ws(b, end);
+                if b.get(at) != Some(&b',') {
+                    break;
+                }
+                at += 1;
+            }
+        }
+        took
+    }
+
+    #[test]
+    fn the_catalogue_and_the_conformance_cases_read_alike() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let took = agrees_on_documents(&root.join("tests/bad-input"));
+        assert!(took > 0, "the catalogue holds usual turn records");
+        let shared = root.join("../shared/conformance/cases");
+        if shared.is_dir() {
+            assert!(agrees_on_documents(&shared) > 1_000);
+        }
+    }
+
+    /// A string token: pieces of text, escapes of every kind, some broken.
+    fn string() -> impl Strategy<Value = String> {
+        let good = prop::sample::select(vec![
+            "a",
+            "ab c",
+            "é",
+            "😀",
+            "\\\"",
+            "\\\\",
+            "\\/",
+            "\\b",
+            "\\f",
+            "\\n",
+            "\\r",
+            "\\t",
+            "\\u00e9",
+            "\\u00E9",
+            "\\u0000",
+            "\\u001f",
+            "\\ud83d\\ude00",
+            "\\uD83D\\uDE00",
+            "0123456789abcdef",
+        ]);
+        let bad = prop::sample::select(vec![
+            "\\ud800",
+            "\\udc00",
+            "\\ud800\\u0041",
+            "\\x",
+            "\u{1}",
+            "\t",
+        ]);
+        let piece = prop_oneof![30 => good, 1 => bad];
+        prop::collection::vec(piece, 0..12).prop_map(|p| format!("\"{}\"", p.concat()))
+    }
+
+    /// A value token of any type a turn record's key might be given.
+    fn value() -> impl Strategy<Value = String> {
+        let scalar = prop::sample::select(vec![
+            "0",
+            "1",
+            "12",
+            "-1",
+            "-0",
+            "1.0",
+            "1e2",
+            "01",
+            "18446744073709551615",
+            "18446744073709551616",
+            "null",
+            "true",
+            "false",
+            "[]",
+            "{}",
+            "nul",
+        ])
+        .prop_map(str::to_owned);
+        let metadata = prop::collection::vec((string(), string()), 0..3).prop_map(|kv| {
+            let inner: Vec<String> = kv.iter().map(|(k, v)| format!("{k} : {v}")).collect();
+            format!("{{{}}}", inner.join(","))
+        });
+        let role = prop::sample::select(vec![
+            "\"user\"",
+            "\"tool\"",
+            "\"system\"",
+            "\"assistant\"",
+            "\"bot\"",
+        ])
+        .prop_map(str::to_owned);
+        prop_oneof![string(), scalar, metadata, role]
+    }
+
+    /// A value token likely to suit `key`.
+    fn value_for(key: &'static str) -> BoxedStrategy<String> {
+        match key {
+            "role" => {
+                prop::sample::select(vec!["\"user\"", "\"tool\"", "\"system\"", "\"assistant\""])
+                    .prop_map(str::to_owned)
+                    .boxed()
+            }
+            "token_estimate" => {
+                prop_oneof![(0_u64..1000).prop_map(|n| n.to_string()), value()].boxed()
+            }
+            "pinned" => {
+                prop_oneof![Just("true".to_owned()), Just("false".to_owned()), value()].boxed()
+            }
+            "tool_call_id" => prop_oneof![Just("null".to_owned()), string(), value()].boxed(),
+            _ => prop_oneof![3 => string(), 1 => value()].boxed(),
+        }
+    }
+
+    /// A turn record's text: the three required keys and some others, in any order, with
+    /// whitespace anywhere between tokens.
+    fn record_text() -> impl Strategy<Value = String> {
+        let keys = [
+            "turn_id",
+            "role",
+            "content",
+            "token_estimate",
+            "tool_call_id",
+            "pinned",
+            "metadata",
+            "extra",
+            "turn_id",
+        ];
+        let entry = prop::sample::select(keys.to_vec()).prop_flat_map(|k| (Just(k), value_for(k)));
+        let required = (
+            value_for("turn_id"),
+            value_for("role"),
+            value_for("token_estimate"),
+        );
+        let ws = prop::sample::select(vec!["", "", " ", "\n\t ", "\r\n"]);
+        (
+            required,
+            prop::collection::vec(entry, 0..4),
+            prop::collection::vec(ws, 40),
+        )
+            .prop_flat_map(|((id, role, est), more, ws)| {
+                let mut entries = vec![("turn_id", id), ("role", role), ("token_estimate", est)];
+                entries.extend(more);
+                (Just(entries).prop_shuffle(), Just(ws))
+            })
+            .prop_map(|(entries, ws)| {
+                let mut w = ws.iter().cycle();
+                let mut text = format!("{}{{", w.next().unwrap_or(&""));
+                for (n, (k, v)) in entries.iter().enumerate() {
+                    if n > 0 {
+                        text.push(',');
+                    }
+                    let pad = [w.next(), w.next(), w.next()].map(|p| *p.unwrap_or(&""));
+                    text.push_str(&format!("{}\"{k}\"{}:{}{v}", pad[0], pad[1], pad[2]));
+                }
+                text.push_str(&format!(
+                    "{}}}{}",
+                    w.next().unwrap_or(&""),
+                    w.next().unwrap_or(&"")
+                ));
+                text
+            })
+    }
+
+    #[test]
+    fn the_generated_records_are_often_taken() {
+        use proptest::strategy::ValueTree;
+        let mut runner = proptest::test_runner::TestRunner::deterministic();
+        let strategy = record_text();
+        let took = (0..500)
+            .filter(|_| {
+                let text = strategy.new_tree(&mut runner).expect("a record").current();
+                agrees(&text)
+            })
+            .count();
+        assert!(took >= 50, "only {took} of 500 taken");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2_000))]
+
+        /// On any record, the reader builds the turn the strict parse builds, or nothing.
+        #[test]
+        fn a_generated_record_reads_as_the_strict_parse_reads_it(text in record_text()) {
+            agrees(&text);
+        }
+    }
+}
