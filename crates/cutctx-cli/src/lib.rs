@@ -40,29 +40,66 @@ pub fn plan(request_text: &str) -> Result<String, CliError> {
 ///
 /// As [`plan`], and `COMPACTION_SUMMARY_MISSING` when a requested summary is not supplied.
 pub fn compact(request_text: &str) -> Result<String, CliError> {
-    compact_parsed(request::parse(request_text)?).map(|(out, _)| out)
+    Ok(compacted(request::parse(request_text)?)?.into_text())
 }
 
-/// What [`compact_retaining`] built its output from: the request, the plan and the compacted
-/// view, hundreds of thousands of small allocations for a large request.
-pub struct Retained {
+/// A compaction done, its output not yet written: everything that could fail but the writing
+/// has been checked. It holds the request, the plan and the compacted view the output is made
+/// from, hundreds of thousands of small allocations for a large request, so that a process
+/// about to exit can leave them to the operating system rather than free them piece by piece.
+pub struct Compacted {
+    /// The output up to the transcript: `{"plan":…,"report":…,"transcript":`.
+    head: String,
     _request: request::Request,
     _plan: CompactionPlan,
-    _compacted: cutctx::CompactedTranscript,
+    out: cutctx::CompactedTranscript,
+}
+
+/// How many bytes of the transcript [`Compacted::write_to`] gathers before writing them.
+const WRITE_PART_BYTES: usize = 64 << 10;
+
+impl Compacted {
+    /// The output whole: what [`compact`] returns.
+    #[must_use]
+    pub fn into_text(self) -> String {
+        let mut text = self.head;
+        text.reserve(self.out.transcript.canonical_len_hint() + 2);
+        self.out.transcript.write_canonical_into(&mut text);
+        text.push_str("}\n");
+        text
+    }
+
+    /// Writes the output to `out` and flushes it: the bytes of [`Compacted::into_text`], the
+    /// transcript written a part at a time as it is made, never held whole.
+    ///
+    /// # Errors
+    ///
+    /// The first error writing to `out` returns; part of the output may have been written.
+    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        out.write_all(self.head.as_bytes())?;
+        let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
+        self.out
+            .transcript
+            .write_canonical_in_parts(&mut buf, WRITE_PART_BYTES, |part| {
+                out.write_all(part.as_bytes())?;
+                part.clear();
+                Ok::<(), std::io::Error>(())
+            })?;
+        out.write_all(b"}\n")?;
+        out.flush()
+    }
 }
 
 /// As [`compact`], taking the request's text to free it as soon as it is parsed (nothing
-/// after parsing reads it, and the output is then built where it was), and handing back what
-/// the output was built from, so that a process about to exit can leave it to the operating
-/// system rather than free it piece by piece.
+/// after parsing reads it), its output left to write.
 ///
 /// # Errors
 ///
 /// As [`compact`].
-pub fn compact_retaining(request_text: String) -> Result<(String, Retained), CliError> {
+pub fn compact_retaining(request_text: String) -> Result<Compacted, CliError> {
     let req = request::parse(&request_text)?;
     drop(request_text);
-    compact_parsed(req)
+    compacted(req)
 }
 
 /// As [`compact_retaining`], reading the request from `reader` piece by piece, so that its
@@ -75,35 +112,28 @@ pub fn compact_retaining(request_text: String) -> Result<(String, Retained), Cli
 pub fn compact_reader(
     reader: impl std::io::Read,
     whole: impl FnOnce() -> Result<String, CliError>,
-) -> Result<(String, Retained), CliError> {
-    compact_parsed(request::parse_reader(reader, whole)?)
+) -> Result<Compacted, CliError> {
+    compacted(request::parse_reader(reader, whole)?)
 }
 
-fn compact_parsed(req: request::Request) -> Result<(String, Retained), CliError> {
+/// Plans and applies `req`, and writes the output up to its transcript.
+fn compacted(req: request::Request) -> Result<Compacted, CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
-    // One buffer sized once: the three parts are written in place, never copied together.
-    let mut text = String::with_capacity(
-        plan.canonical_len_hint()
-            + out.report.canonical_len_hint()
-            + out.transcript.canonical_len_hint()
-            + 64,
-    );
-    text.push_str("{\"plan\":");
-    plan.write_canonical_into(&mut text);
-    text.push_str(",\"report\":");
-    out.report.write_canonical_into(&mut text);
-    text.push_str(",\"transcript\":");
-    out.transcript.write_canonical_into(&mut text);
-    text.push_str("}\n");
-    Ok((
-        text,
-        Retained {
-            _request: req,
-            _plan: plan,
-            _compacted: out,
-        },
-    ))
+    // One buffer sized once: the parts are written in place, never copied together.
+    let mut head =
+        String::with_capacity(plan.canonical_len_hint() + out.report.canonical_len_hint() + 64);
+    head.push_str("{\"plan\":");
+    plan.write_canonical_into(&mut head);
+    head.push_str(",\"report\":");
+    out.report.write_canonical_into(&mut head);
+    head.push_str(",\"transcript\":");
+    Ok(Compacted {
+        head,
+        _request: req,
+        _plan: plan,
+        out,
+    })
 }
 
 /// `cutctx apply`: validate a stored plan against the request, apply it, and print
@@ -125,4 +155,66 @@ pub fn apply(request_text: &str, plan_text: &str) -> Result<String, CliError> {
         out.report.canonical_json(),
         out.transcript.canonical_json()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    /// A request of `n` user turns of about a hundred bytes each, half of them kept.
+    fn request(n: usize) -> String {
+        let turns: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"turn_id":"t{i}","role":"user","content":"{i} \"quoted\" {}","token_estimate":10}}"#,
+                    "x".repeat(80)
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"transcript":[{}],"budget":{{"max_tokens":{}}},"policy":{{"name":"drop_oldest"}}}}"#,
+            turns.join(","),
+            n * 5
+        )
+    }
+
+    #[test]
+    fn the_output_written_in_parts_is_the_output_made_whole() {
+        // Large enough that the transcript is written in several parts.
+        let text = request(3_000);
+        let whole = super::compact(&text).expect("a valid request");
+        let mut written = Vec::new();
+        super::compact_retaining(text)
+            .expect("a valid request")
+            .write_to(&mut written)
+            .expect("a vector takes every write");
+        assert!(whole.len() > 3 * super::WRITE_PART_BYTES);
+        assert_eq!(String::from_utf8(written).expect("UTF-8"), whole);
+    }
+
+    #[test]
+    fn a_failed_write_is_an_error() {
+        /// Takes `room` bytes, then fails.
+        struct Full {
+            room: usize,
+        }
+        impl std::io::Write for Full {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if self.room == 0 {
+                    return Err(std::io::ErrorKind::StorageFull.into());
+                }
+                let n = buf.len().min(self.room);
+                self.room -= n;
+                Ok(n)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let compacted = super::compact_retaining(request(3_000)).expect("a valid request");
+        for room in [0, 10, super::WRITE_PART_BYTES + 7] {
+            let e = compacted
+                .write_to(&mut Full { room })
+                .expect_err("the writer fills");
+            assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{room}");
+        }
+    }
 }

@@ -204,7 +204,13 @@ fn main() -> ExitCode {
         return status.map_or_else(|err| fail(cli.error_format, &err), ExitCode::from);
     }
     let delivered = run(&cli.command).and_then(|(status, out)| {
-        let delivery = output::deliver(&mut std::io::stdout().lock(), out.as_bytes());
+        let mut stdout = std::io::stdout().lock();
+        let delivery = match &out {
+            Output::Text(text) => output::deliver(&mut stdout, text.as_bytes()),
+            Output::Compacted(compacted) => {
+                output::deliver_with(&mut stdout, |w| compacted.write_to(w))
+            }
+        };
         // As the request: the exit reclaims the output whole.
         std::mem::forget(out);
         delivery.map(|d| (status, d))
@@ -230,11 +236,19 @@ fn fail(format: ErrorFormat, err: &CliError) -> ExitCode {
     ExitCode::from(err.exit_status())
 }
 
+/// What a command prints on standard output.
+enum Output {
+    /// Text made whole.
+    Text(String),
+    /// A compaction's output, written as it is made: a large one is never held whole.
+    Compacted(Box<cutctx_cli::Compacted>),
+}
+
 /// Runs one command: its exit status (0, or 1 for a ledger that does not verify) and output.
-fn run(command: &Command) -> Result<(u8, String), CliError> {
+fn run(command: &Command) -> Result<(u8, Output), CliError> {
     use cutctx_cli::ledger;
     let clock = cutctx::ledger::SystemClock;
-    let ok = |out: String| (0, out);
+    let ok = |out: String| (0, Output::Text(out));
     match command {
         Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
         Command::Compact {
@@ -251,14 +265,14 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
                 .ok()
                 .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
             let whole = || read_text(request, "the request");
-            let (out, retained) = match file {
+            let compacted = match file {
                 Some(file) => cutctx_cli::compact_reader(file, whole)?,
                 None => cutctx_cli::compact_retaining(whole()?)?,
             };
             // The process ends right after printing: freeing every turn, action and id one
-            // by one would only delay the exit, so the operating system reclaims them whole.
-            std::mem::forget(retained);
-            Ok(ok(out))
+            // by one would only delay the exit, so the operating system reclaims them whole
+            // (see `main`).
+            Ok((0, Output::Compacted(Box::new(compacted))))
         }
         Command::Compact {
             request,
@@ -337,14 +351,14 @@ fn run(command: &Command) -> Result<(u8, String), CliError> {
                 .transpose()?
                 .as_deref(),
             *strict,
-        ),
+        )
+        .map(|(status, out)| (status, Output::Text(out))),
         Command::Ledger {
             command: LedgerCommand::Head { file },
         } => ledger::ledger_head(file, &clock).map(ok),
         // Streams its own output; `main` runs it before this.
-        Command::Batch(args) => {
-            cutctx_cli::batch::run_command(args, false, &clock).map(|s| (s, String::new()))
-        }
+        Command::Batch(args) => cutctx_cli::batch::run_command(args, false, &clock)
+            .map(|s| (s, Output::Text(String::new()))),
     }
 }
 

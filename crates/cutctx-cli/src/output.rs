@@ -68,7 +68,20 @@ pub(crate) fn output_error(target: &str, path: Option<&Path>, e: &std::io::Error
 /// `OUTPUT_ERROR` with `{"target": "stdout", "kind": …}` when the write or the flush fails for
 /// any reason but a closed pipe.
 pub fn deliver(out: &mut impl Write, bytes: &[u8]) -> Result<Delivery, CliError> {
-    match out.write_all(bytes).and_then(|()| out.flush()) {
+    deliver_with(out, |out| out.write_all(bytes).and_then(|()| out.flush()))
+}
+
+/// As [`deliver`], the output written and flushed by `write`, for an output written as it
+/// is made.
+///
+/// # Errors
+///
+/// As [`deliver`].
+pub fn deliver_with<W: Write>(
+    out: &mut W,
+    write: impl FnOnce(&mut W) -> std::io::Result<()>,
+) -> Result<Delivery, CliError> {
+    match write(out) {
         Ok(()) => Ok(Delivery::Written),
         Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(Delivery::ReaderGone),
         Err(e) => Err(output_error("stdout", None, &e)),

@@ -440,15 +440,58 @@ impl Transcript {
     /// Appends [`Transcript::canonical_json`] to `out`, so that a caller assembling a larger
     /// document writes it in place instead of copying it there.
     pub fn write_canonical_into(&self, out: &mut String) {
-        let mut w = Writer::new(out, Style::CANONICAL);
-        w.raw("[");
+        let whole: Result<(), std::convert::Infallible> =
+            self.write_canonical_in_parts(out, usize::MAX, |_| Ok(()));
+        match whole {
+            Ok(()) => {}
+            Err(never) => match never {},
+        }
+    }
+
+    /// Writes [`Transcript::canonical_json`] a part at a time, so that a caller sending it
+    /// on never holds it whole: the text is appended to `buf`, and `drain` is handed `buf`
+    /// (to send and empty it) after any turn that leaves it holding `part` bytes or more,
+    /// and once at the end. The text `drain` is handed, joined, is the canonical JSON.
+    ///
+    /// # Errors
+    ///
+    /// The first error `drain` returns; nothing is written after it.
+    ///
+    /// ```
+    /// use cutctx_model::{Role, Transcript, TranscriptTurn};
+    /// let t = Transcript::new(vec![
+    ///     TranscriptTurn::new("a", Role::User, "x", 1)?,
+    ///     TranscriptTurn::new("b", Role::User, "y", 1)?,
+    /// ])?;
+    /// let (mut buf, mut sent) = (String::new(), Vec::new());
+    /// t.write_canonical_in_parts(&mut buf, 1, |b| {
+    ///     sent.push(std::mem::take(b));
+    ///     Ok::<(), ()>(())
+    /// })
+    /// .expect("nothing fails");
+    /// assert_eq!(sent.len(), 3);
+    /// assert_eq!(sent.concat(), t.canonical_json());
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn write_canonical_in_parts<E>(
+        &self,
+        buf: &mut String,
+        part: usize,
+        mut drain: impl FnMut(&mut String) -> Result<(), E>,
+    ) -> Result<(), E> {
+        Writer::new(buf, Style::CANONICAL).raw("[");
         for (i, t) in self.turns.iter().enumerate() {
+            let mut w = Writer::new(buf, Style::CANONICAL);
             if i > 0 {
                 w.item_separator();
             }
             write_turn(&mut w, t.json_fields());
+            if buf.len() >= part {
+                drain(buf)?;
+            }
         }
-        w.raw("]");
+        Writer::new(buf, Style::CANONICAL).raw("]");
+        drain(buf)
     }
 
     /// The turns, consuming the transcript.

@@ -99,25 +99,27 @@ fn string_end(b: &[u8], i: usize) -> Option<usize> {
 /// The offset of the first `"` or `\` in `b`, eight bytes at a time: string contents are
 /// most of a request's bytes, and this is where the scan spends its time.
 fn quote_or_backslash(b: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    const QUOTES: u64 = u64::from_ne_bytes([b'"'; 8]);
-    const BACKSLASHES: u64 = u64::from_ne_bytes([b'\\'; 8]);
-    // Whether any byte of `x` is zero (exact for the question "any?"; the position is then
-    // found byte by byte within the word).
-    let zero_byte = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS != 0;
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
+    // The high bit of each zero byte of `x`, exact for the lowest one (borrows run only
+    // upward), which is the one sought: the word is read little-endian, first byte lowest.
+    let zero_bytes = |x: u64| x.wrapping_sub(ONES) & !x & HIGHS;
     let mut chunks = b.chunks_exact(8);
     let mut offset = 0;
     for chunk in &mut chunks {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);
-        let x = u64::from_ne_bytes(word);
-        if zero_byte(x ^ QUOTES) || zero_byte(x ^ BACKSLASHES) {
-            break;
+        let x = u64::from_le_bytes(word);
+        let found = zero_bytes(x ^ QUOTES) | zero_bytes(x ^ BACKSLASHES);
+        if found != 0 {
+            return Some(offset + (found.trailing_zeros() / 8) as usize);
         }
         offset += 8;
     }
-    b[offset..]
+    chunks
+        .remainder()
         .iter()
         .position(|&c| c == b'"' || c == b'\\')
         .map(|p| offset + p)
