@@ -184,35 +184,21 @@ fn read_in_pieces(
     let mut want_element = true;
     let mut closed = false;
     loop {
-        // The whole elements in the buffer, and the separators after them.
-        loop {
-            let i = scan::ws(&buf, at);
-            let Some(&byte) = buf.get(i) else { break };
-            if want_element {
-                if byte != b'{' {
-                    return None;
-                }
-                let Some(end) = scan::value_end(&buf, i) else {
-                    at = i;
-                    break;
-                };
-                spans.push(i..end);
-                at = end;
-                want_element = false;
-            } else {
-                match byte {
-                    b',' => want_element = true,
-                    b']' => closed = true,
-                    _ => return None,
-                }
-                at = i + 1;
-                if closed {
-                    break;
-                }
-            }
+        // The whole elements in the buffer, read in parts on every thread without a scan
+        // when an element is due and the parts confirm each other.
+        let split = want_element
+            .then(|| take_split(&buf, at, threads))
+            .flatten();
+        if let Some(mut taken) = split {
+            turns.append(&mut taken.turns);
+            at = taken.at;
+            closed = taken.closed;
+        } else {
+            // Otherwise found by the scan, with the separators after them.
+            scanned(&buf, &mut at, &mut want_element, &mut closed, &mut spans)?;
+            turns.append(&mut build_all(&buf, &spans, threads)?);
+            spans.clear();
         }
-        turns.append(&mut build_all(&buf, &spans, threads)?);
-        spans.clear();
         if closed {
             break;
         }
@@ -229,6 +215,46 @@ fn read_in_pieces(
     let rest = std::str::from_utf8(&rest).ok()?;
     let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(rest).ok()?;
     Some((turns, wire))
+}
+
+/// The spans of the whole elements of `buf` from `at`, found by the scan and appended to
+/// `spans`, with the separators after them; `at`, `want_element` and `closed` say where the
+/// array stands after them. `None` when the array is not one of objects.
+fn scanned(
+    buf: &[u8],
+    at: &mut usize,
+    want_element: &mut bool,
+    closed: &mut bool,
+    spans: &mut Vec<Range<usize>>,
+) -> Option<()> {
+    loop {
+        let i = scan::ws(buf, *at);
+        let Some(&byte) = buf.get(i) else {
+            return Some(());
+        };
+        if *want_element {
+            if byte != b'{' {
+                return None;
+            }
+            let Some(end) = scan::value_end(buf, i) else {
+                *at = i;
+                return Some(());
+            };
+            spans.push(i..end);
+            *at = end;
+            *want_element = false;
+        } else {
+            match byte {
+                b',' => *want_element = true,
+                b']' => *closed = true,
+                _ => return None,
+            }
+            *at = i + 1;
+            if *closed {
+                return Some(());
+            }
+        }
+    }
 }
 
 /// Reads at least `piece` bytes more onto `buf` (as many as it holds, when that is more, so
@@ -260,66 +286,215 @@ fn build_all(buf: &[u8], spans: &[Range<usize>], threads: usize) -> Option<Vec<T
 
 /// The turns of `run`; `None` at the first element that is not UTF-8, not a turn record, or
 /// breaks a turn's rule.
-///
-/// Each element is read by [`record::record`], or strictly when that reader does not take
-/// it. The ids of the run's records are made into shared strings last, one after another,
-/// so that they sit together apart from the contents (see [`Transcript::with_packed_ids`]).
 fn build(buf: &[u8], run: &[Range<usize>]) -> Option<Vec<TranscriptTurn>> {
-    /// An element read quickly, its ids still in `ids`, or a turn built strictly.
-    enum Read {
-        Quick(record::Record),
-        Strict(TranscriptTurn),
-    }
-    let mut ids = String::new();
-    let mut scratch = String::new();
-    let mut read = Vec::with_capacity(run.len());
+    let mut builder = Builder::default();
     for span in run {
         let text = std::str::from_utf8(&buf[span.clone()]).ok()?;
-        read.push(match record::record(text, &mut ids, &mut scratch) {
-            Some(r) => Read::Quick(r),
-            None => {
-                let ObjectOnly(r): ObjectOnly<SharedTurnRecord> =
-                    serde_json::from_str(text).ok()?;
-                Read::Strict(TranscriptTurn::try_from(r).ok()?)
-            }
-        });
-    }
-    let mut turns = Vec::with_capacity(read.len());
-    // A result's `tool_call_id` shares its call's string, as `Transcript::new` packs them.
-    let mut last_call: Option<Arc<str>> = None;
-    for r in read {
-        let r = match r {
-            Read::Quick(r) => r,
-            Read::Strict(turn) => {
-                turns.push(turn);
-                continue;
-            }
-        };
-        let turn_id = Arc::from(&ids[r.id]);
-        let call = r.call.map(|c| {
-            let text = &ids[c];
-            match &last_call {
-                Some(prev) if **prev == *text => Arc::clone(prev),
-                _ => Arc::from(text),
-            }
-        });
-        if call.is_some() {
-            last_call.clone_from(&call);
+        if scan::ws(text.as_bytes(), builder.element(text, 0)?) != text.len() {
+            return None;
         }
-        turns.push(
-            TranscriptTurn::try_from(SharedTurnRecord {
-                turn_id: WireText(turn_id),
-                role: r.role,
-                content: WireText(r.content),
-                token_estimate: WireInt(i128::from(r.estimate)),
-                tool_call_id: call.map(WireText),
-                pinned: r.pinned,
-                metadata: r.metadata,
-            })
-            .ok()?,
-        );
     }
-    Some(turns)
+    builder.finish()
+}
+
+/// The turns of a run of elements, built as they are read.
+///
+/// Each element is read by [`record::record_at`], or strictly when that reader does not take
+/// it. The ids of the run's records are made into shared strings last, one after another,
+/// so that they sit together apart from the contents (see [`Transcript::with_packed_ids`]).
+#[derive(Default)]
+struct Builder {
+    /// The text of every quickly read record's ids, one after another.
+    ids: String,
+    /// Room for decoding a string's escapes.
+    scratch: String,
+    read: Vec<Element>,
+}
+
+/// An element read quickly, its ids still in [`Builder::ids`], or a turn built strictly.
+enum Element {
+    Quick(record::Record),
+    Strict(TranscriptTurn),
+}
+
+impl Builder {
+    /// Reads the element of `text` opening at or after `i`; just after it. `None` when the
+    /// element is not a turn record, ends before `text` does, or breaks a turn's rule.
+    fn element(&mut self, text: &str, i: usize) -> Option<usize> {
+        if let Some((r, end)) = record::record_at(text, i, &mut self.ids, &mut self.scratch) {
+            self.read.push(Element::Quick(r));
+            return Some(end);
+        }
+        let i = scan::ws(text.as_bytes(), i);
+        let end = scan::value_end(text.as_bytes(), i)?;
+        let ObjectOnly(r): ObjectOnly<SharedTurnRecord> =
+            serde_json::from_str(&text[i..end]).ok()?;
+        self.read
+            .push(Element::Strict(TranscriptTurn::try_from(r).ok()?));
+        Some(end)
+    }
+
+    /// Forgets the element read last.
+    fn unread(&mut self) {
+        self.read.pop();
+    }
+
+    /// The turns, in the order their elements were read.
+    fn finish(self) -> Option<Vec<TranscriptTurn>> {
+        let mut turns = Vec::with_capacity(self.read.len());
+        // A result's `tool_call_id` shares its call's string, as `Transcript::new` packs them.
+        let mut last_call: Option<Arc<str>> = None;
+        for r in self.read {
+            let r = match r {
+                Element::Quick(r) => r,
+                Element::Strict(turn) => {
+                    turns.push(turn);
+                    continue;
+                }
+            };
+            let turn_id = Arc::from(&self.ids[r.id]);
+            let call = r.call.map(|c| {
+                let text = &self.ids[c];
+                match &last_call {
+                    Some(prev) if **prev == *text => Arc::clone(prev),
+                    _ => Arc::from(text),
+                }
+            });
+            if call.is_some() {
+                last_call.clone_from(&call);
+            }
+            turns.push(
+                TranscriptTurn::try_from(SharedTurnRecord {
+                    turn_id: WireText(turn_id),
+                    role: r.role,
+                    content: WireText(r.content),
+                    token_estimate: WireInt(i128::from(r.estimate)),
+                    tool_call_id: call.map(WireText),
+                    pinned: r.pinned,
+                    metadata: r.metadata,
+                })
+                .ok()?,
+            );
+        }
+        Some(turns)
+    }
+}
+
+/// What [`take_split`] read of a buffer.
+struct Taken {
+    turns: Vec<TranscriptTurn>,
+    /// Where reading stopped: the start of an element not yet whole, or just after the
+    /// array's `]`.
+    at: usize,
+    /// Whether the array closed.
+    closed: bool,
+}
+
+/// The elements of `buf` from `at`, where an element is due, without a scan: the buffer is
+/// cut at up to `threads - 1` places that look like an element's start (`},{"`, which no
+/// string can hold whole), and each part's elements are read on a thread of their own from
+/// their cut. The cuts are guesses; a part's reading confirms them, as it reads on to exactly
+/// the next cut. `None` when it does not, or when anything is amiss, for the caller to read
+/// the buffer by the scan.
+fn take_split(buf: &[u8], at: usize, threads: usize) -> Option<Taken> {
+    const CUT: &[u8] = b"},{\"";
+    let mut cuts = vec![at];
+    let stride = (buf.len() - at) / threads.max(1);
+    for k in 1..threads {
+        let from = (at + k * stride).max(*cuts.last().unwrap_or(&at) + 1);
+        let Some(found) = buf
+            .get(from..)
+            .and_then(|rest| rest.windows(CUT.len()).position(|w| w == CUT))
+        else {
+            break;
+        };
+        cuts.push(from + found + 2);
+    }
+    cuts.push(buf.len());
+    let parts: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+    let last = parts.len() - 1;
+    let mut results = std::thread::scope(|scope| {
+        let others: Vec<_> = parts[1..]
+            .iter()
+            .enumerate()
+            .map(|(k, &(from, to))| scope.spawn(move || take_part(buf, from, to, k + 1 == last)))
+            .collect();
+        let mut results = vec![take_part(buf, parts[0].0, parts[0].1, last == 0)];
+        results.extend(others.into_iter().map(|h| h.join().ok().flatten()));
+        results
+    })
+    .into_iter();
+    let mut turns = Vec::new();
+    let mut taken = None;
+    for (k, result) in results.by_ref().enumerate() {
+        let (mut more, stop, closed) = result?;
+        turns.append(&mut more);
+        if k < last {
+            // A part confirms the next cut only by stopping exactly there, the array open.
+            if closed || stop != parts[k].1 {
+                return None;
+            }
+        } else {
+            taken = Some(Taken {
+                turns: std::mem::take(&mut turns),
+                at: stop,
+                closed,
+            });
+        }
+    }
+    taken
+}
+
+/// The turns of the elements of `buf` from `from`, where an element is due, to the first
+/// element due at or after `to` (or, for the `last` part, to the end of the buffer or of the
+/// array): the turns, where reading stopped, and whether the array closed.
+fn take_part(
+    buf: &[u8],
+    from: usize,
+    to: usize,
+    last: bool,
+) -> Option<(Vec<TranscriptTurn>, usize, bool)> {
+    // The part as text: only the last may end inside a character, cut by the read.
+    let text = match std::str::from_utf8(&buf[from..to]) {
+        Ok(text) => text,
+        Err(e) if last && e.error_len().is_none() => {
+            std::str::from_utf8(&buf[from..from + e.valid_up_to()]).ok()?
+        }
+        Err(_) => return None,
+    };
+    let b = text.as_bytes();
+    let mut builder = Builder::default();
+    let mut p = 0;
+    let mut closed = false;
+    loop {
+        let i = scan::ws(b, p);
+        if i == b.len() || (!last && from + i >= to) {
+            break;
+        }
+        let Some(end) = builder.element(text, i) else {
+            // An element the text ends inside: the next read completes it.
+            if last && scan::value_end(b, i).is_none() {
+                break;
+            }
+            return None;
+        };
+        let j = scan::ws(b, end);
+        match b.get(j) {
+            Some(b',') => p = j + 1,
+            Some(b']') => {
+                p = j + 1;
+                closed = true;
+                break;
+            }
+            // The separator is not read yet: the element is read again with it.
+            None if last => {
+                builder.unread();
+                break;
+            }
+            _ => return None,
+        }
+    }
+    Some((builder.finish()?, from + p, closed))
 }
 
 /// The request of this transcript (as built from its turns) and the rest of its document
@@ -655,6 +830,52 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn cuts_that_are_not_element_starts_are_caught() {
+        // Contents that end in `},{` put a false cut before their closing quote, and a
+        // chain's members after the array put one outside it.
+        let turns: Vec<String> = (0..60)
+            .map(|i| {
+                let content = if i % 7 == 3 {
+                    "x},{"
+                } else {
+                    r#"plain \\ \"text\""#
+                };
+                format!(
+                    r#"{{"turn_id":"t{i}","role":"user","content":"{content}","token_estimate":1}}"#
+                )
+            })
+            .collect();
+        let text = format!(
+            r#"{{"transcript":[{}],"budget":{{"max_tokens":10}},"policy":{{"name":"chain","policies":[{{"name":"drop_oldest"}},{{"name":"drop_oldest"}}]}}}}"#,
+            turns.join(",")
+        );
+        let expected = whole(&text).expect("a valid request");
+        for piece in [1, 13, 100, 1 << 20] {
+            for threads in [1, 2, 3, 8] {
+                assert_eq!(
+                    pieces(&text, piece, threads).as_ref(),
+                    Some(&expected),
+                    "{piece} {threads}"
+                );
+            }
+        }
+        // Read without a scan, whatever the cuts, the turns are the whole's or none.
+        let b = text.as_bytes();
+        let at = scan::array_start(b).expect("an array") + 1;
+        let all = parse_whole(&text).expect("valid").transcript.into_turns();
+        let mut split = 0;
+        for n in (at..b.len()).step_by(5) {
+            for threads in 2..6 {
+                if let Some(taken) = take_split(&b[..n], at, threads) {
+                    assert_eq!(taken.turns, all[..taken.turns.len()], "{n} {threads}");
+                    split += 1;
+                }
+            }
+        }
+        assert!(split > 100, "{split}");
     }
 
     #[test]

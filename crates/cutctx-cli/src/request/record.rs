@@ -40,12 +40,18 @@ const CALL: u8 = 16;
 const PINNED: u8 = 32;
 const METADATA: u8 = 64;
 
-/// The record `s` holds whole (an object and nothing else), its ids appended to `ids`;
-/// `scratch` is room for decoding escapes, reused from record to record. `None` for anything
-/// this reader does not take (see the module's header).
-pub(super) fn record(s: &str, ids: &mut String, scratch: &mut String) -> Option<Record> {
+/// The record opening at or after `i` in `s` (after whitespace), its ids appended to `ids`;
+/// `scratch` is room for decoding escapes, reused from record to record. The record and the
+/// position just after its closing brace; `None` for anything this reader does not take (see
+/// the module's header) or a record `s` ends inside.
+pub(super) fn record_at(
+    s: &str,
+    i: usize,
+    ids: &mut String,
+    scratch: &mut String,
+) -> Option<(Record, usize)> {
     let b = s.as_bytes();
-    let mut i = ws(b, 0);
+    let mut i = ws(b, i);
     if b.get(i) != Some(&b'{') {
         return None;
     }
@@ -135,7 +141,7 @@ pub(super) fn record(s: &str, ids: &mut String, scratch: &mut String) -> Option<
         }
     }
     let required = TURN_ID | ROLE | ESTIMATE;
-    (seen & required == required && ws(b, i + 1) == b.len()).then_some(rec)
+    (seen & required == required).then_some((rec, i + 1))
 }
 
 /// The string at `i` appended to `ids`: where it lies there, and the position after it.
@@ -344,6 +350,13 @@ mod tests {
     use proptest::prelude::*;
 
     use super::super::{build, scan};
+    use super::Record;
+
+    /// The record `s` holds whole (an object and nothing else).
+    fn record(s: &str, ids: &mut String, scratch: &mut String) -> Option<Record> {
+        let (rec, end) = super::record_at(s, 0, ids, scratch)?;
+        (super::ws(s.as_bytes(), end) == s.len()).then_some(rec)
+    }
 
     /// The turn the strict parse builds of `text`, if any.
     fn strict(text: &str) -> Option<TranscriptTurn> {
@@ -354,7 +367,7 @@ mod tests {
     /// The turn this reader builds of `text`, as `build` makes it, if it takes the text.
     fn quick(text: &str) -> Option<TranscriptTurn> {
         let (mut ids, mut scratch) = (String::new(), String::new());
-        super::record(text, &mut ids, &mut scratch)?;
+        record(text, &mut ids, &mut scratch)?;
         let turns = build(text.as_bytes(), &[0..text.len()])?;
         assert_eq!(turns.len(), 1);
         turns.into_iter().next()
@@ -364,7 +377,7 @@ mod tests {
     /// took the text.
     fn agrees(text: &str) -> bool {
         let (mut ids, mut scratch) = (String::new(), String::new());
-        let took = super::record(text, &mut ids, &mut scratch).is_some();
+        let took = record(text, &mut ids, &mut scratch).is_some();
         if took {
             assert_eq!(quick(text), strict(text), "{text:?}");
         }
@@ -412,10 +425,7 @@ mod tests {
             r#"{"turn_id":"a","role":"user","token_estimate":1} x"#,
             r#"{"turn_id":"a","role":"user","token_estimate":1"#,
         ] {
-            assert!(
-                super::record(text, &mut ids, &mut scratch).is_none(),
-                "{text}"
-            );
+            assert!(record(text, &mut ids, &mut scratch).is_none(), "{text}");
         }
     }
 
