@@ -368,7 +368,11 @@ mod tests {
     fn quick(text: &str) -> Option<TranscriptTurn> {
         let (mut ids, mut scratch) = (String::new(), String::new());
         record(text, &mut ids, &mut scratch)?;
-        let turns = build(text.as_bytes(), &[0..text.len()])?;
+        let spans = [std::ops::Range {
+            start: 0,
+            end: text.len(),
+        }];
+        let turns = build(text.as_bytes(), &spans)?;
         assert_eq!(turns.len(), 1);
         turns.into_iter().next()
     }
