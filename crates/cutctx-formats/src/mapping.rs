@@ -231,18 +231,89 @@ impl<'a> Messages<'a> {
             Self::Owned(list) => list.get_mut(i).map(std::mem::take),
         }
     }
+}
 
-    /// Block `j` of message `i`'s content array, to emit as it is: as [`Messages::take`], each
-    /// block is one turn (an Anthropic `tool_result`) or part of one, so it is taken at most
-    /// once. The message's other fields stay, for the rebuilt message to copy.
-    pub(crate) fn take_block(&mut self, i: usize, j: usize) -> Option<Value> {
-        match self {
-            Self::Borrowed(list) => list.get(i)?.get("content")?.get(j).cloned(),
-            Self::Owned(list) => list
-                .get_mut(i)?
-                .get_mut("content")?
-                .get_mut(j)
-                .map(std::mem::take),
+/// One message (or item) of a rendered list, before it is written as JSON or as text.
+///
+/// Renderers say what each output message is; [`crate::ProviderTranscript::render`] resolves
+/// the pieces into values, and the text path copies a kept message's bytes from the input.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Piece {
+    /// Message `i` of the input, as it was.
+    Kept(usize),
+    /// Message `index` of the input with the value of its field `key` replaced by `stub`.
+    Masked {
+        index: usize,
+        key: &'static str,
+        stub: Arc<str>,
+    },
+    /// A message written or rebuilt by the renderer.
+    New(Value),
+}
+
+/// What a renderer returns: the document without its list (with its top-level fields as the
+/// view leaves them), and the list's pieces; `None` when the document is to be emitted as it
+/// is (a Responses `input` string kept).
+#[derive(Debug)]
+pub(crate) struct Rendered {
+    pub(crate) shell: Value,
+    pub(crate) list: Option<Vec<Piece>>,
+}
+
+/// The input messages a renderer reads: values, or spans of the request's text parsed when
+/// (rarely) a renderer needs to look inside one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Values(&'a [Value]),
+    Text {
+        text: &'a str,
+        spans: &'a [std::ops::Range<usize>],
+    },
+}
+
+impl<'a> Source<'a> {
+    /// Message `i`, to read.
+    pub(crate) fn get(&self, i: usize) -> Option<std::borrow::Cow<'a, Value>> {
+        match *self {
+            Self::Values(list) => list.get(i).map(std::borrow::Cow::Borrowed),
+            Self::Text { text, spans } => {
+                let span = spans.get(i)?;
+                serde_json::from_str(text.get(span.clone())?)
+                    .ok()
+                    .map(std::borrow::Cow::Owned)
+            }
         }
     }
+
+    /// Whether message `i` exists.
+    pub(crate) fn has(&self, i: usize) -> bool {
+        match *self {
+            Self::Values(list) => i < list.len(),
+            Self::Text { spans, .. } => i < spans.len(),
+        }
+    }
+}
+
+/// Resolves `rendered` into a document, reading kept messages from `list` (moved out of it
+/// when it is owned).
+pub(crate) fn resolve(
+    rendered: Rendered,
+    key: &str,
+    mut list: Messages<'_>,
+) -> Result<Value, FormatError> {
+    let Some(pieces) = rendered.list else {
+        return Ok(rendered.shell);
+    };
+    let mut items = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let value = match piece {
+            Piece::Kept(i) => list.take(i),
+            Piece::Masked { index, key, stub } => list
+                .get(index)
+                .map(|original| crate::openai_chat::with_field(original, key, Value::from(&*stub))),
+            Piece::New(v) => Some(v),
+        };
+        items.push(value.ok_or_else(|| bad_position(items.len()))?);
+    }
+    Ok(Emit::replace(&rendered.shell, key, items))
 }
