@@ -260,7 +260,7 @@ impl Check {
             self.open = Some((i, uses, use_set));
         }
         Ok(())
-        }
+    }
 
     /// The end of the list: the last message's calls must have their results.
     pub(crate) fn finish(self) -> Result<(), Violation> {
@@ -462,13 +462,15 @@ pub(crate) fn render(
                     return Err(crate::mapping::bad_position(position));
                 }
                 // A message turn is an assistant turn exactly when the message is one.
-                let assistant = turns.get(position).map(TranscriptTurn::role) == Some(Role::Assistant);
+                let assistant =
+                    turns.get(position).map(TranscriptTurn::role) == Some(Role::Assistant);
                 let piece = match stub {
                     None => Piece::Kept(*i),
                     Some(stub) => {
                         if assistant {
-                            let original =
-                                list.get(*i).ok_or_else(|| crate::mapping::bad_position(position))?;
+                            let original = list
+                                .get(*i)
+                                .ok_or_else(|| crate::mapping::bad_position(position))?;
                             maskable(*i, &original)?;
                         }
                         Piece::Masked {
@@ -633,7 +635,10 @@ fn value_of(piece: Piece, list: Source<'_>) -> Value {
 
 /// Appends `next`'s blocks to `prev`; fields `prev` lacks are taken from `next`.
 fn merge(prev: &mut Out, next: Out, list: Source<'_>) {
-    let mut value = value_of(std::mem::replace(&mut prev.piece, Piece::New(Value::Null)), list);
+    let mut value = value_of(
+        std::mem::replace(&mut prev.piece, Piece::New(Value::Null)),
+        list,
+    );
     let next_value = value_of(next.piece, list);
     let mut content = content_blocks(&value);
     content.extend(content_blocks(&next_value));

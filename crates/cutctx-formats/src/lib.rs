@@ -109,8 +109,8 @@ pub use bpe::BpeEstimator;
 pub use content::MEDIA_TOKEN_ESTIMATE;
 pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
-use mapping::{Messages, Rendered, Source};
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
+use mapping::{Messages, Rendered, Source};
 pub use named::{POLICY_NAMES, policy_named};
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
@@ -179,7 +179,7 @@ pub struct ProviderTranscript {
     document: Value,
     transcript: Transcript,
     sources: Vec<TurnSource>,
-    positions: BTreeMap<String, usize>,
+    positions: mapping::Positions,
     /// The tool definitions' estimate, counted with the turns' estimator.
     tools_tokens: u64,
     /// When read from text ([`ProviderTranscript::from_text_with`]): where the messages lie
@@ -253,18 +253,14 @@ impl ProviderTranscript {
             Format::Anthropic => anthropic::build(&document, estimator)?,
         };
         let tools_tokens = prompt::tools_tokens(format, &document, estimator);
-        let positions = built
-            .turns
-            .iter()
-            .enumerate()
-            .map(|(p, t)| (t.turn_id().to_owned(), p))
-            .collect();
+
+        let transcript = Transcript::new(built.turns)?;
         Ok(Self {
             format,
             document,
-            transcript: Transcript::new(built.turns)?,
+            positions: mapping::Positions::of(&transcript),
+            transcript,
             sources: built.sources,
-            positions,
             tools_tokens,
             layout: None,
         })
@@ -288,18 +284,14 @@ impl ProviderTranscript {
         let text::Read { shell, layout } = text::read(text, list_key(format))?;
         let built = each_message(format, &shell, &layout, text, Some(estimator)).ok()?;
         let tools_tokens = prompt::tools_tokens(format, &shell, estimator);
-        let positions = built
-            .turns
-            .iter()
-            .enumerate()
-            .map(|(p, t)| (t.turn_id().to_owned(), p))
-            .collect();
+
+        let transcript = Transcript::new(built.turns).ok()?;
         Some(Self {
             format,
             document: shell,
-            transcript: Transcript::new(built.turns).ok()?,
+            positions: mapping::Positions::of(&transcript),
+            transcript,
             sources: built.sources,
-            positions,
             tools_tokens,
             layout: Some(layout),
         })
@@ -360,8 +352,8 @@ impl ProviderTranscript {
     #[must_use]
     pub fn source(&self, turn_id: &str) -> Option<&TurnSource> {
         self.positions
-            .get(turn_id)
-            .and_then(|&p| self.sources.get(p))
+            .get(&self.transcript, turn_id)
+            .and_then(|p| self.sources.get(p))
     }
 
     /// The original JSON the turn `turn_id` came from: its whole message (or item), the
@@ -427,8 +419,9 @@ impl ProviderTranscript {
     /// own bytes with the stub in place of the replaced value; summaries and rebuilt messages
     /// are written as compact JSON (between messages of an indented request too: the output
     /// stays valid JSON, its new parts on one line each). A transcript mapped from a value
-    /// writes its rendered document as compact JSON. The output is checked against the
-    /// format's rules, message by message, as [`ProviderTranscript::render`] checks its.
+    /// writes its rendered document as compact JSON. The output is made by the renderers
+    /// [`ProviderTranscript::render`] uses, whose outputs are checked against the format's
+    /// rules; builds with debug assertions check this output too, message by message.
     ///
     /// # Errors
     ///
@@ -466,16 +459,19 @@ impl ProviderTranscript {
                         shell: document,
                         list: Some(pieces),
                     };
-                    document = mapping::resolve(
-                        rendered,
-                        list_key(self.format),
-                        Messages::Owned(values),
-                    )?;
+                    document =
+                        mapping::resolve(rendered, list_key(self.format), Messages::Owned(values))?;
                 }
                 serde_json::to_string(&document).map_err(|e| unwritable(self.format, &e))?
             }
         };
-        check_text(self.format, &out)?;
+        // Every piece is a message the check accepted (kept, or masked in the payload the
+        // check does not read) or one the renderers wrote, the renderers the value path
+        // shares, whose outputs are checked in full: re-reading the whole output would cost
+        // a second parse of the request. Builds with debug assertions (the tests) re-check it.
+        if cfg!(debug_assertions) {
+            check_text(self.format, &out)?;
+        }
         Ok(out)
     }
 
@@ -507,8 +503,12 @@ impl ProviderTranscript {
     }
 
     /// The view's pieces, reading messages from `source` (else from the document).
-    fn pieces(&self, view: &Transcript, source: Option<Source<'_>>) -> Result<Rendered, FormatError> {
-        let items = mapping::walk(&self.positions, view)?;
+    fn pieces(
+        &self,
+        view: &Transcript,
+        source: Option<Source<'_>>,
+    ) -> Result<Rendered, FormatError> {
+        let items = mapping::walk(&self.positions, &self.transcript, view)?;
         let document = &self.document;
         let key = list_key(self.format);
         let list = match source {
@@ -601,7 +601,7 @@ impl ProviderTranscript {
         let mut messages = Vec::new();
         let mut seen: BTreeSet<Option<usize>> = BTreeSet::new();
         for id in request.turn_ids() {
-            let Some(&p) = self.positions.get(&**id) else {
+            let Some(p) = self.positions.get(&self.transcript, id) else {
                 continue;
             };
             let Some(turn) = self.transcript.turns().get(p) else {
@@ -651,24 +651,22 @@ fn each_message(
     estimator: Option<&dyn TokenEstimator>,
 ) -> Result<mapping::Built, Pass> {
     let n = layout.items.len();
-    let message = |i: usize| -> Result<Value, Pass> {
-        let span = layout.items.get(i).ok_or(Pass::Unreadable)?;
-        let part = text.get(span.clone()).ok_or(Pass::Unreadable)?;
-        serde_json::from_str(part).map_err(|_| Pass::Unreadable)
-    };
     let invalid = Pass::Invalid;
     let mapped = Pass::Format;
+    let each = |f: &mut dyn FnMut(usize, Value) -> Result<(), Pass>| {
+        text::each_value(text, layout, f).map_err(|e| e.unwrap_or(Pass::Unreadable))
+    };
     match format {
         Format::OpenAiChat => {
             let mut check = openai_chat::Check::start(n).map_err(invalid)?;
             let mut build = openai_chat::Build::default();
-            for i in 0..n {
-                let m = message(i)?;
+            each(&mut |i, m| {
                 check.message(i, &m).map_err(invalid)?;
                 if let Some(e) = estimator {
                     build.message(i, &m, e).map_err(mapped)?;
                 }
-            }
+                Ok(())
+            })?;
             check.finish().map_err(invalid)?;
             Ok(build.built)
         }
@@ -678,13 +676,13 @@ fn each_message(
                 Some(e) => openai_responses::Build::start(shell, e).map_err(mapped)?,
                 None => openai_responses::Build::default(),
             };
-            for i in 0..n {
-                let m = message(i)?;
+            each(&mut |i, m| {
                 check.item(i, &m).map_err(invalid)?;
                 if let Some(e) = estimator {
                     build.item(i, &m, e).map_err(mapped)?;
                 }
-            }
+                Ok(())
+            })?;
             check.finish().map_err(invalid)?;
             Ok(build.built)
         }
@@ -695,13 +693,13 @@ fn each_message(
                 Some(e) => anthropic::Build::start(shell, e).map_err(mapped)?,
                 None => anthropic::Build::default(),
             };
-            for i in 0..n {
-                let m = message(i)?;
+            each(&mut |i, m| {
                 check.message(i, &m).map_err(invalid)?;
                 if let Some(e) = estimator {
                     build.message(i, &m, e).map_err(mapped)?;
                 }
-            }
+                Ok(())
+            })?;
             check.finish().map_err(invalid)?;
             Ok(build.built)
         }
@@ -713,8 +711,7 @@ fn check_text(format: Format, out: &str) -> Result<(), FormatError> {
     let checked = match text::read(out, list_key(format)) {
         Some(read) => each_message(format, &read.shell, &read.layout, out, None).map(drop),
         None => {
-            let document: Value =
-                serde_json::from_str(out).map_err(|e| unwritable(format, &e))?;
+            let document: Value = serde_json::from_str(out).map_err(|e| unwritable(format, &e))?;
             validate(format, &document).map_err(Pass::Invalid)
         }
     };
@@ -740,5 +737,10 @@ fn unwritable(format: Format, e: &serde_json::Error) -> FormatError {
 /// The error of a document with no message list where the format needs one.
 fn no_list(format: Format, document: &Value) -> FormatError {
     let path = mapping::messages_key(document, list_key(format)).1;
-    FormatError::Malformed(Violation::new(format, validate::Rule::Malformed, None, path))
+    FormatError::Malformed(Violation::new(
+        format,
+        validate::Rule::Malformed,
+        None,
+        path,
+    ))
 }

@@ -85,20 +85,22 @@ pub(crate) enum ViewItem {
 /// `cutctx.kind = "masked"` is its source turn with the stub; any other turn must be a source
 /// turn, in source order.
 pub(crate) fn walk(
-    positions: &BTreeMap<String, usize>,
+    positions: &Positions,
+    source: &Transcript,
     view: &Transcript,
 ) -> Result<Vec<ViewItem>, FormatError> {
     let mut items = Vec::with_capacity(view.len());
     let mut next = 0_usize;
     for turn in view.turns() {
         let kind = turn.metadata().get(META_KIND).map(String::as_str);
-        if kind == Some("summary") && !positions.contains_key(turn.turn_id()) {
+        let found = positions.get(source, turn.turn_id());
+        if kind == Some("summary") && found.is_none() {
             items.push(ViewItem::Summary {
                 text: Arc::clone(turn.content_arc()),
             });
             continue;
         }
-        let Some(&position) = positions.get(turn.turn_id()) else {
+        let Some(position) = found else {
             return Err(FormatError::view(
                 format!(
                     "The view holds turn {:?}, which this transcript does not have; render a \
@@ -122,6 +124,67 @@ pub(crate) fn walk(
         items.push(ViewItem::Source { position, stub });
     }
     Ok(items)
+}
+
+/// Turn id -> position in a source transcript.
+///
+/// The ids the formats give (`system` or `instructions` first, then `m{i}` and `m{i}.{j}` in
+/// the order of their numbers) are ordered by those numbers, so a lookup parses the id and
+/// searches the numbers, then checks the id found; no string is copied or sorted. A
+/// transcript whose ids are not so ordered gets a map.
+#[derive(Debug, Clone)]
+pub(crate) enum Positions {
+    /// Each turn's numbers, in transcript order, strictly increasing.
+    Ordered(Vec<(u8, usize, usize)>),
+    /// Any other ids.
+    Map(BTreeMap<String, usize>),
+}
+
+impl Positions {
+    /// The positions of `transcript`'s turns.
+    pub(crate) fn of(transcript: &Transcript) -> Self {
+        let keys: Option<Vec<_>> = transcript.turn_ids().map(id_key).collect();
+        match keys {
+            Some(keys) if keys.windows(2).all(|w| w[0] < w[1]) => Self::Ordered(keys),
+            _ => Self::Map(
+                transcript
+                    .turn_ids()
+                    .enumerate()
+                    .map(|(p, id)| (id.to_owned(), p))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The position of `id` in `transcript` (the one these positions are of).
+    pub(crate) fn get(&self, transcript: &Transcript, id: &str) -> Option<usize> {
+        match self {
+            Self::Ordered(keys) => {
+                let p = keys.binary_search(&id_key(id)?).ok()?;
+                (transcript.turns().get(p)?.turn_id() == id).then_some(p)
+            }
+            Self::Map(map) => map.get(id).copied(),
+        }
+    }
+}
+
+/// The numbers of a turn id the formats give: `(0, 0, 0)` for the system turn, `(1, i, 0)`
+/// for `m{i}`, `(1, i, j + 1)` for `m{i}.{j}`.
+fn id_key(id: &str) -> Option<(u8, usize, usize)> {
+    if id == "system" || id == "instructions" {
+        return Some((0, 0, 0));
+    }
+    let rest = id.strip_prefix('m')?;
+    let number = |s: &str| -> Option<usize> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    match rest.split_once('.') {
+        None => Some((1, number(rest)?, 0)),
+        Some((i, j)) => Some((1, number(i)?, number(j)?.checked_add(1)?)),
+    }
 }
 
 /// The message list of a document (the document itself when it is an array, else the value at

@@ -323,7 +323,12 @@ impl Check {
 
 /// A reasoning item at `i` not followed by a model item.
 fn reasoning_alone(i: usize) -> Violation {
-    Violation::new(FORMAT, Rule::ReasoningWithoutFollowingItem, Some(i), path(i))
+    Violation::new(
+        FORMAT,
+        Rule::ReasoningWithoutFollowingItem,
+        Some(i),
+        path(i),
+    )
 }
 
 fn unanswered(pending: &BTreeMap<String, (&'static str, usize)>) -> Result<(), Violation> {

@@ -10,7 +10,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -38,30 +38,25 @@ pub(crate) struct Read {
 /// `None` when the text is not JSON, holds no list there, or repeats a top-level key: the
 /// caller then reads it as a value, which says what is wrong or handles the rare shape.
 pub(crate) fn read(text: &str, key: &str) -> Option<Read> {
-    let top: Top<'_> = serde_json::from_str(text).ok()?;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let top = TopSeed { key: Some(key) }.deserialize(&mut de).ok()?;
+    de.end().ok()?;
     match top {
         Top::List(items) => Some(Read {
             shell: Value::Array(Vec::new()),
             layout: layout(text, &items),
         }),
-        Top::Object(fields) => {
+        Top::Object(fields, list) => {
             let mut shell = Map::new();
-            let mut list = None;
             for (name, raw) in fields {
-                if shell.contains_key(&name) || (name == key && list.is_some()) {
+                if shell.contains_key(&name) {
                     return None;
                 }
-                if name == key && raw.get().starts_with('[') {
-                    list = Some(raw);
-                } else {
-                    shell.insert(name, serde_json::from_str(raw.get()).ok()?);
-                }
+                shell.insert(name, serde_json::from_str(raw.get()).ok()?);
             }
-            let raw = list?;
-            let items: Vec<&RawValue> = serde_json::from_str(raw.get()).ok()?;
             Some(Read {
                 shell: Value::Object(shell),
-                layout: layout(text, &items),
+                layout: layout(text, &list?),
             })
         }
     }
@@ -80,21 +75,27 @@ fn span(text: &str, part: &str) -> Range<usize> {
     start..start + part.len()
 }
 
-/// A document's top level: a list of raw values, or an object's fields in order.
+/// A document's top level: a list of raw values, or an object's other fields in order and
+/// the raw messages of its list (`None` when it has none, or has it twice).
 enum Top<'a> {
     List(Vec<&'a RawValue>),
-    Object(Vec<(String, &'a RawValue)>),
+    Object(Vec<(String, &'a RawValue)>, Option<Vec<&'a RawValue>>),
 }
 
-impl<'de> serde::Deserialize<'de> for Top<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_any(TopVisitor)
+/// Reads a top level, scanning the list at `key` for its messages in the same pass.
+struct TopSeed<'k> {
+    key: Option<&'k str>,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = Top<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
     }
 }
 
-struct TopVisitor;
-
-impl<'de> Visitor<'de> for TopVisitor {
+impl<'de> Visitor<'de> for TopSeed<'_> {
     type Value = Top<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -111,18 +112,83 @@ impl<'de> Visitor<'de> for TopVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
         let mut fields = Vec::new();
+        let mut list: Option<Option<Vec<&'de RawValue>>> = None;
         while let Some(name) = map.next_key::<String>()? {
-            fields.push((name, map.next_value::<&'de RawValue>()?));
+            if Some(name.as_str()) == self.key {
+                // A list, or anything else (a Responses `input` string), which this path
+                // leaves to the value path; a repeated list likewise.
+                let items = map.next_value::<ListOrOther<'de>>()?.0;
+                list = Some(if list.is_some() { None } else { items });
+            } else {
+                fields.push((name, map.next_value::<&'de RawValue>()?));
+            }
         }
-        Ok(Top::Object(fields))
+        Ok(Top::Object(fields, list.flatten()))
+    }
+}
+
+/// A list's raw items, or `None` for any other value.
+struct ListOrOther<'a>(Option<Vec<&'a RawValue>>);
+
+impl<'de> serde::Deserialize<'de> for ListOrOther<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListVisitor).map(Self)
+    }
+}
+
+struct ListVisitor;
+
+impl<'de> Visitor<'de> for ListVisitor {
+    type Value = Option<Vec<&'de RawValue>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<&'de RawValue>()? {
+            items.push(item);
+        }
+        Ok(Some(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
 /// The span, within `message` (an object's text), of the value of its field `key`: the last
 /// one, as a parsed value keeps the last of repeated keys.
 fn field_span(message: &str, key: &str) -> Option<Range<usize>> {
-    let fields: Vec<(String, &RawValue)> = match serde_json::from_str(message).ok()? {
-        Top::Object(fields) => fields,
+    let mut de = serde_json::Deserializer::from_str(message);
+    let fields = match (TopSeed { key: None }).deserialize(&mut de).ok()? {
+        Top::Object(fields, _) => fields,
         Top::List(_) => return None,
     };
     fields
@@ -187,11 +253,8 @@ pub(crate) fn write(
                     None => {
                         // No such field to replace: the message rebuilt with it.
                         let original: Value = serde_json::from_str(message).ok()?;
-                        let value = crate::openai_chat::with_field(
-                            &original,
-                            key,
-                            Value::from(&**stub),
-                        );
+                        let value =
+                            crate::openai_chat::with_field(&original, key, Value::from(&**stub));
                         if let Err(e) = write_value(&mut out, &value) {
                             return Some(Err(e));
                         }
@@ -214,4 +277,64 @@ fn write_value(out: &mut String, value: &Value) -> Result<(), serde_json::Error>
     let s = serde_json::to_string(value)?;
     out.push_str(&s);
     Ok(())
+}
+
+/// Parses the messages of the list `layout` found in `text`, one at a time and in order, and
+/// hands each to `f`, which may stop the pass with an error (`Err(Some(e))`); `Err(None)`
+/// when the list cannot be read. One parser reads them all, so its buffers are reused, and
+/// each message's tree is dropped before the next is read.
+pub(crate) fn each_value<E>(
+    text: &str,
+    layout: &Layout,
+    f: impl FnMut(usize, Value) -> Result<(), E>,
+) -> Result<(), Option<E>> {
+    let (Some(first), Some(last)) = (layout.items.first(), layout.items.last()) else {
+        return Ok(());
+    };
+    let open = text
+        .get(..first.start)
+        .and_then(|t| t.rfind('['))
+        .ok_or(None)?;
+    let close = text.get(last.end..).and_then(|t| t.find(']')).ok_or(None)? + last.end;
+    let list = text.get(open..=close).ok_or(None)?;
+    let mut stopped = None;
+    let mut de = serde_json::Deserializer::from_str(list);
+    let read = de.deserialize_seq(Each {
+        f,
+        stopped: &mut stopped,
+    });
+    match (read, stopped) {
+        (_, Some(e)) => Err(Some(e)),
+        (Ok(()), None) => Ok(()),
+        (Err(_), None) => Err(None),
+    }
+}
+
+/// The visitor of [`each_value`].
+struct Each<'s, F, E> {
+    f: F,
+    stopped: &'s mut Option<E>,
+}
+
+impl<'de, F, E> Visitor<'de> for Each<'_, F, E>
+where
+    F: FnMut(usize, Value) -> Result<(), E>,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while let Some(v) = seq.next_element::<Value>()? {
+            if let Err(e) = (self.f)(i, v) {
+                *self.stopped = Some(e);
+                return Err(serde::de::Error::custom("stopped"));
+            }
+            i += 1;
+        }
+        Ok(())
+    }
 }
