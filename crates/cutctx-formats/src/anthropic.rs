@@ -41,7 +41,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Piece, Rendered, Source, TurnSource, ViewItem};
+use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::openai_chat::with_field;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
@@ -411,10 +411,20 @@ struct Out {
     last: Option<usize>,
 }
 
-/// A user message being rebuilt from its blocks.
+/// A user message being rebuilt from its blocks, as its turns come.
 struct Pending {
     message: usize,
-    blocks: BTreeMap<usize, Value>,
+    blocks: BTreeMap<usize, Part>,
+    /// How many of the message's turns came.
+    turns: usize,
+}
+
+/// One block of a pending message.
+enum Part {
+    /// Block `j` of the message as it was, or with the stub as its `content`.
+    Block { stub: Option<Arc<str>> },
+    /// The stub standing for the message's blocks other than results.
+    Stub(Arc<str>),
 }
 
 /// Renders the view items of an Anthropic transcript: each kept message as it was, a user
@@ -435,7 +445,7 @@ pub(crate) fn render(
     for item in items {
         let (position, stub) = match item {
             ViewItem::Summary { text } => {
-                flush(list, &mut pending, &mut outs);
+                flush(list, sources, &mut pending, &mut outs);
                 let mut m = Map::new();
                 m.insert("role".into(), Value::from("user"));
                 m.insert("content".into(), Value::from(&**text));
@@ -457,7 +467,7 @@ pub(crate) fn render(
                 }
             }
             Some(TurnSource::Message(i)) => {
-                flush(list, &mut pending, &mut outs);
+                flush(list, sources, &mut pending, &mut outs);
                 if !list.has(*i) {
                     return Err(crate::mapping::bad_position(position));
                 }
@@ -473,11 +483,7 @@ pub(crate) fn render(
                                 .ok_or_else(|| crate::mapping::bad_position(position))?;
                             maskable(*i, &original)?;
                         }
-                        Piece::Masked {
-                            index: *i,
-                            key: "content",
-                            stub: Arc::clone(stub),
-                        }
+                        Piece::masked(*i, "content", stub)
                     }
                 };
                 outs.push(Out {
@@ -488,39 +494,33 @@ pub(crate) fn render(
                 });
             }
             Some(TurnSource::Block { message: i, block }) => {
-                let original = list.get(*i);
-                let value = original
-                    .as_deref()
-                    .and_then(|m| self::blocks(m).get(*block))
-                    .map(|b| match stub {
-                        None => b.clone(),
-                        Some(stub) => with_field(b, "content", Value::from(&**stub)),
-                    })
-                    .ok_or_else(|| crate::mapping::bad_position(position))?;
-                open_pending(list, &mut pending, &mut outs, *i)
-                    .blocks
-                    .insert(*block, value);
+                if !list.has(*i) {
+                    return Err(crate::mapping::bad_position(position));
+                }
+                let p = open_pending(list, sources, &mut pending, &mut outs, *i);
+                p.turns += 1;
+                p.blocks.insert(
+                    *block,
+                    Part::Block {
+                        stub: stub.cloned(),
+                    },
+                );
             }
             Some(TurnSource::Blocks { message: i, blocks }) => {
-                let Some(original) = list.get(*i) else {
+                if !list.has(*i) {
                     return Err(crate::mapping::bad_position(position));
-                };
-                let p = open_pending(list, &mut pending, &mut outs, *i);
+                }
+                let p = open_pending(list, sources, &mut pending, &mut outs, *i);
+                p.turns += 1;
                 match stub {
                     Some(stub) => {
-                        let mut text = Map::new();
-                        text.insert("type".into(), Value::from("text"));
-                        text.insert("text".into(), Value::from(&**stub));
                         if let Some(&first) = blocks.first() {
-                            p.blocks.insert(first, Value::Object(text));
+                            p.blocks.insert(first, Part::Stub(Arc::clone(stub)));
                         }
                     }
                     None => {
-                        let all = self::blocks(&original);
                         for &j in blocks {
-                            if let Some(b) = all.get(j) {
-                                p.blocks.insert(j, b.clone());
-                            }
+                            p.blocks.insert(j, Part::Block { stub: None });
                         }
                     }
                 }
@@ -528,7 +528,7 @@ pub(crate) fn render(
             _ => return Err(crate::mapping::bad_position(position)),
         }
     }
-    flush(list, &mut pending, &mut outs);
+    flush(list, sources, &mut pending, &mut outs);
     if !system_kept && let Value::Object(map) = &mut doc {
         map.remove("system");
     }
@@ -553,31 +553,82 @@ pub(crate) fn render(
 /// The pending rebuilt message for message `i`, flushing another one first.
 fn open_pending<'p>(
     list: Source<'_>,
+    sources: &[TurnSource],
     pending: &'p mut Option<Pending>,
     outs: &mut Vec<Out>,
     i: usize,
 ) -> &'p mut Pending {
     if pending.as_ref().is_some_and(|p| p.message != i) {
-        flush(list, pending, outs);
+        flush(list, sources, pending, outs);
     }
     pending.get_or_insert_with(|| Pending {
         message: i,
         blocks: BTreeMap::new(),
+        turns: 0,
     })
 }
 
-/// Emits the pending rebuilt message: the original with the present blocks, in order.
-fn flush(list: Source<'_>, pending: &mut Option<Pending>, outs: &mut Vec<Out>) {
+/// Emits the pending message: when every turn of it came and none stands for its other
+/// blocks with a stub, the message itself with its masked results patched; else the original
+/// with the present blocks, in order.
+fn flush(
+    list: Source<'_>,
+    sources: &[TurnSource],
+    pending: &mut Option<Pending>,
+    outs: &mut Vec<Out>,
+) {
     let Some(p) = pending.take() else {
         return;
     };
-    let value = with_field(
-        list.get(p.message).as_deref().unwrap_or(&Value::Null),
-        "content",
-        Value::Array(p.blocks.into_values().collect()),
-    );
+    // The turns of one message are neighbours, in message order, after the system turn.
+    let before = |m: usize| sources.partition_point(|s| s.message().is_none_or(|k| k < m));
+    let all = before(p.message + 1) - before(p.message);
+    let whole = p.turns == all && p.blocks.values().all(|b| matches!(b, Part::Block { .. }));
+    let piece = if whole {
+        let patches: Vec<Patch> = p
+            .blocks
+            .iter()
+            .filter_map(|(&j, b)| match b {
+                Part::Block { stub: Some(stub) } => Some(Patch {
+                    block: Some(j),
+                    key: "content",
+                    stub: Arc::clone(stub),
+                }),
+                _ => None,
+            })
+            .collect();
+        if patches.is_empty() {
+            Piece::Kept(p.message)
+        } else {
+            Piece::Masked {
+                index: p.message,
+                patches,
+            }
+        }
+    } else {
+        let original = list.get(p.message);
+        let original = original.as_deref().unwrap_or(&Value::Null);
+        let all_blocks = blocks(original);
+        let present: Vec<Value> = p
+            .blocks
+            .into_iter()
+            .filter_map(|(j, part)| match part {
+                Part::Block { stub: None } => all_blocks.get(j).cloned(),
+                Part::Block { stub: Some(stub) } => all_blocks
+                    .get(j)
+                    .map(|b| with_field(b, "content", Value::from(&*stub))),
+                Part::Stub(stub) => {
+                    let mut text = Map::new();
+                    text.insert("type".into(), Value::from("text"));
+                    text.insert("text".into(), Value::from(&*stub));
+                    Some(Value::Object(text))
+                }
+            })
+            .collect();
+        Piece::New(with_field(original, "content", Value::Array(present)))
+    };
     outs.push(Out {
-        piece: Piece::New(value),
+        piece,
         assistant: false,
         first: Some(p.message),
         last: Some(p.message),
@@ -626,9 +677,9 @@ fn value_of(piece: Piece, list: Source<'_>) -> Value {
     match piece {
         Piece::New(v) => v,
         Piece::Kept(i) => list.get(i).map(Cow::into_owned).unwrap_or_default(),
-        Piece::Masked { index, key, stub } => list
+        Piece::Masked { index, patches } => list
             .get(index)
-            .map(|o| with_field(&o, key, Value::from(&*stub)))
+            .map(|o| crate::mapping::patched(&o, &patches))
             .unwrap_or_default(),
     }
 }

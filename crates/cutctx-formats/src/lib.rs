@@ -654,7 +654,7 @@ fn each_message(
     let invalid = Pass::Invalid;
     let mapped = Pass::Format;
     let each = |f: &mut dyn FnMut(usize, Value) -> Result<(), Pass>| {
-        text::each_value(text, layout, f).map_err(|e| e.unwrap_or(Pass::Unreadable))
+        text::each_value(text, list_key(format), f).map_err(|e| e.unwrap_or(Pass::Unreadable))
     };
     match format {
         Format::OpenAiChat => {

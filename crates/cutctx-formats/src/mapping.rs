@@ -304,14 +304,54 @@ impl<'a> Messages<'a> {
 pub(crate) enum Piece {
     /// Message `i` of the input, as it was.
     Kept(usize),
-    /// Message `index` of the input with the value of its field `key` replaced by `stub`.
-    Masked {
-        index: usize,
-        key: &'static str,
-        stub: Arc<str>,
-    },
+    /// Message `index` of the input with stubs in place of some values: its own fields', or
+    /// those of blocks of its content.
+    Masked { index: usize, patches: Vec<Patch> },
     /// A message written or rebuilt by the renderer.
     New(Value),
+}
+
+/// One value of a message replaced by a stub: the message's field `key`, or with `block`, the
+/// field `key` of that block of the message's `content` array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Patch {
+    pub(crate) block: Option<usize>,
+    pub(crate) key: &'static str,
+    pub(crate) stub: Arc<str>,
+}
+
+impl Piece {
+    /// Message `index` with its field `key` replaced by `stub`.
+    pub(crate) fn masked(index: usize, key: &'static str, stub: &Arc<str>) -> Self {
+        Self::Masked {
+            index,
+            patches: vec![Patch {
+                block: None,
+                key,
+                stub: Arc::clone(stub),
+            }],
+        }
+    }
+}
+
+/// `original` with `patches` applied.
+pub(crate) fn patched(original: &Value, patches: &[Patch]) -> Value {
+    let mut out: Option<Value> = None;
+    for patch in patches {
+        let current = out.as_ref().unwrap_or(original);
+        let stub = Value::from(&*patch.stub);
+        out = Some(match patch.block {
+            None => crate::openai_chat::with_field(current, patch.key, stub),
+            Some(j) => {
+                let mut message = current.clone();
+                if let Some(block) = message.get_mut("content").and_then(|c| c.get_mut(j)) {
+                    *block = crate::openai_chat::with_field(block, patch.key, stub);
+                }
+                message
+            }
+        });
+    }
+    out.unwrap_or_else(|| original.clone())
 }
 
 /// What a renderer returns: the document without its list (with its top-level fields as the
@@ -371,9 +411,9 @@ pub(crate) fn resolve(
     for piece in pieces {
         let value = match piece {
             Piece::Kept(i) => list.take(i),
-            Piece::Masked { index, key, stub } => list
-                .get(index)
-                .map(|original| crate::openai_chat::with_field(original, key, Value::from(&*stub))),
+            Piece::Masked { index, patches } => {
+                list.get(index).map(|original| patched(original, &patches))
+            }
             Piece::New(v) => Some(v),
         };
         items.push(value.ok_or_else(|| bad_position(items.len()))?);

@@ -347,11 +347,7 @@ pub(crate) fn render(
                 }
                 out.push(match stub {
                     None => Piece::Kept(*i),
-                    Some(stub) => Piece::Masked {
-                        index: *i,
-                        key: "content",
-                        stub: Arc::clone(stub),
-                    },
+                    Some(stub) => Piece::masked(*i, "content", stub),
                 });
             }
             ViewItem::Summary { text, .. } => out.push(Piece::New(summary_message(text))),

@@ -156,13 +156,13 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
         })
     };
     if let Some(call) = CALL_TYPES.iter().find(|c| **c == ty) {
-        return Ok(Kind::Call(*call, call_id()?));
+        return Ok(Kind::Call(call, call_id()?));
     }
     if let Some(call) = ty
         .strip_suffix("_output")
         .and_then(|base| CALL_TYPES.iter().find(|c| **c == base))
     {
-        return Ok(Kind::Output(*call, call_id()?));
+        return Ok(Kind::Output(call, call_id()?));
     }
     Ok(Kind::Other)
 }
@@ -546,11 +546,7 @@ pub(crate) fn render(
                         Some(stub) => {
                             let role = turns.get(*position).map(TranscriptTurn::role);
                             let key = masked_key(*i, role, list)?;
-                            Piece::Masked {
-                                index: *i,
-                                key,
-                                stub: Arc::clone(stub),
-                            }
+                            Piece::masked(*i, key, stub)
                         }
                     };
                     out.push(piece);

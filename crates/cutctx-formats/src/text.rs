@@ -14,7 +14,7 @@ use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess,
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
-use crate::mapping::{Piece, Rendered};
+use crate::mapping::{Patch, Piece, Rendered};
 
 /// Where a request's message list and its messages lie in its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -240,25 +240,29 @@ pub(crate) fn write(
         previous = origin;
         match piece {
             Piece::Kept(i) => out.push_str(text.get(items.get(*i)?.clone())?),
-            Piece::Masked { index, key, stub } => {
+            Piece::Masked { index, patches } => {
                 let message = text.get(items.get(*index)?.clone())?;
-                match field_span(message, key) {
-                    Some(at) => {
-                        out.push_str(message.get(..at.start)?);
-                        if let Err(e) = write_value(&mut out, &Value::from(&**stub)) {
-                            return Some(Err(e));
+                let written = match patch_spans(message, patches) {
+                    Some(spans) => {
+                        let mut at = 0;
+                        for (span, patch) in spans.iter().zip(patches) {
+                            out.push_str(message.get(at..span.start)?);
+                            if let Err(e) = write_value(&mut out, &Value::from(&*patch.stub)) {
+                                return Some(Err(e));
+                            }
+                            at = span.end;
                         }
-                        out.push_str(message.get(at.end..)?);
+                        out.push_str(message.get(at..)?);
+                        Ok(())
                     }
                     None => {
-                        // No such field to replace: the message rebuilt with it.
+                        // A value to replace is missing (a field to add): the message rebuilt.
                         let original: Value = serde_json::from_str(message).ok()?;
-                        let value =
-                            crate::openai_chat::with_field(&original, key, Value::from(&**stub));
-                        if let Err(e) = write_value(&mut out, &value) {
-                            return Some(Err(e));
-                        }
+                        write_value(&mut out, &crate::mapping::patched(&original, patches))
                     }
+                };
+                if let Err(e) = written {
+                    return Some(Err(e));
                 }
             }
             Piece::New(v) => {
@@ -272,6 +276,30 @@ pub(crate) fn write(
     Some(Ok(out))
 }
 
+/// Where, within `message`, each patch's value lies, in the patches' order; `None` unless
+/// every one is found and they come in order without overlapping.
+fn patch_spans(message: &str, patches: &[Patch]) -> Option<Vec<Range<usize>>> {
+    let mut spans: Vec<Range<usize>> = Vec::with_capacity(patches.len());
+    for patch in patches {
+        let span = match patch.block {
+            None => field_span(message, patch.key)?,
+            Some(j) => {
+                let content = field_span(message, "content")?;
+                let blocks: Vec<&RawValue> =
+                    serde_json::from_str(message.get(content.clone())?).ok()?;
+                let block = span(message, blocks.get(j)?.get());
+                let inner = field_span(message.get(block.clone())?, patch.key)?;
+                block.start + inner.start..block.start + inner.end
+            }
+        };
+        if spans.last().is_some_and(|last| last.end > span.start) {
+            return None;
+        }
+        spans.push(span);
+    }
+    Some(spans)
+}
+
 /// Appends `value` as compact JSON.
 fn write_value(out: &mut String, value: &Value) -> Result<(), serde_json::Error> {
     let s = serde_json::to_string(value)?;
@@ -279,30 +307,28 @@ fn write_value(out: &mut String, value: &Value) -> Result<(), serde_json::Error>
     Ok(())
 }
 
-/// Parses the messages of the list `layout` found in `text`, one at a time and in order, and
-/// hands each to `f`, which may stop the pass with an error (`Err(Some(e))`); `Err(None)`
-/// when the list cannot be read. One parser reads them all, so its buffers are reused, and
-/// each message's tree is dropped before the next is read.
+/// Parses the messages of the list at `key` of the request `text` (or of the bare list), one
+/// at a time and in order, and hands each to `f`, which may stop the pass with an error
+/// (`Err(Some(e))`); `Err(None)` when the text cannot be read. One parser reads the whole
+/// document, as a value would be read (its other fields too, so that nesting limits count
+/// exactly as they do there), its buffers reused, each message's tree dropped before the
+/// next is read.
 pub(crate) fn each_value<E>(
     text: &str,
-    layout: &Layout,
-    f: impl FnMut(usize, Value) -> Result<(), E>,
+    key: &str,
+    mut f: impl FnMut(usize, Value) -> Result<(), E>,
 ) -> Result<(), Option<E>> {
-    let (Some(first), Some(last)) = (layout.items.first(), layout.items.last()) else {
-        return Ok(());
-    };
-    let open = text
-        .get(..first.start)
-        .and_then(|t| t.rfind('['))
-        .ok_or(None)?;
-    let close = text.get(last.end..).and_then(|t| t.find(']')).ok_or(None)? + last.end;
-    let list = text.get(open..=close).ok_or(None)?;
     let mut stopped = None;
-    let mut de = serde_json::Deserializer::from_str(list);
-    let read = de.deserialize_seq(Each {
-        f,
-        stopped: &mut stopped,
-    });
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = de
+        .deserialize_any(Doc {
+            key,
+            each: Each {
+                f: &mut f,
+                stopped: &mut stopped,
+            },
+        })
+        .and_then(|()| de.end());
     match (read, stopped) {
         (_, Some(e)) => Err(Some(e)),
         (Ok(()), None) => Ok(()),
@@ -310,10 +336,57 @@ pub(crate) fn each_value<E>(
     }
 }
 
-/// The visitor of [`each_value`].
-struct Each<'s, F, E> {
-    f: F,
-    stopped: &'s mut Option<E>,
+/// The document visitor of [`each_value`]: the list's messages to `each`, other fields read
+/// and dropped.
+struct Doc<'k, 'e, F, E> {
+    key: &'k str,
+    each: Each<'e, F, E>,
+}
+
+impl<'de, F, E> Visitor<'de> for Doc<'_, '_, F, E>
+where
+    F: FnMut(usize, Value) -> Result<(), E>,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object or an array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        self.each.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        while let Some(name) = map.next_key::<String>()? {
+            if name == self.key {
+                map.next_value_seed(&mut self.each)?;
+            } else {
+                map.next_value::<Value>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The list visitor of [`each_value`].
+struct Each<'e, F, E> {
+    f: &'e mut F,
+    stopped: &'e mut Option<E>,
+}
+
+impl<'de, F, E> DeserializeSeed<'de> for &mut Each<'_, F, E>
+where
+    F: FnMut(usize, Value) -> Result<(), E>,
+{
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(Each {
+            f: &mut *self.f,
+            stopped: &mut *self.stopped,
+        })
+    }
 }
 
 impl<'de, F, E> Visitor<'de> for Each<'_, F, E>
@@ -326,7 +399,7 @@ where
         f.write_str("a list")
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(mut self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
         let mut i = 0;
         while let Some(v) = seq.next_element::<Value>()? {
             if let Err(e) = (self.f)(i, v) {
