@@ -108,7 +108,8 @@ pub struct FormatOutput {
     /// The compacted request, for standard output.
     pub output: String,
     /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`; with
-    /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`.
+    /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`. Empty
+    /// from [`compact_owned`] without `--report`, which has no use for it.
     pub report: String,
     /// What `--repair` dropped, in order, one line each for standard error.
     pub repairs: Vec<String>,
@@ -183,8 +184,9 @@ pub fn compact_detailed(
 ///
 /// This is the command's own path, for a process that exits once the output is written: on
 /// success the compacted tree is left to the process's exit instead of being freed node by
-/// node (a tenth of the run on a large request). A caller that compacts many requests in one
-/// process uses [`compact`], which frees it.
+/// node (a tenth of the run on a large request), and the report is made only when
+/// `--report` asks for it. A caller that compacts many requests in one process uses
+/// [`compact`], which frees it.
 ///
 /// # Errors
 ///
@@ -385,6 +387,7 @@ pub fn finish(
         summaries,
         Release::Free,
         keep_compaction,
+        true,
     )
 }
 
@@ -401,7 +404,17 @@ fn compact_text(
         (None, Some(command)) => run_summarizer(command, &prepared)?,
         (None, None) => BTreeMap::new(),
     };
-    finish_text(prepared, input_text, &summaries, release, keep_compaction)
+    // The command's own path writes the report only with --report: its canonical JSON and
+    // hash over every turn id are not made for nothing.
+    let report = release == Release::Free || args.report.is_some();
+    finish_text(
+        prepared,
+        input_text,
+        &summaries,
+        release,
+        keep_compaction,
+        report,
+    )
 }
 
 fn finish_text(
@@ -410,6 +423,7 @@ fn finish_text(
     summaries: &BTreeMap<String, String>,
     release: Release,
     keep_compaction: bool,
+    want_report: bool,
 ) -> Result<Detailed, CliError> {
     let Prepared {
         format,
@@ -495,8 +509,11 @@ fn finish_text(
         };
         (output, unchanged, out)
     };
-    let report =
-        cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref());
+    let report = if want_report {
+        cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref())
+    } else {
+        String::new()
+    };
     let repairs = repairs
         .iter()
         .flatten()

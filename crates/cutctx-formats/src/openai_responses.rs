@@ -485,7 +485,7 @@ impl Build {
 }
 
 /// The text of a model item: message content, reasoning summaries, call names and arguments.
-fn model_text(text: &mut Text, item: &Value) {
+fn model_text<'a>(text: &mut Text<'a>, item: &'a Value) {
     if let Some(c) = item.get("content") {
         text.push_content(c);
     }
