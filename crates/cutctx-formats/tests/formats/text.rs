@@ -184,3 +184,20 @@ fn a_transcript_read_from_text_renders_only_against_its_text() {
     );
     assert_eq!(pt.render_text(&view, CHAT).expect("renders"), CHAT);
 }
+
+#[test]
+fn a_view_without_the_system_turn_is_written_from_values() {
+    let text = r#"{"system": "Be brief.", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
+    let estimator = CharRatioEstimator::default();
+    let by_text =
+        ProviderTranscript::from_text_with(Format::Anthropic, text, &estimator).expect("takes it");
+    let document: serde_json::Value = serde_json::from_str(text).expect("JSON");
+    let by_value = ProviderTranscript::parse(Format::Anthropic, &document).expect("valid");
+    let turns = by_value.transcript().turns()[1..].to_vec();
+    let view = cutctx_model::Transcript::new(turns).expect("unique ids");
+    let written = by_text.render_text(&view, text).expect("renders");
+    let parsed: serde_json::Value = serde_json::from_str(&written).expect("JSON");
+    assert_eq!(parsed, by_value.render(&view).expect("renders"));
+    assert!(parsed.get("system").is_none());
+}
