@@ -482,14 +482,32 @@ impl Writer<'_, '_> {
         for chunk in done {
             pending.insert(chunk.first, chunk);
             while let Some(mut chunk) = pending.remove(&next) {
-                let mut start = 0;
+                // The outputs are written a run of lines at a time, not line by line: a run
+                // large enough goes to the output without being copied into its buffer.
+                let (mut run, mut start) = (0, 0);
                 for (outcome, &end) in chunk.outcomes.drain(..).zip(&chunk.output_ends) {
-                    self.write_one(next, outcome, &chunk.output[start..end])?;
+                    if self.ledger.is_some() {
+                        // A line's receipt is appended only once the lines before it are
+                        // written, as `compact --ledger` appends it after its output.
+                        self.emit(&chunk.output[run..start])?;
+                        run = start;
+                    }
+                    let failed = self.count_one(next, outcome)?;
+                    if failed && &chunk.output[start..end] != b"null\n" {
+                        // A line the worker answered fails when its receipt cannot be appended.
+                        self.emit(&chunk.output[run..start])?;
+                        self.emit(b"null\n")?;
+                        run = end;
+                    }
                     if self.reader_gone {
                         return Ok(());
                     }
                     start = end;
                     next += 1;
+                }
+                self.emit(&chunk.output[run..start])?;
+                if self.reader_gone {
+                    return Ok(());
                 }
                 chunk.recycle();
                 // Never blocks: the slot taken for this chunk is the one given back.
@@ -499,12 +517,28 @@ impl Writer<'_, '_> {
         Ok(())
     }
 
-    /// Counts and writes one line: `text` is its output, or `null` when the line failed.
-    fn write_one(&mut self, n: u64, outcome: Outcome, text: &[u8]) -> Result<(), CliError> {
+    /// Writes `text` to the output, unless its reader has gone.
+    fn emit(&mut self, text: &[u8]) -> Result<(), CliError> {
+        if self.reader_gone || text.is_empty() {
+            return Ok(());
+        }
+        match self.output.write_all(text) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+                self.reader_gone = true;
+                Ok(())
+            }
+            Err(e) => Err(output::output_error("stdout", None, &e)),
+        }
+    }
+
+    /// Counts line `n` (from 0), appends its receipt and names its repairs or its error:
+    /// whether it failed, so that its output is `null`.
+    fn count_one(&mut self, n: u64, outcome: Outcome) -> Result<bool, CliError> {
         let outcome = outcome.and_then(|done| self.receipt(done));
         let s = &mut self.summary;
         s.lines += 1;
-        let text = match outcome {
+        let failed = match outcome {
             Ok(done) => {
                 // Saturating: many lines with output reserves near 2^64 must not wrap.
                 s.tokens_before = s.tokens_before.saturating_add(done.tokens_before);
@@ -525,7 +559,7 @@ impl Writer<'_, '_> {
                 } else {
                     s.compacted += 1;
                 }
-                text
+                false
             }
             Err(e) => {
                 s.failed += 1;
@@ -533,22 +567,16 @@ impl Writer<'_, '_> {
                     file.write_all(error_line(n + 1, &e).as_bytes())
                         .map_err(|(path, e)| output::output_error("errors", Some(&path), &e))?;
                 }
-                // A line the worker answered becomes `null` when its receipt failed.
-                b"null\n"
+                true
             }
         };
-        match self.output.write_all(text) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::BrokenPipe => self.reader_gone = true,
-            Err(e) => return Err(output::output_error("stdout", None, &e)),
-        }
         if let Some(progress) = self.progress.as_deref_mut()
             && self.last_progress.elapsed() >= Duration::from_millis(100)
         {
             progress(&self.summary);
             self.last_progress = Instant::now();
         }
-        Ok(())
+        Ok(failed)
     }
 
     /// Appends the receipt of a compacted line, as `compact --ledger` does; a receipt that
