@@ -48,8 +48,9 @@ def main():
     args = p.parse_args()
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
                     "--bin", "cutctx", "--example", "format_request"], cwd=ROOT, check=True)
-    cli = args.cli or os.path.join(ROOT, "target/release/cutctx")
-    gen = os.path.join(ROOT, "target/release/examples/format_request")
+    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
+    cli = args.cli or os.path.join(target, "release/cutctx")
+    gen = os.path.join(target, "release/examples/format_request")
     sizes = [args.messages] + ([args.messages // args.scale] if args.scale else [])
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'format':<17} {'policy':<20} {'messages':>8} {'MB':>6} "

@@ -108,7 +108,8 @@ pub struct FormatOutput {
     /// The compacted request, for standard output.
     pub output: String,
     /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`; with
-    /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`.
+    /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`. Empty
+    /// from [`compact_owned`] without `--report`, which has no use for it.
     pub report: String,
     /// What `--repair` dropped, in order, one line each for standard error.
     pub repairs: Vec<String>,
@@ -183,8 +184,9 @@ pub fn compact_detailed(
 ///
 /// This is the command's own path, for a process that exits once the output is written: on
 /// success the compacted tree is left to the process's exit instead of being freed node by
-/// node (a tenth of the run on a large request). A caller that compacts many requests in one
-/// process uses [`compact`], which frees it.
+/// node (a tenth of the run on a large request), and the report is made only when
+/// `--report` asks for it. A caller that compacts many requests in one process uses
+/// [`compact`], which frees it.
 ///
 /// # Errors
 ///
@@ -227,6 +229,9 @@ pub struct Prepared {
     count: PromptCount,
     /// `Some` when repair was asked for (empty when nothing needed it).
     repairs: Option<Vec<Repair>>,
+    /// The request mapped from a value, for the summarizer's input (which quotes the original
+    /// messages), when `pt` was read from text and the plan asks for summaries.
+    originals: Option<ProviderTranscript>,
 }
 
 impl Prepared {
@@ -239,7 +244,10 @@ impl Prepared {
     /// The document a summarizer gets for `request`, as `--summarize-with` sends it.
     #[must_use]
     pub fn summarization_input(&self, request: &SummarizationRequest) -> Value {
-        self.pt.summarization_input(request)
+        self.originals
+            .as_ref()
+            .unwrap_or(&self.pt)
+            .summarization_input(request)
     }
 }
 
@@ -257,21 +265,26 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
     let max_tokens = args
         .max_tokens
         .ok_or_else(|| usage("compact --format needs --max-tokens N", "max_tokens"))?;
-    let mut document: Value = parse_json(input_text, "the transcript")?;
-    let repairs = if args.repair {
-        let (repaired, repairs) = cutctx::formats::repair(format, document).map_err(from_format)?;
-        document = repaired;
-        Some(repairs)
-    } else {
-        None
-    };
     let spec: EstimatorSpec = match &args.estimator {
         Some(s) => s.parse().map_err(from_format)?,
         None => EstimatorSpec::default(),
     };
     let estimator = spec.estimator().map_err(from_format)?;
-    let pt = ProviderTranscript::from_document_with(format, document, estimator.as_ref())
-        .map_err(invalid_with_hint)?;
+    // The request's text is read without a tree of the whole document, and the output will
+    // copy its bytes; a request that path does not take (one that is not valid, a Responses
+    // `input` string) or a repair goes through a value, whose errors are the catalogue's.
+    let from_text = (!args.repair)
+        .then(|| ProviderTranscript::from_text_with(format, input_text, estimator.as_ref()))
+        .flatten();
+    let (pt, repairs) = match from_text {
+        Some(pt) => (pt, None),
+        None => {
+            let (document, repairs) = read_value(format, args.repair, input_text)?;
+            let pt = ProviderTranscript::from_document_with(format, document, estimator.as_ref())
+                .map_err(invalid_with_hint)?;
+            (pt, repairs)
+        }
+    };
     let reserve = match args.reserve_output {
         Some(n) => n,
         None => pt.requested_output().map_err(from_format)?.unwrap_or(0),
@@ -285,6 +298,17 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
             .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
     );
     let plan = policy.decide(pt.transcript(), &budget)?;
+    // A summarizer reads the folded turns' original messages, which a transcript read from
+    // text does not hold: map them from a value too, for that rare case only.
+    let originals = if pt.is_from_text() && !plan.summarization_requests.is_empty() {
+        let (document, _) = read_value(format, false, input_text)?;
+        Some(
+            ProviderTranscript::from_document_with(format, document, estimator.as_ref())
+                .map_err(invalid_with_hint)?,
+        )
+    } else {
+        None
+    };
     Ok(Prepared {
         format,
         max_tokens,
@@ -292,7 +316,23 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
         plan,
         count,
         repairs,
+        originals,
     })
+}
+
+/// The request as a value, repaired when asked: `Some` repairs then (empty when nothing
+/// needed one).
+fn read_value(
+    format: Format,
+    repair: bool,
+    input_text: &str,
+) -> Result<(Value, Option<Vec<Repair>>), CliError> {
+    let document: Value = parse_json(input_text, "the transcript")?;
+    if repair {
+        let (repaired, repairs) = cutctx::formats::repair(format, document).map_err(from_format)?;
+        return Ok((repaired, Some(repairs)));
+    }
+    Ok((document, None))
 }
 
 /// `COMPACTION_BUDGET_UNSATISFIABLE` when the prompt's parts and the reserve add up to more
@@ -347,6 +387,7 @@ pub fn finish(
         summaries,
         Release::Free,
         keep_compaction,
+        true,
     )
 }
 
@@ -363,7 +404,17 @@ fn compact_text(
         (None, Some(command)) => run_summarizer(command, &prepared)?,
         (None, None) => BTreeMap::new(),
     };
-    finish_text(prepared, input_text, &summaries, release, keep_compaction)
+    // The command's own path writes the report only with --report: its canonical JSON and
+    // hash over every turn id are not made for nothing.
+    let report = release == Release::Free || args.report.is_some();
+    finish_text(
+        prepared,
+        input_text,
+        &summaries,
+        release,
+        keep_compaction,
+        report,
+    )
 }
 
 fn finish_text(
@@ -372,6 +423,7 @@ fn finish_text(
     summaries: &BTreeMap<String, String>,
     release: Release,
     keep_compaction: bool,
+    want_report: bool,
 ) -> Result<Detailed, CliError> {
     let Prepared {
         format,
@@ -380,55 +432,88 @@ fn finish_text(
         plan,
         count,
         repairs,
+        originals,
     } = prepared;
+    drop(originals);
     require_summaries(&plan, summaries)?;
     let turns = pt.transcript().len();
     // Shares the turns' text with the request's transcript: a copy of the turn list only.
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
-    // The transcript is consumed: its kept messages move into the output, not copied.
-    let out = pt.apply_into(&plan, summaries).map_err(from_format)?;
-    // A repaired request is never the input byte for byte.
-    let unchanged =
-        out.report.kept_turn_ids.len() == turns && repairs.as_ref().is_none_or(Vec::is_empty);
-    let output = if unchanged {
-        // Nothing was compacted: the request as it was, byte for byte.
-        let mut text = input_text.into_owned();
-        if !text.ends_with('\n') {
-            text.push('\n');
+    let (output, unchanged, out) = if pt.is_from_text() {
+        // The output is the request's own bytes wherever compaction did not change them.
+        let out = pt
+            .apply_text(&plan, summaries, &input_text)
+            .map_err(from_format)?;
+        if release == Release::AtExit {
+            // As the compacted tree below: the process's end returns the turns at once.
+            std::mem::forget(pt);
         }
-        text
-    } else {
-        let pretty = input_text.trim().contains('\n');
-        // One buffer, sized for the input: the output is rarely larger, so it is written
-        // without being copied as it grows.
-        let mut bytes = Vec::with_capacity(input_text.len() + 1);
-        // The request's text is no longer needed; an owned one is released before the output
-        // fills its buffer.
-        drop(input_text);
-        let written = if pretty {
-            serde_json::to_writer_pretty(&mut bytes, &out.document)
+        let unchanged = out.report.kept_turn_ids.len() == turns;
+        let mut output = if unchanged {
+            input_text.into_owned()
         } else {
-            serde_json::to_writer(&mut bytes, &out.document)
+            drop(input_text);
+            out.text
         };
-        written.map_err(|e| {
-            CliError::validation(
-                format!("the compacted request cannot be written as JSON: {e}"),
-                details! { "format" => format.as_str() },
-            )
-        })?;
-        bytes.push(b'\n');
-        String::from_utf8(bytes).map_err(|e| {
-            CliError::validation(
-                format!(
-                    "the compacted request is not UTF-8 at byte {}",
-                    e.utf8_error().valid_up_to()
-                ),
-                details! { "format" => format.as_str() },
-            )
-        })?
+        if !output.ends_with('\n') {
+            output.push('\n');
+        }
+        let compacted = cutctx::formats::Compacted {
+            document: Value::Null,
+            report: out.report,
+            view: out.view,
+        };
+        (output, unchanged, compacted)
+    } else {
+        // The transcript is consumed: its kept messages move into the output, not copied.
+        let out = pt.apply_into(&plan, summaries).map_err(from_format)?;
+        // A repaired request is never the input byte for byte.
+        let unchanged =
+            out.report.kept_turn_ids.len() == turns && repairs.as_ref().is_none_or(Vec::is_empty);
+        let output = if unchanged {
+            // Nothing was compacted: the request as it was, byte for byte.
+            let mut text = input_text.into_owned();
+            if !text.ends_with('\n') {
+                text.push('\n');
+            }
+            text
+        } else {
+            let pretty = input_text.trim().contains('\n');
+            // One buffer, sized for the input: the output is rarely larger, so it is written
+            // without being copied as it grows.
+            let mut bytes = Vec::with_capacity(input_text.len() + 1);
+            // The request's text is no longer needed; an owned one is released before the output
+            // fills its buffer.
+            drop(input_text);
+            let written = if pretty {
+                serde_json::to_writer_pretty(&mut bytes, &out.document)
+            } else {
+                serde_json::to_writer(&mut bytes, &out.document)
+            };
+            written.map_err(|e| {
+                CliError::validation(
+                    format!("the compacted request cannot be written as JSON: {e}"),
+                    details! { "format" => format.as_str() },
+                )
+            })?;
+            bytes.push(b'\n');
+            String::from_utf8(bytes).map_err(|e| {
+                CliError::validation(
+                    format!(
+                        "the compacted request is not UTF-8 at byte {}",
+                        e.utf8_error().valid_up_to()
+                    ),
+                    details! { "format" => format.as_str() },
+                )
+            })?
+        };
+        (output, unchanged, out)
     };
-    let report =
-        cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref());
+    let report = if want_report {
+        cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref())
+    } else {
+        String::new()
+    };
     let repairs = repairs
         .iter()
         .flatten()

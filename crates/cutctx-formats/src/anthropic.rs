@@ -32,6 +32,7 @@
 //! before it, once; `tool_result` blocks open their message. Consecutive messages of one role
 //! are accepted, as the provider accepts them (it combines them).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -40,7 +41,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, Messages, TurnSource, ViewItem};
+use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::openai_chat::with_field;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
@@ -76,6 +77,17 @@ fn block_type(b: &Value) -> &str {
 ///
 /// The first [`Violation`], in document order.
 pub fn validate(document: &Value) -> Result<(), Violation> {
+    system_shape(document)?;
+    let list = messages(document)?;
+    let mut check = Check::start(list.len())?;
+    for (i, m) in list.iter().enumerate() {
+        check.message(i, m)?;
+    }
+    check.finish()
+}
+
+/// The shape of the top-level `system`: a string or text blocks.
+pub(crate) fn system_shape(document: &Value) -> Result<(), Violation> {
     if let Some(system) = document.as_object().and_then(|d| d.get("system")) {
         let ok = match system {
             Value::Null | Value::String(_) => true,
@@ -86,19 +98,36 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
         };
         shape(ok, FORMAT, None, || "system".into())?;
     }
-    let list = messages(document)?;
-    if list.is_empty() {
-        return Err(Violation::new(
-            FORMAT,
-            Rule::NoMessages,
-            None,
-            "messages".into(),
-        ));
+    Ok(())
+}
+
+/// The rules, message by message: [`validate`] over a document, and the text path over one
+/// parsed message at a time.
+#[derive(Debug)]
+pub(crate) struct Check {
+    /// How many messages the list holds: a final assistant message may be empty.
+    len: usize,
+    /// The tool_use ids of the previous message, when it was an assistant message with calls,
+    /// in order and as a set (a message of many parallel calls costs no more than its length).
+    open: Option<(usize, Vec<String>, BTreeSet<String>)>,
+}
+
+impl Check {
+    /// A check of a list of `len` messages: at least one.
+    pub(crate) fn start(len: usize) -> Result<Self, Violation> {
+        if len == 0 {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::NoMessages,
+                None,
+                "messages".into(),
+            ));
+        }
+        Ok(Self { len, open: None })
     }
-    // The tool_use ids of the previous message, when it was an assistant message with calls,
-    // in order and as a set (a message of many parallel calls costs no more than its length).
-    let mut open: Option<(usize, Vec<&str>, BTreeSet<&str>)> = None;
-    for (i, m) in list.iter().enumerate() {
+
+    /// Message `i`, in order.
+    pub(crate) fn message(&mut self, i: usize, m: &Value) -> Result<(), Violation> {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
         };
@@ -144,7 +173,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
             _ => false,
         };
         // The provider allows an empty final assistant message (a prefill to continue from).
-        if empty && !(role == "assistant" && i + 1 == list.len()) {
+        if empty && !(role == "assistant" && i + 1 == self.len) {
             return Err(Violation::new(
                 FORMAT,
                 Rule::EmptyContent,
@@ -152,11 +181,11 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 format!("{}.content", path(i)),
             ));
         }
-        let calls = open.take();
+        let calls = self.open.take();
         let mut answered: BTreeSet<&str> = BTreeSet::new();
         let mut seen_other = false;
-        let mut uses: Vec<&str> = Vec::new();
-        let mut use_set: BTreeSet<&str> = BTreeSet::new();
+        let mut uses: Vec<String> = Vec::new();
+        let mut use_set: BTreeSet<String> = BTreeSet::new();
         for (j, b) in blocks(m).iter().enumerate() {
             let at = || format!("{}.content[{j}]", path(i));
             match block_type(b) {
@@ -210,35 +239,40 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                             format!("{}.type", at()),
                         ));
                     }
-                    if !use_set.insert(id) {
+                    if !use_set.insert(id.to_owned()) {
                         return Err(Violation::new(FORMAT, Rule::DuplicateCallId, Some(i), at())
                             .with_id(id));
                     }
-                    uses.push(id);
+                    uses.push(id.to_owned());
                     seen_other = true;
                 }
                 _ => seen_other = true,
             }
         }
         if let Some((at, ids, _)) = calls
-            && let Some(id) = ids.iter().find(|id| !answered.contains(**id))
+            && let Some(id) = ids.iter().find(|id| !answered.contains(id.as_str()))
         {
             return Err(
                 Violation::new(FORMAT, Rule::CallWithoutResult, Some(at), path(at)).with_id(id),
             );
         }
         if !uses.is_empty() {
-            open = Some((i, uses, use_set));
+            self.open = Some((i, uses, use_set));
         }
+        Ok(())
     }
-    if let Some((at, ids, _)) = open
-        && let Some(id) = ids.first()
-    {
-        return Err(
-            Violation::new(FORMAT, Rule::CallWithoutResult, Some(at), path(at)).with_id(id),
-        );
+
+    /// The end of the list: the last message's calls must have their results.
+    pub(crate) fn finish(self) -> Result<(), Violation> {
+        if let Some((at, ids, _)) = self.open
+            && let Some(id) = ids.first()
+        {
+            return Err(
+                Violation::new(FORMAT, Rule::CallWithoutResult, Some(at), path(at)).with_id(id),
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Maps a valid Anthropic document to turns.
@@ -246,20 +280,50 @@ pub(crate) fn build(
     document: &Value,
     estimator: &dyn TokenEstimator,
 ) -> Result<Built, FormatError> {
-    let mut built = Built::default();
-    if let Some(system) = document.get("system").filter(|s| !s.is_null()) {
-        let mut t = Text::default();
-        t.push_content(system);
-        let (content, estimate) = t.finish(estimator);
-        built.push(
-            TranscriptTurn::new("system", Role::System, content, estimate)?,
-            TurnSource::System,
-        );
-    }
+    let mut build = Build::start(document, estimator)?;
     let list = messages(document)?;
-    // tool_use id -> the key of the exchange its assistant message opened (the latest wins).
-    let mut keys: BTreeMap<&str, Arc<str>> = BTreeMap::new();
     for (i, m) in list.iter().enumerate() {
+        build.message(i, m, estimator)?;
+    }
+    Ok(build.built)
+}
+
+/// The turns, message by message.
+#[derive(Debug, Default)]
+pub(crate) struct Build {
+    pub(crate) built: Built,
+    /// tool_use id -> the key of the exchange its assistant message opened (the latest wins).
+    keys: BTreeMap<String, Arc<str>>,
+}
+
+impl Build {
+    /// The turn of the request's top-level `system`.
+    pub(crate) fn start(
+        document: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Self, FormatError> {
+        let mut build = Self::default();
+        if let Some(system) = document.get("system").filter(|s| !s.is_null()) {
+            let mut t = Text::default();
+            t.push_content(system);
+            let (content, estimate) = t.finish(estimator);
+            build.built.push(
+                TranscriptTurn::new("system", Role::System, content, estimate)?,
+                TurnSource::System,
+            );
+        }
+        Ok(build)
+    }
+
+    /// The turns of message `i`, which the check accepted.
+    pub(crate) fn message(
+        &mut self,
+        i: usize,
+        m: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        let built = &mut self.built;
+        let keys = &mut self.keys;
         let id = format!("m{i}");
         let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
         let blocks = blocks(m);
@@ -271,7 +335,7 @@ pub(crate) fn build(
             if let Some(key) = &key {
                 for b in blocks.iter().filter(|b| block_type(b) == "tool_use") {
                     if let Some(use_id) = b.get("id").and_then(Value::as_str) {
-                        keys.insert(use_id, Arc::clone(key));
+                        keys.insert(use_id.to_owned(), Arc::clone(key));
                     }
                 }
             }
@@ -281,7 +345,7 @@ pub(crate) fn build(
             let turn = TranscriptTurn::new(id, Role::Assistant, content, estimate)?
                 .with_tool_call_id_opt(key);
             built.push(turn, TurnSource::Message(i));
-            continue;
+            return Ok(());
         }
         if !blocks.iter().any(|b| block_type(b) == "tool_result") {
             let mut t = Text::default();
@@ -291,7 +355,7 @@ pub(crate) fn build(
                 TranscriptTurn::new(id, Role::User, content, estimate)?,
                 TurnSource::Message(i),
             );
-            continue;
+            return Ok(());
         }
         // A user message holding results: one tool turn per result, one turn for the rest.
         let mut message_key: Option<Arc<str>> = None;
@@ -333,13 +397,13 @@ pub(crate) fn build(
                 },
             );
         }
+        Ok(())
     }
-    Ok(built)
 }
 
 /// One message of the output, before roles are reconciled.
 struct Out {
-    value: Value,
+    piece: Piece,
     assistant: bool,
     /// The input message it starts with, if it starts with one (not with a summary).
     first: Option<usize>,
@@ -347,25 +411,33 @@ struct Out {
     last: Option<usize>,
 }
 
-/// A user message being rebuilt from its blocks.
+/// A user message being rebuilt from its blocks, as its turns come.
 struct Pending {
     message: usize,
-    blocks: BTreeMap<usize, Value>,
+    blocks: BTreeMap<usize, Part>,
+    /// How many of the message's turns came.
+    turns: usize,
 }
 
-/// Renders the view items of an Anthropic transcript back into a document of the input's shape.
+/// One block of a pending message.
+enum Part {
+    /// Block `j` of the message as it was, or with the stub as its `content`.
+    Block { stub: Option<Arc<str>> },
+    /// The stub standing for the message's blocks other than results.
+    Stub(Arc<str>),
+}
+
+/// Renders the view items of an Anthropic transcript: each kept message as it was, a user
+/// message some of whose blocks changed rebuilt from them, each summary a new user message,
+/// messages of one role that compaction made meet merged; `system` stays only when its turn
+/// does.
 pub(crate) fn render(
     document: &Value,
-    list: Option<Messages<'_>>,
+    list: Source<'_>,
+    turns: &[TranscriptTurn],
     sources: &[TurnSource],
     items: &[ViewItem],
-) -> Result<Value, FormatError> {
-    let Some(mut list) = list else {
-        return Err(messages(document)
-            .err()
-            .unwrap_or_else(|| Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned()))
-            .into());
-    };
+) -> Result<Rendered, FormatError> {
     let mut doc = crate::mapping::shell(document, "messages");
     let mut system_kept = false;
     let mut outs: Vec<Out> = Vec::with_capacity(items.len());
@@ -373,83 +445,82 @@ pub(crate) fn render(
     for item in items {
         let (position, stub) = match item {
             ViewItem::Summary { text } => {
-                flush(&list, &mut pending, &mut outs);
+                flush(list, sources, &mut pending, &mut outs);
                 let mut m = Map::new();
                 m.insert("role".into(), Value::from("user"));
                 m.insert("content".into(), Value::from(&**text));
                 outs.push(Out {
-                    value: Value::Object(m),
+                    piece: Piece::New(Value::Object(m)),
                     assistant: false,
                     first: None,
                     last: None,
                 });
                 continue;
             }
-            ViewItem::Source { position, stub } => (*position, stub.as_deref()),
+            ViewItem::Source { position, stub } => (*position, stub.as_ref()),
         };
         match sources.get(position) {
             Some(TurnSource::System) => {
                 system_kept = true;
                 if let (Some(stub), Value::Object(map)) = (stub, &mut doc) {
-                    map.insert("system".into(), Value::from(stub));
+                    map.insert("system".into(), Value::from(&**stub));
                 }
             }
             Some(TurnSource::Message(i)) => {
-                flush(&list, &mut pending, &mut outs);
-                let assistant = list
-                    .get(*i)
-                    .ok_or_else(|| crate::mapping::bad_position(position))?
-                    .get("role")
-                    .and_then(Value::as_str)
-                    == Some("assistant");
-                // A kept message is moved out of a consumed transcript, not copied.
-                let value = match stub {
-                    None => list.take(*i),
-                    Some(stub) => list
-                        .get(*i)
-                        .map(|original| masked_message(*i, original, stub))
-                        .transpose()?,
+                flush(list, sources, &mut pending, &mut outs);
+                if !list.has(*i) {
+                    return Err(crate::mapping::bad_position(position));
                 }
-                .ok_or_else(|| crate::mapping::bad_position(position))?;
+                // A message turn is an assistant turn exactly when the message is one.
+                let assistant =
+                    turns.get(position).map(TranscriptTurn::role) == Some(Role::Assistant);
+                let piece = match stub {
+                    None => Piece::Kept(*i),
+                    Some(stub) => {
+                        if assistant {
+                            let original = list
+                                .get(*i)
+                                .ok_or_else(|| crate::mapping::bad_position(position))?;
+                            maskable(*i, &original)?;
+                        }
+                        Piece::masked(*i, "content", stub)
+                    }
+                };
                 outs.push(Out {
                     assistant,
-                    value,
+                    piece,
                     first: Some(*i),
                     last: Some(*i),
                 });
             }
             Some(TurnSource::Block { message: i, block }) => {
-                let value = match stub {
-                    None => list.take_block(*i, *block),
-                    Some(stub) => list
-                        .get(*i)
-                        .and_then(|original| self::blocks(original).get(*block))
-                        .map(|b| with_field(b, "content", Value::from(stub))),
-                }
-                .ok_or_else(|| crate::mapping::bad_position(position))?;
-                open_pending(&list, &mut pending, &mut outs, *i)
-                    .blocks
-                    .insert(*block, value);
-            }
-            Some(TurnSource::Blocks { message: i, blocks }) => {
-                if list.get(*i).is_none() {
+                if !list.has(*i) {
                     return Err(crate::mapping::bad_position(position));
                 }
-                let p = open_pending(&list, &mut pending, &mut outs, *i);
+                let p = open_pending(list, sources, &mut pending, &mut outs, *i);
+                p.turns += 1;
+                p.blocks.insert(
+                    *block,
+                    Part::Block {
+                        stub: stub.cloned(),
+                    },
+                );
+            }
+            Some(TurnSource::Blocks { message: i, blocks }) => {
+                if !list.has(*i) {
+                    return Err(crate::mapping::bad_position(position));
+                }
+                let p = open_pending(list, sources, &mut pending, &mut outs, *i);
+                p.turns += 1;
                 match stub {
                     Some(stub) => {
-                        let mut text = Map::new();
-                        text.insert("type".into(), Value::from("text"));
-                        text.insert("text".into(), Value::from(stub));
                         if let Some(&first) = blocks.first() {
-                            p.blocks.insert(first, Value::Object(text));
+                            p.blocks.insert(first, Part::Stub(Arc::clone(stub)));
                         }
                     }
                     None => {
                         for &j in blocks {
-                            if let Some(b) = list.take_block(*i, j) {
-                                p.blocks.insert(j, b);
-                            }
+                            p.blocks.insert(j, Part::Block { stub: None });
                         }
                     }
                 }
@@ -457,56 +528,115 @@ pub(crate) fn render(
             _ => return Err(crate::mapping::bad_position(position)),
         }
     }
-    flush(&list, &mut pending, &mut outs);
+    flush(list, sources, &mut pending, &mut outs);
     if !system_kept && let Value::Object(map) = &mut doc {
         map.remove("system");
     }
-    let mut messages = reconcile(outs);
-    if messages
-        .first()
-        .is_none_or(|m| m.get("role").and_then(Value::as_str) != Some("user"))
-    {
-        messages.insert(0, crate::mapping::lead_in_message());
+    let mut messages = reconcile(outs, list);
+    if messages.first().is_none_or(|m| m.assistant) {
+        messages.insert(
+            0,
+            Out {
+                piece: Piece::New(crate::mapping::lead_in_message()),
+                assistant: false,
+                first: None,
+                last: None,
+            },
+        );
     }
-    Ok(Emit::replace(&doc, "messages", messages))
+    Ok(Rendered {
+        shell: doc,
+        list: Some(messages.into_iter().map(|o| o.piece).collect()),
+    })
 }
 
 /// The pending rebuilt message for message `i`, flushing another one first.
 fn open_pending<'p>(
-    list: &Messages<'_>,
+    list: Source<'_>,
+    sources: &[TurnSource],
     pending: &'p mut Option<Pending>,
     outs: &mut Vec<Out>,
     i: usize,
 ) -> &'p mut Pending {
     if pending.as_ref().is_some_and(|p| p.message != i) {
-        flush(list, pending, outs);
+        flush(list, sources, pending, outs);
     }
     pending.get_or_insert_with(|| Pending {
         message: i,
         blocks: BTreeMap::new(),
+        turns: 0,
     })
 }
 
-/// Emits the pending rebuilt message: the original with the present blocks, in order.
-fn flush(list: &Messages<'_>, pending: &mut Option<Pending>, outs: &mut Vec<Out>) {
+/// Emits the pending message: when every turn of it came and none stands for its other
+/// blocks with a stub, the message itself with its masked results patched; else the original
+/// with the present blocks, in order.
+fn flush(
+    list: Source<'_>,
+    sources: &[TurnSource],
+    pending: &mut Option<Pending>,
+    outs: &mut Vec<Out>,
+) {
     let Some(p) = pending.take() else {
         return;
     };
-    let value = with_field(
-        list.get(p.message).unwrap_or(&Value::Null),
-        "content",
-        Value::Array(p.blocks.into_values().collect()),
-    );
+    // The turns of one message are neighbours, in message order, after the system turn.
+    let before = |m: usize| sources.partition_point(|s| s.message().is_none_or(|k| k < m));
+    let all = before(p.message + 1) - before(p.message);
+    let whole = p.turns == all && p.blocks.values().all(|b| matches!(b, Part::Block { .. }));
+    let piece = if whole {
+        let patches: Vec<Patch> = p
+            .blocks
+            .iter()
+            .filter_map(|(&j, b)| match b {
+                Part::Block { stub: Some(stub) } => Some(Patch {
+                    block: Some(j),
+                    key: "content",
+                    stub: Arc::clone(stub),
+                }),
+                _ => None,
+            })
+            .collect();
+        if patches.is_empty() {
+            Piece::Kept(p.message)
+        } else {
+            Piece::Masked {
+                index: p.message,
+                patches,
+            }
+        }
+    } else {
+        let original = list.get(p.message);
+        let original = original.as_deref().unwrap_or(&Value::Null);
+        let all_blocks = blocks(original);
+        let present: Vec<Value> = p
+            .blocks
+            .into_iter()
+            .filter_map(|(j, part)| match part {
+                Part::Block { stub: None } => all_blocks.get(j).cloned(),
+                Part::Block { stub: Some(stub) } => all_blocks
+                    .get(j)
+                    .map(|b| with_field(b, "content", Value::from(&*stub))),
+                Part::Stub(stub) => {
+                    let mut text = Map::new();
+                    text.insert("type".into(), Value::from("text"));
+                    text.insert("text".into(), Value::from(&*stub));
+                    Some(Value::Object(text))
+                }
+            })
+            .collect();
+        Piece::New(with_field(original, "content", Value::Array(present)))
+    };
     outs.push(Out {
-        value,
+        piece,
         assistant: false,
         first: Some(p.message),
         last: Some(p.message),
     });
 }
 
-/// Message `i` with the stub in place of its content.
-fn masked_message(i: usize, original: &Value, stub: &str) -> Result<Value, FormatError> {
+/// Whether message `i` may be masked: not an assistant message with blocks other than text.
+fn maskable(i: usize, original: &Value) -> Result<(), FormatError> {
     let assistant = original.get("role").and_then(Value::as_str) == Some("assistant");
     let plain = blocks(original).iter().all(|b| block_type(b) == "text");
     if assistant && !plain {
@@ -518,11 +648,11 @@ fn masked_message(i: usize, original: &Value, stub: &str) -> Result<Value, Forma
             cutctx_model::details! { "index" => i, "format" => FORMAT.as_str() },
         ));
     }
-    Ok(with_field(original, "content", Value::from(stub)))
+    Ok(())
 }
 
 /// Merges consecutive messages of one role that did not meet in the input.
-fn reconcile(outs: Vec<Out>) -> Vec<Value> {
+fn reconcile(outs: Vec<Out>, list: Source<'_>) -> Vec<Out> {
     let mut merged: Vec<Out> = Vec::with_capacity(outs.len());
     for out in outs {
         if let Some(prev) = merged.last_mut()
@@ -533,20 +663,37 @@ fn reconcile(outs: Vec<Out>) -> Vec<Value> {
                 (Some(last), Some(first)) if last + 1 == first
             );
             if !met_in_input {
-                merge(prev, out);
+                merge(prev, out, list);
                 continue;
             }
         }
         merged.push(out);
     }
-    merged.into_iter().map(|o| o.value).collect()
+    merged
+}
+
+/// A piece as a value: merging looks inside the messages it joins.
+fn value_of(piece: Piece, list: Source<'_>) -> Value {
+    match piece {
+        Piece::New(v) => v,
+        Piece::Kept(i) => list.get(i).map(Cow::into_owned).unwrap_or_default(),
+        Piece::Masked { index, patches } => list
+            .get(index)
+            .map(|o| crate::mapping::patched(&o, &patches))
+            .unwrap_or_default(),
+    }
 }
 
 /// Appends `next`'s blocks to `prev`; fields `prev` lacks are taken from `next`.
-fn merge(prev: &mut Out, next: Out) {
-    let mut content = content_blocks(&prev.value);
-    content.extend(content_blocks(&next.value));
-    if let (Value::Object(p), Value::Object(n)) = (&mut prev.value, next.value) {
+fn merge(prev: &mut Out, next: Out, list: Source<'_>) {
+    let mut value = value_of(
+        std::mem::replace(&mut prev.piece, Piece::New(Value::Null)),
+        list,
+    );
+    let next_value = value_of(next.piece, list);
+    let mut content = content_blocks(&value);
+    content.extend(content_blocks(&next_value));
+    if let (Value::Object(p), Value::Object(n)) = (&mut value, next_value) {
         for (k, v) in n {
             if k != "content" && !p.contains_key(&k) {
                 p.insert(k, v);
@@ -554,6 +701,7 @@ fn merge(prev: &mut Out, next: Out) {
         }
         p.insert("content".into(), Value::Array(content));
     }
+    prev.piece = Piece::New(value);
     prev.last = next.last;
 }
 

@@ -5,6 +5,8 @@
 //! a marker such as `[image]` for each media part. Its estimate is the estimator's count for the
 //! text alone plus [`MEDIA_TOKEN_ESTIMATE`] for each media part.
 
+use std::sync::Arc;
+
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
@@ -16,8 +18,13 @@ use serde_json::Value;
 pub const MEDIA_TOKEN_ESTIMATE: u64 = 765;
 
 /// The text of one turn under construction.
+///
+/// Most turns are one piece of the message (a tool result, a user's text): that piece is held
+/// borrowed until a second one comes, so its text is copied once, into the turn's content.
 #[derive(Debug, Default)]
-pub(crate) struct Text {
+pub(crate) struct Text<'a> {
+    /// The only piece so far, borrowed; `text` is empty while it is set.
+    single: Option<&'a str>,
     /// What the model reads, pieces joined by `\n`.
     text: String,
     /// The same with media markers (the turn's content), once there is a marker; until then
@@ -28,11 +35,30 @@ pub(crate) struct Text {
     media: u64,
 }
 
-impl Text {
-    pub(crate) fn push(&mut self, piece: &str) {
+impl<'a> Text<'a> {
+    pub(crate) fn push(&mut self, piece: &'a str) {
         if piece.is_empty() {
             return;
         }
+        if self.single.is_none() && self.text.is_empty() && self.content.is_none() {
+            self.single = Some(piece);
+            return;
+        }
+        self.append(piece);
+    }
+
+    /// The borrowed piece, copied into `text` before another joins it.
+    fn own(&mut self) {
+        if let Some(single) = self.single.take() {
+            self.text.push_str(single);
+        }
+    }
+
+    fn append(&mut self, piece: &str) {
+        if piece.is_empty() {
+            return;
+        }
+        self.own();
         if !self.text.is_empty() {
             self.text.push('\n');
         }
@@ -46,6 +72,7 @@ impl Text {
     }
 
     fn push_media(&mut self, marker: &str) {
+        self.own();
         self.media = self.media.saturating_add(1);
         let content = self.content.get_or_insert_with(|| self.text.clone());
         if !content.is_empty() {
@@ -55,16 +82,16 @@ impl Text {
     }
 
     /// A JSON value the model reads verbatim (arguments given as an object, unknown parts).
-    pub(crate) fn push_json(&mut self, v: &Value) {
+    pub(crate) fn push_json(&mut self, v: &'a Value) {
         match v {
             Value::Null => {}
             Value::String(s) => self.push(s),
-            other => self.push(&other.to_string()),
+            other => self.append(&other.to_string()),
         }
     }
 
     /// Message content: a string, an array of parts, or null.
-    pub(crate) fn push_content(&mut self, v: &Value) {
+    pub(crate) fn push_content(&mut self, v: &'a Value) {
         match v {
             Value::Null => {}
             Value::String(s) => self.push(s),
@@ -78,7 +105,7 @@ impl Text {
     }
 
     /// One content part or block, of any of the three formats.
-    pub(crate) fn push_part(&mut self, part: &Value) {
+    pub(crate) fn push_part(&mut self, part: &'a Value) {
         let Value::Object(map) = part else {
             self.push_json(part);
             return;
@@ -122,11 +149,17 @@ impl Text {
     }
 
     /// The turn's content and its estimate under `estimator`.
-    pub(crate) fn finish(self, estimator: &dyn TokenEstimator) -> (String, u64) {
+    pub(crate) fn finish(self, estimator: &dyn TokenEstimator) -> (Arc<str>, u64) {
+        let read = self.single.unwrap_or(&self.text);
         let estimate = estimator
-            .estimate_tokens(&self.text)
+            .estimate_tokens(read)
             .saturating_add(self.media.saturating_mul(MEDIA_TOKEN_ESTIMATE));
-        (self.content.unwrap_or(self.text), estimate)
+        let content: Arc<str> = match (self.single, self.content) {
+            (Some(single), _) => Arc::from(single),
+            (None, Some(content)) => Arc::from(content),
+            (None, None) => Arc::from(self.text),
+        };
+        (content, estimate)
     }
 }
 
@@ -138,23 +171,42 @@ mod tests {
 
     #[test]
     fn media_parts_are_markers_in_content_and_a_fixed_figure_in_the_estimate() {
-        let mut t = Text::default();
-        t.push_content(&json!([
+        let parts = json!([
             {"type": "text", "text": "abcd"},
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
             {"type": "text", "text": "efgh"}
-        ]));
+        ]);
+        let mut t = Text::default();
+        t.push_content(&parts);
         let (content, estimate) = t.finish(&CharRatioEstimator::default());
-        assert_eq!(content, "abcd\n[image]\nefgh");
+        assert_eq!(&*content, "abcd\n[image]\nefgh");
         // "abcd\nefgh" is 9 code points: 3 tokens at 4 per token.
         assert_eq!(estimate, 3 + MEDIA_TOKEN_ESTIMATE);
     }
 
     #[test]
     fn unknown_parts_count_as_their_json() {
+        let part = json!({"type": "mystery", "n": 1});
         let mut t = Text::default();
-        t.push_part(&json!({"type": "mystery", "n": 1}));
+        t.push_part(&part);
         let (content, _) = t.finish(&CharRatioEstimator::default());
-        assert_eq!(content, r#"{"n":1,"type":"mystery"}"#);
+        assert_eq!(&*content, r#"{"n":1,"type":"mystery"}"#);
+    }
+
+    #[test]
+    fn a_single_piece_is_the_content_and_joins_what_follows() {
+        let estimator = CharRatioEstimator::default();
+        let mut t = Text::default();
+        t.push("result");
+        assert_eq!(&*t.finish(&estimator).0, "result");
+        let image = json!({"type": "image"});
+        let mut t = Text::default();
+        t.push("result");
+        t.push_part(&image);
+        t.push("after");
+        let (content, estimate) = t.finish(&estimator);
+        assert_eq!(&*content, "result\n[image]\nafter");
+        // "result\nafter" is 12 code points: 3 tokens at 4 per token.
+        assert_eq!(estimate, 3 + MEDIA_TOKEN_ESTIMATE);
     }
 }

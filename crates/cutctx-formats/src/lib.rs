@@ -92,6 +92,7 @@ mod prompt;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
+mod text;
 mod validate;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -108,8 +109,8 @@ pub use bpe::BpeEstimator;
 pub use content::MEDIA_TOKEN_ESTIMATE;
 pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
-use mapping::Messages;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
+use mapping::{Messages, Rendered, Source};
 pub use named::{POLICY_NAMES, policy_named};
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
@@ -178,9 +179,24 @@ pub struct ProviderTranscript {
     document: Value,
     transcript: Transcript,
     sources: Vec<TurnSource>,
-    positions: BTreeMap<String, usize>,
+    positions: mapping::Positions,
     /// The tool definitions' estimate, counted with the turns' estimator.
     tools_tokens: u64,
+    /// When read from text ([`ProviderTranscript::from_text_with`]): where the messages lie
+    /// in it; `document` is then the request without its list.
+    layout: Option<text::Layout>,
+}
+
+/// A compacted provider request as text, with cutctx's report and view: what
+/// [`ProviderTranscript::apply_text`] returns.
+#[derive(Debug, Clone)]
+pub struct CompactedText {
+    /// The compacted request: the input's bytes wherever compaction did not change them.
+    pub text: String,
+    /// What was kept, masked, summarized and dropped, by turn id.
+    pub report: CompactionReport,
+    /// The compacted view, as cutctx turns.
+    pub view: Transcript,
 }
 
 /// A compacted provider document, with cutctx's report and view.
@@ -237,19 +253,47 @@ impl ProviderTranscript {
             Format::Anthropic => anthropic::build(&document, estimator)?,
         };
         let tools_tokens = prompt::tools_tokens(format, &document, estimator);
-        let positions = built
-            .turns
-            .iter()
-            .enumerate()
-            .map(|(p, t)| (t.turn_id().to_owned(), p))
-            .collect();
+
+        let transcript = Transcript::new(built.turns)?;
         Ok(Self {
             format,
             document,
-            transcript: Transcript::new(built.turns)?,
+            positions: mapping::Positions::of(&transcript),
+            transcript,
             sources: built.sources,
-            positions,
             tools_tokens,
+            layout: None,
+        })
+    }
+
+    /// Maps the request `text` without building a tree of the whole document: the list is
+    /// scanned for where its messages lie, and each message is parsed, checked and mapped on
+    /// its own. The transcript keeps only the request's other fields and the messages' spans;
+    /// [`ProviderTranscript::apply_text`] writes the compacted request by copying them.
+    ///
+    /// `None` when the text is not JSON, breaks a rule of the format, or has a shape this path
+    /// does not take (a Responses `input` string, an empty list, a repeated top-level key):
+    /// parse it as a value and use [`ProviderTranscript::from_document_with`], which says what
+    /// is wrong or maps it. The two agree on every text both take.
+    #[must_use]
+    pub fn from_text_with(
+        format: Format,
+        text: &str,
+        estimator: &dyn TokenEstimator,
+    ) -> Option<Self> {
+        let text::Read { shell, layout } = text::read(text, list_key(format))?;
+        let built = each_message(format, &shell, &layout, text, Some(estimator)).ok()?;
+        let tools_tokens = prompt::tools_tokens(format, &shell, estimator);
+
+        let transcript = Transcript::new(built.turns).ok()?;
+        Some(Self {
+            format,
+            document: shell,
+            positions: mapping::Positions::of(&transcript),
+            transcript,
+            sources: built.sources,
+            tools_tokens,
+            layout: Some(layout),
         })
     }
 
@@ -308,8 +352,8 @@ impl ProviderTranscript {
     #[must_use]
     pub fn source(&self, turn_id: &str) -> Option<&TurnSource> {
         self.positions
-            .get(turn_id)
-            .and_then(|&p| self.sources.get(p))
+            .get(&self.transcript, turn_id)
+            .and_then(|p| self.sources.get(p))
     }
 
     /// The original JSON the turn `turn_id` came from: its whole message (or item), the
@@ -342,26 +386,15 @@ impl ProviderTranscript {
     /// # Errors
     ///
     /// `FORMAT_VIEW_MISMATCH` when the view holds turns this transcript does not have, or out
-    /// of order; `FORMAT_UNSUPPORTED` for a mask on a turn with no payload a stub can replace
-    /// (shipped policies mask tool results only); `FORMAT_INVALID_REQUEST` should the output
-    /// break a rule of the provider, which no view of a valid plan produces.
+    /// of order, or when the transcript was read from text (use
+    /// [`ProviderTranscript::render_text`]); `FORMAT_UNSUPPORTED` for a mask on a turn with no
+    /// payload a stub can replace (shipped policies mask tool results only);
+    /// `FORMAT_INVALID_REQUEST` should the output break a rule of the provider, which no view
+    /// of a valid plan produces.
     pub fn render(&self, view: &Transcript) -> Result<Value, FormatError> {
-        let items = mapping::walk(&self.positions, view)?;
-        let document = &self.document;
-        let out = match self.format {
-            Format::OpenAiChat => {
-                let list = Messages::borrowed(document, "messages");
-                openai_chat::render(document, list, &self.sources, &items)?
-            }
-            Format::OpenAiResponses => {
-                let list = Messages::borrowed(document, "input");
-                openai_responses::render(document, list, &self.sources, &items)?
-            }
-            Format::Anthropic => {
-                let list = Messages::borrowed(document, "messages");
-                anthropic::render(document, list, &self.sources, &items)?
-            }
-        };
+        let list = Messages::borrowed(&self.document, list_key(self.format));
+        let rendered = self.pieces(view, None)?;
+        let out = mapping::resolve(rendered, list_key(self.format), self.list_or_empty(list)?)?;
         validate(self.format, &out).map_err(FormatError::Invalid)?;
         Ok(out)
     }
@@ -372,25 +405,149 @@ impl ProviderTranscript {
     /// # Errors
     ///
     /// As [`ProviderTranscript::render`].
-    pub fn render_into(self, view: &Transcript) -> Result<Value, FormatError> {
-        let items = mapping::walk(&self.positions, view)?;
-        let mut document = self.document;
-        let out = match self.format {
-            Format::OpenAiChat => {
-                let list = Messages::owned(&mut document, "messages");
-                openai_chat::render(&document, list, &self.sources, &items)?
-            }
-            Format::OpenAiResponses => {
-                let list = Messages::owned(&mut document, "input");
-                openai_responses::render(&document, list, &self.sources, &items)?
-            }
-            Format::Anthropic => {
-                let list = Messages::owned(&mut document, "messages");
-                anthropic::render(&document, list, &self.sources, &items)?
-            }
-        };
+    pub fn render_into(mut self, view: &Transcript) -> Result<Value, FormatError> {
+        let rendered = self.pieces(view, None)?;
+        let list = Messages::owned(&mut self.document, list_key(self.format));
+        let out = mapping::resolve(rendered, list_key(self.format), self.list_or_empty(list)?)?;
         validate(self.format, &out).map_err(FormatError::Invalid)?;
         Ok(out)
+    }
+
+    /// Maps a view back to the request's text: `text` must be the text this transcript was
+    /// read from ([`ProviderTranscript::from_text_with`]). The bytes before and after the
+    /// message list, and each kept message, are copied from `text`; a masked message is its
+    /// own bytes with the stub in place of the replaced value; summaries and rebuilt messages
+    /// are written as compact JSON (between messages of an indented request too: the output
+    /// stays valid JSON, its new parts on one line each). A transcript mapped from a value
+    /// writes its rendered document as compact JSON. The output is made by the renderers
+    /// [`ProviderTranscript::render`] uses, whose outputs are checked against the format's
+    /// rules; builds with debug assertions check this output too, message by message.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::render`]; `FORMAT_VIEW_MISMATCH` when `text` is not the text
+    /// read.
+    pub fn render_text(&self, view: &Transcript, text: &str) -> Result<String, FormatError> {
+        let Some(layout) = &self.layout else {
+            let out = self.render(view)?;
+            return serde_json::to_string(&out).map_err(|e| unwritable(self.format, &e));
+        };
+        if layout.text_len != text.len() {
+            return Err(FormatError::view(
+                "The text given is not the text this transcript was read from.",
+                details! { "format" => self.format.as_str() },
+            ));
+        }
+        let source = Source::Text {
+            text,
+            spans: &layout.items,
+        };
+        let rendered = self.pieces(view, Some(source))?;
+        let out = match text::write(&rendered, &self.document, layout, text) {
+            Some(written) => written.map_err(|e| unwritable(self.format, &e))?,
+            None => {
+                // A top-level field changed (the system text masked or dropped, which shipped
+                // policies never do): the request is written from values.
+                let Rendered { shell, list } = rendered;
+                let mut document = shell;
+                if let Some(pieces) = list {
+                    let values = (0..layout.items.len())
+                        .map(|i| source.get(i).map(std::borrow::Cow::into_owned))
+                        .collect::<Option<Vec<Value>>>()
+                        .ok_or_else(|| mapping::bad_position(0))?;
+                    let rendered = Rendered {
+                        shell: document,
+                        list: Some(pieces),
+                    };
+                    document =
+                        mapping::resolve(rendered, list_key(self.format), Messages::Owned(values))?;
+                }
+                serde_json::to_string(&document).map_err(|e| unwritable(self.format, &e))?
+            }
+        };
+        // Every piece is a message the check accepted (kept, or masked in the payload the
+        // check does not read) or one the renderers wrote, the renderers the value path
+        // shares, whose outputs are checked in full: re-reading the whole output would cost
+        // a second parse of the request. Builds with debug assertions (the tests) re-check it.
+        if cfg!(debug_assertions) {
+            check_text(self.format, &out)?;
+        }
+        Ok(out)
+    }
+
+    /// As [`ProviderTranscript::apply`], writing the compacted request as text (see
+    /// [`ProviderTranscript::render_text`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::apply`] and [`ProviderTranscript::render_text`].
+    pub fn apply_text(
+        &self,
+        plan: &CompactionPlan,
+        summaries: &BTreeMap<String, String>,
+        text: &str,
+    ) -> Result<CompactedText, FormatError> {
+        let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
+        let text = self.render_text(&out.transcript, text)?;
+        Ok(CompactedText {
+            text,
+            report: out.report,
+            view: out.transcript,
+        })
+    }
+
+    /// Whether this transcript was read from text, keeping spans rather than its messages.
+    #[must_use]
+    pub const fn is_from_text(&self) -> bool {
+        self.layout.is_some()
+    }
+
+    /// The view's pieces, reading messages from `source` (else from the document).
+    fn pieces(
+        &self,
+        view: &Transcript,
+        source: Option<Source<'_>>,
+    ) -> Result<Rendered, FormatError> {
+        let items = mapping::walk(&self.positions, &self.transcript, view)?;
+        let document = &self.document;
+        let key = list_key(self.format);
+        let list = match source {
+            Some(s) => Some(s),
+            None if self.layout.is_some() => {
+                return Err(FormatError::view(
+                    "This transcript was read from text: render it with render_text.",
+                    details! { "format" => self.format.as_str() },
+                ));
+            }
+            None => match mapping::messages_key(document, key).0 {
+                Some(Value::Array(list)) => Some(Source::Values(list)),
+                _ => None,
+            },
+        };
+        let turns = self.transcript.turns();
+        match self.format {
+            Format::OpenAiChat => {
+                let list = list.ok_or_else(|| no_list(self.format, document))?;
+                openai_chat::render(document, list, &self.sources, &items)
+            }
+            Format::OpenAiResponses => {
+                openai_responses::render(document, list, turns, &self.sources, &items)
+            }
+            Format::Anthropic => {
+                let list = list.ok_or_else(|| no_list(self.format, document))?;
+                anthropic::render(document, list, turns, &self.sources, &items)
+            }
+        }
+    }
+
+    /// The list a rendering reads kept messages from; an empty one for a Responses `input`
+    /// string.
+    fn list_or_empty<'a>(&self, list: Option<Messages<'a>>) -> Result<Messages<'a>, FormatError> {
+        match list {
+            Some(l) => Ok(l),
+            None if self.format == Format::OpenAiResponses => Ok(Messages::Owned(Vec::new())),
+            None => Err(no_list(self.format, &self.document)),
+        }
     }
 
     /// As [`ProviderTranscript::apply`], consuming the transcript (see
@@ -444,7 +601,7 @@ impl ProviderTranscript {
         let mut messages = Vec::new();
         let mut seen: BTreeSet<Option<usize>> = BTreeSet::new();
         for id in request.turn_ids() {
-            let Some(&p) = self.positions.get(&**id) else {
+            let Some(p) = self.positions.get(&self.transcript, id) else {
                 continue;
             };
             let Some(turn) = self.transcript.turns().get(p) else {
@@ -472,4 +629,118 @@ impl ProviderTranscript {
         v.insert("messages".into(), Value::Array(messages));
         Value::Object(v)
     }
+}
+
+/// What stopped a pass over the messages of a request read from text.
+enum Pass {
+    /// A message is not JSON (which the text path never meets: the list was scanned).
+    Unreadable,
+    /// A rule of the format is broken.
+    Invalid(Violation),
+    /// A turn could not be mapped.
+    Format(FormatError),
+}
+
+/// Checks the messages of a request read from text, one parsed message at a time, against
+/// the format's rules (the validators' own steps), and with an estimator maps them to turns.
+fn each_message(
+    format: Format,
+    shell: &Value,
+    layout: &text::Layout,
+    text: &str,
+    estimator: Option<&dyn TokenEstimator>,
+) -> Result<mapping::Built, Pass> {
+    let n = layout.items.len();
+    let invalid = Pass::Invalid;
+    let mapped = Pass::Format;
+    let each = |f: &mut dyn FnMut(usize, Value) -> Result<(), Pass>| {
+        text::each_value(text, list_key(format), f).map_err(|e| e.unwrap_or(Pass::Unreadable))
+    };
+    match format {
+        Format::OpenAiChat => {
+            let mut check = openai_chat::Check::start(n).map_err(invalid)?;
+            let mut build = openai_chat::Build::default();
+            each(&mut |i, m| {
+                check.message(i, &m).map_err(invalid)?;
+                if let Some(e) = estimator {
+                    build.message(i, &m, e).map_err(mapped)?;
+                }
+                Ok(())
+            })?;
+            check.finish().map_err(invalid)?;
+            Ok(build.built)
+        }
+        Format::OpenAiResponses => {
+            let mut check = openai_responses::Check::start(shell).map_err(invalid)?;
+            let mut build = match estimator {
+                Some(e) => openai_responses::Build::start(shell, e).map_err(mapped)?,
+                None => openai_responses::Build::default(),
+            };
+            each(&mut |i, m| {
+                check.item(i, &m).map_err(invalid)?;
+                if let Some(e) = estimator {
+                    build.item(i, &m, e).map_err(mapped)?;
+                }
+                Ok(())
+            })?;
+            check.finish().map_err(invalid)?;
+            Ok(build.built)
+        }
+        Format::Anthropic => {
+            anthropic::system_shape(shell).map_err(invalid)?;
+            let mut check = anthropic::Check::start(n).map_err(invalid)?;
+            let mut build = match estimator {
+                Some(e) => anthropic::Build::start(shell, e).map_err(mapped)?,
+                None => anthropic::Build::default(),
+            };
+            each(&mut |i, m| {
+                check.message(i, &m).map_err(invalid)?;
+                if let Some(e) = estimator {
+                    build.message(i, &m, e).map_err(mapped)?;
+                }
+                Ok(())
+            })?;
+            check.finish().map_err(invalid)?;
+            Ok(build.built)
+        }
+    }
+}
+
+/// Checks a rendered request's text against the format's rules, message by message.
+fn check_text(format: Format, out: &str) -> Result<(), FormatError> {
+    let checked = match text::read(out, list_key(format)) {
+        Some(read) => each_message(format, &read.shell, &read.layout, out, None).map(drop),
+        None => {
+            let document: Value = serde_json::from_str(out).map_err(|e| unwritable(format, &e))?;
+            validate(format, &document).map_err(Pass::Invalid)
+        }
+    };
+    match checked {
+        Ok(()) => Ok(()),
+        Err(Pass::Invalid(v)) => Err(FormatError::Invalid(v)),
+        Err(Pass::Format(e)) => Err(e),
+        Err(Pass::Unreadable) => Err(FormatError::unsupported(
+            "The compacted request could not be read back as JSON.",
+            details! { "format" => format.as_str() },
+        )),
+    }
+}
+
+/// A rendered request that cannot be written as JSON (which a value never is not).
+fn unwritable(format: Format, e: &serde_json::Error) -> FormatError {
+    FormatError::unsupported(
+        format!("The compacted request cannot be written as JSON: {e}"),
+        details! { "format" => format.as_str() },
+    )
+}
+
+/// The error of a document with no message list where the format needs one.
+fn no_list(format: Format, document: &Value) -> FormatError {
+    let path = mapping::messages_key(document, list_key(format)).1;
+    FormatError::Malformed(Violation::new(
+        format,
+        validate::Rule::Malformed,
+        None,
+        path,
+    ))
 }

@@ -85,20 +85,22 @@ pub(crate) enum ViewItem {
 /// `cutctx.kind = "masked"` is its source turn with the stub; any other turn must be a source
 /// turn, in source order.
 pub(crate) fn walk(
-    positions: &BTreeMap<String, usize>,
+    positions: &Positions,
+    source: &Transcript,
     view: &Transcript,
 ) -> Result<Vec<ViewItem>, FormatError> {
     let mut items = Vec::with_capacity(view.len());
     let mut next = 0_usize;
     for turn in view.turns() {
         let kind = turn.metadata().get(META_KIND).map(String::as_str);
-        if kind == Some("summary") && !positions.contains_key(turn.turn_id()) {
+        let found = positions.get(source, turn.turn_id());
+        if kind == Some("summary") && found.is_none() {
             items.push(ViewItem::Summary {
                 text: Arc::clone(turn.content_arc()),
             });
             continue;
         }
-        let Some(&position) = positions.get(turn.turn_id()) else {
+        let Some(position) = found else {
             return Err(FormatError::view(
                 format!(
                     "The view holds turn {:?}, which this transcript does not have; render a \
@@ -122,6 +124,67 @@ pub(crate) fn walk(
         items.push(ViewItem::Source { position, stub });
     }
     Ok(items)
+}
+
+/// Turn id -> position in a source transcript.
+///
+/// The ids the formats give (`system` or `instructions` first, then `m{i}` and `m{i}.{j}` in
+/// the order of their numbers) are ordered by those numbers, so a lookup parses the id and
+/// searches the numbers, then checks the id found; no string is copied or sorted. A
+/// transcript whose ids are not so ordered gets a map.
+#[derive(Debug, Clone)]
+pub(crate) enum Positions {
+    /// Each turn's numbers, in transcript order, strictly increasing.
+    Ordered(Vec<(u8, usize, usize)>),
+    /// Any other ids.
+    Map(BTreeMap<String, usize>),
+}
+
+impl Positions {
+    /// The positions of `transcript`'s turns.
+    pub(crate) fn of(transcript: &Transcript) -> Self {
+        let keys: Option<Vec<_>> = transcript.turn_ids().map(id_key).collect();
+        match keys {
+            Some(keys) if keys.windows(2).all(|w| w[0] < w[1]) => Self::Ordered(keys),
+            _ => Self::Map(
+                transcript
+                    .turn_ids()
+                    .enumerate()
+                    .map(|(p, id)| (id.to_owned(), p))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The position of `id` in `transcript` (the one these positions are of).
+    pub(crate) fn get(&self, transcript: &Transcript, id: &str) -> Option<usize> {
+        match self {
+            Self::Ordered(keys) => {
+                let p = keys.binary_search(&id_key(id)?).ok()?;
+                (transcript.turns().get(p)?.turn_id() == id).then_some(p)
+            }
+            Self::Map(map) => map.get(id).copied(),
+        }
+    }
+}
+
+/// The numbers of a turn id the formats give: `(0, 0, 0)` for the system turn, `(1, i, 0)`
+/// for `m{i}`, `(1, i, j + 1)` for `m{i}.{j}`.
+fn id_key(id: &str) -> Option<(u8, usize, usize)> {
+    if id == "system" || id == "instructions" {
+        return Some((0, 0, 0));
+    }
+    let rest = id.strip_prefix('m')?;
+    let number = |s: &str| -> Option<usize> {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        s.parse().ok()
+    };
+    match rest.split_once('.') {
+        None => Some((1, number(rest)?, 0)),
+        Some((i, j)) => Some((1, number(i)?, number(j)?.checked_add(1)?)),
+    }
 }
 
 /// The message list of a document (the document itself when it is an array, else the value at
@@ -231,18 +294,129 @@ impl<'a> Messages<'a> {
             Self::Owned(list) => list.get_mut(i).map(std::mem::take),
         }
     }
+}
 
-    /// Block `j` of message `i`'s content array, to emit as it is: as [`Messages::take`], each
-    /// block is one turn (an Anthropic `tool_result`) or part of one, so it is taken at most
-    /// once. The message's other fields stay, for the rebuilt message to copy.
-    pub(crate) fn take_block(&mut self, i: usize, j: usize) -> Option<Value> {
-        match self {
-            Self::Borrowed(list) => list.get(i)?.get("content")?.get(j).cloned(),
-            Self::Owned(list) => list
-                .get_mut(i)?
-                .get_mut("content")?
-                .get_mut(j)
-                .map(std::mem::take),
+/// One message (or item) of a rendered list, before it is written as JSON or as text.
+///
+/// Renderers say what each output message is; [`crate::ProviderTranscript::render`] resolves
+/// the pieces into values, and the text path copies a kept message's bytes from the input.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Piece {
+    /// Message `i` of the input, as it was.
+    Kept(usize),
+    /// Message `index` of the input with stubs in place of some values: its own fields', or
+    /// those of blocks of its content.
+    Masked { index: usize, patches: Vec<Patch> },
+    /// A message written or rebuilt by the renderer.
+    New(Value),
+}
+
+/// One value of a message replaced by a stub: the message's field `key`, or with `block`, the
+/// field `key` of that block of the message's `content` array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Patch {
+    pub(crate) block: Option<usize>,
+    pub(crate) key: &'static str,
+    pub(crate) stub: Arc<str>,
+}
+
+impl Piece {
+    /// Message `index` with its field `key` replaced by `stub`.
+    pub(crate) fn masked(index: usize, key: &'static str, stub: &Arc<str>) -> Self {
+        Self::Masked {
+            index,
+            patches: vec![Patch {
+                block: None,
+                key,
+                stub: Arc::clone(stub),
+            }],
         }
     }
+}
+
+/// `original` with `patches` applied.
+pub(crate) fn patched(original: &Value, patches: &[Patch]) -> Value {
+    let mut out: Option<Value> = None;
+    for patch in patches {
+        let current = out.as_ref().unwrap_or(original);
+        let stub = Value::from(&*patch.stub);
+        out = Some(match patch.block {
+            None => crate::openai_chat::with_field(current, patch.key, stub),
+            Some(j) => {
+                let mut message = current.clone();
+                if let Some(block) = message.get_mut("content").and_then(|c| c.get_mut(j)) {
+                    *block = crate::openai_chat::with_field(block, patch.key, stub);
+                }
+                message
+            }
+        });
+    }
+    out.unwrap_or_else(|| original.clone())
+}
+
+/// What a renderer returns: the document without its list (with its top-level fields as the
+/// view leaves them), and the list's pieces; `None` when the document is to be emitted as it
+/// is (a Responses `input` string kept).
+#[derive(Debug)]
+pub(crate) struct Rendered {
+    pub(crate) shell: Value,
+    pub(crate) list: Option<Vec<Piece>>,
+}
+
+/// The input messages a renderer reads: values, or spans of the request's text parsed when
+/// (rarely) a renderer needs to look inside one.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Values(&'a [Value]),
+    Text {
+        text: &'a str,
+        spans: &'a [std::ops::Range<usize>],
+    },
+}
+
+impl<'a> Source<'a> {
+    /// Message `i`, to read.
+    pub(crate) fn get(&self, i: usize) -> Option<std::borrow::Cow<'a, Value>> {
+        match *self {
+            Self::Values(list) => list.get(i).map(std::borrow::Cow::Borrowed),
+            Self::Text { text, spans } => {
+                let span = spans.get(i)?;
+                serde_json::from_str(text.get(span.clone())?)
+                    .ok()
+                    .map(std::borrow::Cow::Owned)
+            }
+        }
+    }
+
+    /// Whether message `i` exists.
+    pub(crate) fn has(&self, i: usize) -> bool {
+        match *self {
+            Self::Values(list) => i < list.len(),
+            Self::Text { spans, .. } => i < spans.len(),
+        }
+    }
+}
+
+/// Resolves `rendered` into a document, reading kept messages from `list` (moved out of it
+/// when it is owned).
+pub(crate) fn resolve(
+    rendered: Rendered,
+    key: &str,
+    mut list: Messages<'_>,
+) -> Result<Value, FormatError> {
+    let Some(pieces) = rendered.list else {
+        return Ok(rendered.shell);
+    };
+    let mut items = Vec::with_capacity(pieces.len());
+    for piece in pieces {
+        let value = match piece {
+            Piece::Kept(i) => list.take(i),
+            Piece::Masked { index, patches } => {
+                list.get(index).map(|original| patched(original, &patches))
+            }
+            Piece::New(v) => Some(v),
+        };
+        items.push(value.ok_or_else(|| bad_position(items.len()))?);
+    }
+    Ok(Emit::replace(&rendered.shell, key, items))
 }

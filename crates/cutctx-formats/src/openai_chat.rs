@@ -31,7 +31,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, Messages, TurnSource, ViewItem, messages_key};
+use crate::mapping::{Built, Piece, Rendered, Source, TurnSource, ViewItem, messages_key};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -91,8 +91,9 @@ fn call_ids(i: usize, m: &Map<String, Value>) -> Result<Vec<&str>, Violation> {
 }
 
 /// A run of tool messages being checked: the calling message's position, its call ids in
-/// order and as a set, and the ids answered so far.
-type OpenRun<'a> = (usize, Vec<&'a str>, BTreeSet<&'a str>, BTreeSet<&'a str>);
+/// order and as a set, and the ids answered so far. Ids are owned: a message is read once and
+/// may be gone (the text path parses one message at a time).
+type OpenRun = (usize, Vec<String>, BTreeSet<String>, BTreeSet<String>);
 
 /// Checks a Chat document against the provider's structural rules.
 ///
@@ -101,18 +102,38 @@ type OpenRun<'a> = (usize, Vec<&'a str>, BTreeSet<&'a str>, BTreeSet<&'a str>);
 /// The first [`Violation`], in document order.
 pub fn validate(document: &Value) -> Result<(), Violation> {
     let list = messages(document)?;
-    if list.is_empty() {
-        return Err(Violation::new(
-            FORMAT,
-            Rule::NoMessages,
-            None,
-            messages_key(document, "messages").1,
-        ));
-    }
-    // The calls the current run of tool messages may answer (in order, and as a set, so that
-    // a message of many parallel calls costs no more than its length), and those answered.
-    let mut open: Option<OpenRun<'_>> = None;
+    let mut check = Check::start(list.len())?;
     for (i, m) in list.iter().enumerate() {
+        check.message(i, m)?;
+    }
+    check.finish()
+}
+
+/// The rules, message by message: [`validate`] over a document, and the text path over one
+/// parsed message at a time.
+#[derive(Debug)]
+pub(crate) struct Check {
+    /// The calls the current run of tool messages may answer (in order, and as a set, so that
+    /// a message of many parallel calls costs no more than its length), and those answered.
+    open: Option<OpenRun>,
+}
+
+impl Check {
+    /// A check of a list of `len` messages: at least one.
+    pub(crate) fn start(len: usize) -> Result<Self, Violation> {
+        if len == 0 {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::NoMessages,
+                None,
+                "messages".to_owned(),
+            ));
+        }
+        Ok(Self { open: None })
+    }
+
+    /// Message `i`, in order.
+    pub(crate) fn message(&mut self, i: usize, m: &Value) -> Result<(), Violation> {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
         };
@@ -139,7 +160,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                     format!("{}.tool_call_id", path(i)),
                 ));
             };
-            let Some((_, _, calls, answered)) = open.as_mut() else {
+            let Some((_, _, calls, answered)) = self.open.as_mut() else {
                 return Err(Violation::new(
                     FORMAT,
                     Rule::ResultWithoutCall,
@@ -157,7 +178,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 )
                 .with_id(id));
             }
-            if !answered.insert(id) {
+            if !answered.insert(id.to_owned()) {
                 return Err(Violation::new(
                     FORMAT,
                     Rule::DuplicateResult,
@@ -166,9 +187,9 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 )
                 .with_id(id));
             }
-            continue;
+            return Ok(());
         }
-        close(open.take())?;
+        close(self.open.take())?;
         match role {
             "system" | "developer" | "user" => {}
             "assistant" => {
@@ -192,8 +213,9 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                     ));
                 }
                 if !ids.is_empty() {
-                    let calls = ids.iter().copied().collect();
-                    open = Some((i, ids, calls, BTreeSet::new()));
+                    let ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
+                    let calls = ids.iter().cloned().collect();
+                    self.open = Some((i, ids, calls, BTreeSet::new()));
                 }
             }
             _ => {
@@ -205,17 +227,22 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 ));
             }
         }
+        Ok(())
     }
-    close(open)
+
+    /// The end of the list: the last calls must have been answered.
+    pub(crate) fn finish(self) -> Result<(), Violation> {
+        close(self.open)
+    }
 }
 
 /// Every call of the closing run must have been answered.
-fn close(open: Option<OpenRun<'_>>) -> Result<(), Violation> {
+fn close(open: Option<OpenRun>) -> Result<(), Violation> {
     if let Some((i, ids, _, answered)) = open
         && let Some((j, id)) = ids
             .iter()
             .enumerate()
-            .find(|(_, id)| !answered.contains(**id))
+            .find(|(_, id)| !answered.contains(id.as_str()))
     {
         return Err(Violation::new(
             FORMAT,
@@ -234,10 +261,29 @@ pub(crate) fn build(
     estimator: &dyn TokenEstimator,
 ) -> Result<Built, FormatError> {
     let list = messages(document)?;
-    let mut built = Built::default();
-    // Call id -> the key of the exchange its assistant message opened (the latest wins).
-    let mut keys: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+    let mut build = Build::default();
     for (i, m) in list.iter().enumerate() {
+        build.message(i, m, estimator)?;
+    }
+    Ok(build.built)
+}
+
+/// The turns, message by message.
+#[derive(Debug, Default)]
+pub(crate) struct Build {
+    pub(crate) built: Built,
+    /// Call id -> the key of the exchange its assistant message opened (the latest wins).
+    keys: BTreeMap<String, Arc<str>>,
+}
+
+impl Build {
+    /// The turn of message `i`, which the check accepted.
+    pub(crate) fn message(
+        &mut self,
+        i: usize,
+        m: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
         let id = format!("m{i}");
         let role_name = m.get("role").and_then(Value::as_str).unwrap_or_default();
         let mut text = Text::default();
@@ -247,7 +293,7 @@ pub(crate) fn build(
             "user" => (Role::User, None),
             "tool" => {
                 let call = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
-                (Role::Tool, keys.get(call).cloned())
+                (Role::Tool, self.keys.get(call).cloned())
             }
             _ => {
                 if let Some(r) = m.get("refusal").and_then(Value::as_str) {
@@ -260,7 +306,7 @@ pub(crate) fn build(
                 for call in calls.into_iter().flatten() {
                     if let (Some(call_id), Some(k)) = (call.get("id").and_then(Value::as_str), &key)
                     {
-                        keys.insert(call_id, Arc::clone(k));
+                        self.keys.insert(call_id.to_owned(), Arc::clone(k));
                     }
                     // `function` calls and `custom` calls.
                     for kind in ["function", "custom"] {
@@ -276,49 +322,44 @@ pub(crate) fn build(
         };
         let (content, estimate) = text.finish(estimator);
         let turn = TranscriptTurn::new(id, role, content, estimate)?.with_tool_call_id_opt(key);
-        built.push(turn, TurnSource::Message(i));
+        self.built.push(turn, TurnSource::Message(i));
+        Ok(())
     }
-    Ok(built)
 }
 
-/// Renders the view items of a Chat transcript back into a document of the input's shape.
+/// Renders the view items of a Chat transcript: each kept message as it was, a masked one
+/// with the stub as its `content`, each summary a new message.
 pub(crate) fn render(
     document: &Value,
-    list: Option<Messages<'_>>,
+    list: Source<'_>,
     sources: &[TurnSource],
     items: &[ViewItem],
-) -> Result<Value, FormatError> {
-    let Some(mut list) = list else {
-        return Err(messages(document)
-            .err()
-            .unwrap_or_else(|| Violation::new(FORMAT, Rule::Malformed, None, "messages".to_owned()))
-            .into());
-    };
-    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+) -> Result<Rendered, FormatError> {
+    let mut out: Vec<Piece> = Vec::with_capacity(items.len());
     for item in items {
         match item {
             ViewItem::Source { position, stub } => {
                 let Some(TurnSource::Message(i)) = sources.get(*position) else {
                     return Err(crate::mapping::bad_position(*position));
                 };
-                let value = match stub {
-                    None => list.take(*i),
-                    Some(stub) => list
-                        .get(*i)
-                        .map(|original| with_field(original, "content", Value::from(&**stub))),
-                };
-                let Some(value) = value else {
+                if !list.has(*i) {
                     return Err(crate::mapping::bad_position(*position));
-                };
-                out.push(value);
+                }
+                out.push(match stub {
+                    None => Piece::Kept(*i),
+                    Some(stub) => Piece::masked(*i, "content", stub),
+                });
             }
-            ViewItem::Summary { text, .. } => out.push(summary_message(text)),
+            ViewItem::Summary { text, .. } => out.push(Piece::New(summary_message(text))),
         }
     }
     if out.is_empty() {
-        out.push(crate::mapping::lead_in_message());
+        out.push(Piece::New(crate::mapping::lead_in_message()));
     }
-    Ok(Emit::replace(document, "messages", out))
+    Ok(Rendered {
+        shell: crate::mapping::shell(document, "messages"),
+        list: Some(out),
+    })
 }
 
 /// A summary, as Chat spells it: an assistant message with string content.

@@ -35,8 +35,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, Messages, TurnSource, ViewItem};
-use crate::openai_chat::with_field;
+use crate::mapping::{Built, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -61,9 +60,9 @@ pub(crate) enum Kind<'a> {
     /// A reasoning item.
     Reasoning,
     /// A call, by type and `call_id`.
-    Call(&'a str, &'a str),
+    Call(&'static str, &'a str),
     /// An output, by call type and `call_id`.
-    Output(&'a str, &'a str),
+    Output(&'static str, &'a str),
     /// Any other item (web search, image generation, item references...): a model item.
     Other,
 }
@@ -76,6 +75,18 @@ impl Kind<'_> {
             self,
             Self::Reasoning | Self::Answer | Self::Call(..) | Self::Other
         )
+    }
+
+    /// The same kind without its call id, to remember once the item is gone.
+    const fn erased(self) -> Kind<'static> {
+        match self {
+            Self::Prompt(r) => Kind::Prompt(r),
+            Self::Answer => Kind::Answer,
+            Self::Reasoning => Kind::Reasoning,
+            Self::Call(t, _) => Kind::Call(t, ""),
+            Self::Output(t, _) => Kind::Output(t, ""),
+            Self::Other => Kind::Other,
+        }
     }
 }
 
@@ -191,28 +202,61 @@ fn instructions(document: &Value) -> Result<Option<&str>, Violation> {
 ///
 /// The first [`Violation`], in document order.
 pub fn validate(document: &Value) -> Result<(), Violation> {
-    if document.is_object() {
-        instructions(document)?;
-    }
+    let mut check = Check::start(document)?;
     let Input::Items(items) = input(document)? else {
         return Ok(());
     };
-    let kinds = items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| kind(i, item))
-        .collect::<Result<Vec<_>, _>>()?;
-    // Calls awaiting their output since the last prompt: call_id -> (type, index).
-    let mut pending: BTreeMap<&str, (&str, usize)> = BTreeMap::new();
-    // Calls answered since the last prompt.
-    let mut answered: BTreeSet<&str> = BTreeSet::new();
-    for (i, k) in kinds.iter().enumerate() {
-        if !matches!(k, Kind::Output(..))
-            && items
-                .get(i)
-                .and_then(|item| item.get("status"))
-                .is_some_and(Value::is_null)
+    for (i, item) in items.iter().enumerate() {
+        check.item(i, item)?;
+    }
+    check.finish()
+}
+
+/// The rules, item by item: [`validate`] over a document, and the text path over one parsed
+/// item at a time.
+///
+/// An item's shape (its kind) is checked before any pairing rule of any item: a malformed
+/// item is reported wherever it is, and the first broken pairing rule only when every item is
+/// well formed.
+#[derive(Debug, Default)]
+pub(crate) struct Check {
+    /// Calls awaiting their output since the last prompt: call_id -> (type, index).
+    pending: BTreeMap<String, (&'static str, usize)>,
+    /// Calls answered since the last prompt.
+    answered: BTreeSet<String>,
+    /// The previous item, when it was reasoning: the next must be a model item.
+    reasoning: Option<usize>,
+    /// The first pairing rule broken, reported once every item's shape is known.
+    broken: Option<Violation>,
+}
+
+impl Check {
+    /// The check of a request's top-level fields (`instructions`), before its items.
+    pub(crate) fn start(document: &Value) -> Result<Self, Violation> {
+        if document.is_object() {
+            instructions(document)?;
+        }
+        Ok(Self::default())
+    }
+
+    /// Item `i`, in order: its shape now, its pairing rules unless one broke before.
+    pub(crate) fn item(&mut self, i: usize, item: &Value) -> Result<(), Violation> {
+        let k = kind(i, item)?;
+        if self.broken.is_none()
+            && let Err(v) = self.rules(i, item, k)
         {
+            self.broken = Some(v);
+        }
+        Ok(())
+    }
+
+    fn rules(&mut self, i: usize, item: &Value, k: Kind<'_>) -> Result<(), Violation> {
+        if let Some(r) = self.reasoning.take()
+            && !k.is_model_item()
+        {
+            return Err(reasoning_alone(r));
+        }
+        if !matches!(k, Kind::Output(..)) && item.get("status").is_some_and(Value::is_null) {
             return Err(Violation::new(
                 FORMAT,
                 Rule::NullStatus,
@@ -220,14 +264,14 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                 format!("{}.status", path(i)),
             ));
         }
-        match *k {
+        match k {
             Kind::Prompt(_) => {
-                unanswered(&pending)?;
-                pending.clear();
-                answered.clear();
+                unanswered(&self.pending)?;
+                self.pending.clear();
+                self.answered.clear();
             }
             Kind::Call(ty, id) => {
-                if pending.contains_key(id) || answered.contains(id) {
+                if self.pending.contains_key(id) || self.answered.contains(id) {
                     return Err(Violation::new(
                         FORMAT,
                         Rule::DuplicateCallId,
@@ -236,15 +280,15 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                     )
                     .with_id(id));
                 }
-                pending.insert(id, (ty, i));
+                self.pending.insert(id.to_owned(), (ty, i));
             }
-            Kind::Output(ty, id) => match pending.get(id) {
+            Kind::Output(ty, id) => match self.pending.get(id) {
                 Some((call_ty, _)) if *call_ty == ty => {
-                    pending.remove(id);
-                    answered.insert(id);
+                    self.pending.remove(id);
+                    self.answered.insert(id.to_owned());
                 }
                 _ => {
-                    let rule = if answered.contains(id) {
+                    let rule = if self.answered.contains(id) {
                         Rule::DuplicateResult
                     } else {
                         Rule::ResultWithoutCall
@@ -258,24 +302,36 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
                     .with_id(id));
                 }
             },
-            Kind::Reasoning => {
-                let follows = kinds.get(i + 1).is_some_and(Kind::is_model_item);
-                if !follows {
-                    return Err(Violation::new(
-                        FORMAT,
-                        Rule::ReasoningWithoutFollowingItem,
-                        Some(i),
-                        path(i),
-                    ));
-                }
-            }
+            Kind::Reasoning => self.reasoning = Some(i),
             Kind::Answer | Kind::Other => {}
         }
+        Ok(())
     }
-    unanswered(&pending)
+
+    /// The end of the list: the first rule broken, a trailing reasoning item, or a call left
+    /// without its output.
+    pub(crate) fn finish(self) -> Result<(), Violation> {
+        if let Some(v) = self.broken {
+            return Err(v);
+        }
+        if let Some(r) = self.reasoning {
+            return Err(reasoning_alone(r));
+        }
+        unanswered(&self.pending)
+    }
 }
 
-fn unanswered(pending: &BTreeMap<&str, (&str, usize)>) -> Result<(), Violation> {
+/// A reasoning item at `i` not followed by a model item.
+fn reasoning_alone(i: usize) -> Violation {
+    Violation::new(
+        FORMAT,
+        Rule::ReasoningWithoutFollowingItem,
+        Some(i),
+        path(i),
+    )
+}
+
+fn unanswered(pending: &BTreeMap<String, (&'static str, usize)>) -> Result<(), Violation> {
     match pending.iter().min_by_key(|(_, (_, i))| *i) {
         Some((id, (_, i))) => Err(Violation::new(
             FORMAT,
@@ -290,10 +346,11 @@ fn unanswered(pending: &BTreeMap<&str, (&str, usize)>) -> Result<(), Violation> 
 
 /// The model step being read: its key, whether it began with reasoning, and the kind of its
 /// last item.
-struct Step<'a> {
+#[derive(Debug)]
+struct Step {
     key: Arc<str>,
     reasoning: bool,
-    last: Kind<'a>,
+    last: Kind<'static>,
 }
 
 /// Maps a valid Responses document to turns.
@@ -301,58 +358,86 @@ pub(crate) fn build(
     document: &Value,
     estimator: &dyn TokenEstimator,
 ) -> Result<Built, FormatError> {
-    let mut built = Built::default();
-    if let Some(text) = instructions(document)? {
-        let mut t = Text::default();
-        t.push(text);
-        let (content, estimate) = t.finish(estimator);
-        built.push(
-            TranscriptTurn::new("instructions", Role::System, content, estimate)?,
-            TurnSource::System,
-        );
-    }
+    let mut build = Build::start(document, estimator)?;
     let items = match input(document)? {
         Input::Text(s) => {
             let mut t = Text::default();
             t.push(s);
             let (content, estimate) = t.finish(estimator);
-            built.push(
+            build.built.push(
                 TranscriptTurn::new("m0", Role::User, content, estimate)?,
                 TurnSource::InputText,
             );
-            return Ok(built);
+            return Ok(build.built);
         }
         Input::Items(items) => items,
     };
-    // call_id -> the key of the step that made the call (the latest wins).
-    let mut calls: BTreeMap<&str, Arc<str>> = BTreeMap::new();
-    // The keys of the steps that began with reasoning.
-    let mut reasoning_steps: BTreeSet<Arc<str>> = BTreeSet::new();
-    let mut step: Option<Step<'_>> = None;
     for (i, item) in items.iter().enumerate() {
+        build.item(i, item, estimator)?;
+    }
+    Ok(build.built)
+}
+
+/// The turns, item by item.
+#[derive(Debug, Default)]
+pub(crate) struct Build {
+    pub(crate) built: Built,
+    /// call_id -> the key of the step that made the call (the latest wins).
+    calls: BTreeMap<String, Arc<str>>,
+    /// The keys of the steps that began with reasoning.
+    reasoning_steps: BTreeSet<Arc<str>>,
+    step: Option<Step>,
+}
+
+impl Build {
+    /// The turns of a request's top-level fields: `instructions`, the system turn.
+    pub(crate) fn start(
+        document: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Self, FormatError> {
+        let mut build = Self::default();
+        if let Some(text) = instructions(document)? {
+            let mut t = Text::default();
+            t.push(text);
+            let (content, estimate) = t.finish(estimator);
+            build.built.push(
+                TranscriptTurn::new("instructions", Role::System, content, estimate)?,
+                TurnSource::System,
+            );
+        }
+        Ok(build)
+    }
+
+    /// The turn of item `i`, which the check accepted.
+    pub(crate) fn item(
+        &mut self,
+        i: usize,
+        item: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
         let id = format!("m{i}");
         let k = kind(i, item)?;
         let mut text = Text::default();
         let (role, key) = match k {
             Kind::Prompt(role) => {
-                step = None;
+                self.step = None;
                 text.push_content(item.get("content").unwrap_or(&Value::Null));
                 (role, None)
             }
             Kind::Output(_, call_id) => {
                 text.push_content(item.get("output").unwrap_or(&Value::Null));
-                let key = calls.get(call_id).cloned();
+                let key = self.calls.get(call_id).cloned();
                 // The open step is the step of the previous item.
-                step = key.as_ref().map(|key| Step {
+                self.step = key.as_ref().map(|key| Step {
                     key: Arc::clone(key),
-                    reasoning: reasoning_steps.contains(key),
-                    last: k,
+                    reasoning: self.reasoning_steps.contains(key),
+                    last: k.erased(),
                 });
                 (Role::Tool, key)
             }
             Kind::Reasoning | Kind::Call(..) | Kind::Answer | Kind::Other => {
                 model_text(&mut text, item);
-                let joins = step.as_ref().is_some_and(|s| match (s.last, k) {
+                let joins = self.step.as_ref().is_some_and(|s| match (s.last, k) {
                     // Consecutive reasoning, or whatever the reasoning precedes.
                     (Kind::Reasoning, _) => true,
                     // A new reasoning item is a new step.
@@ -364,43 +449,43 @@ pub(crate) fn build(
                     _ => false,
                 });
                 let grouped = matches!(k, Kind::Reasoning | Kind::Call(..));
-                let key = match step.as_mut() {
+                let key = match self.step.as_mut() {
                     Some(s) if joins => {
-                        s.last = k;
+                        s.last = k.erased();
                         Some(Arc::clone(&s.key))
                     }
                     _ if grouped => {
                         let key: Arc<str> = Arc::from(id.as_str());
                         if k == Kind::Reasoning {
-                            reasoning_steps.insert(Arc::clone(&key));
+                            self.reasoning_steps.insert(Arc::clone(&key));
                         }
-                        step = Some(Step {
+                        self.step = Some(Step {
                             key: Arc::clone(&key),
                             reasoning: k == Kind::Reasoning,
-                            last: k,
+                            last: k.erased(),
                         });
                         Some(key)
                     }
                     _ => {
-                        step = None;
+                        self.step = None;
                         None
                     }
                 };
                 if let (Kind::Call(_, call_id), Some(key)) = (k, &key) {
-                    calls.insert(call_id, Arc::clone(key));
+                    self.calls.insert(call_id.to_owned(), Arc::clone(key));
                 }
                 (Role::Assistant, key)
             }
         };
         let (content, estimate) = text.finish(estimator);
         let turn = TranscriptTurn::new(id, role, content, estimate)?.with_tool_call_id_opt(key);
-        built.push(turn, TurnSource::Message(i));
+        self.built.push(turn, TurnSource::Message(i));
+        Ok(())
     }
-    Ok(built)
 }
 
 /// The text of a model item: message content, reasoning summaries, call names and arguments.
-fn model_text(text: &mut Text, item: &Value) {
+fn model_text<'a>(text: &mut Text<'a>, item: &'a Value) {
     if let Some(c) = item.get("content") {
         text.push_content(c);
     }
@@ -416,15 +501,18 @@ fn model_text(text: &mut Text, item: &Value) {
     }
 }
 
-/// Renders the view items of a Responses transcript back into a document of the input's shape.
+/// Renders the view items of a Responses transcript: each kept item as it was, a masked
+/// output with the stub as its `output` (a message, as its `content`), each summary a new
+/// item; `instructions` stays only when its turn does.
 pub(crate) fn render(
     document: &Value,
-    mut listed: Option<Messages<'_>>,
+    listed: Option<Source<'_>>,
+    turns: &[TranscriptTurn],
     sources: &[TurnSource],
     items: &[ViewItem],
-) -> Result<Value, FormatError> {
+) -> Result<Rendered, FormatError> {
     let mut doc = crate::mapping::shell(document, "input");
-    let mut out: Vec<Value> = Vec::with_capacity(items.len());
+    let mut out: Vec<Piece> = Vec::with_capacity(items.len());
     let mut instructions_kept = false;
     let mut only_input_text = true;
     for item in items {
@@ -446,24 +534,28 @@ pub(crate) fn render(
                     let mut m = Map::new();
                     m.insert("role".into(), Value::from("user"));
                     m.insert("content".into(), text);
-                    out.push(Value::Object(m));
+                    out.push(Piece::New(Value::Object(m)));
                 }
                 Some(TurnSource::Message(i)) => {
                     only_input_text = false;
-                    let value = match (stub, listed.as_mut()) {
-                        (None, Some(l)) => l.take(*i),
-                        (Some(stub), Some(l)) => {
-                            l.get(*i).map(|o| masked(*i, o, stub)).transpose()?
-                        }
-                        (_, None) => None,
+                    let Some(list) = listed.filter(|l| l.has(*i)) else {
+                        return Err(crate::mapping::bad_position(*position));
                     };
-                    out.push(value.ok_or_else(|| crate::mapping::bad_position(*position))?);
+                    let piece = match stub {
+                        None => Piece::Kept(*i),
+                        Some(stub) => {
+                            let role = turns.get(*position).map(TranscriptTurn::role);
+                            let key = masked_key(*i, role, list)?;
+                            Piece::masked(*i, key, stub)
+                        }
+                    };
+                    out.push(piece);
                 }
                 _ => return Err(crate::mapping::bad_position(*position)),
             },
             ViewItem::Summary { text } => {
                 only_input_text = false;
-                out.push(summary_item(text));
+                out.push(Piece::New(summary_item(text)));
             }
         }
     }
@@ -472,20 +564,30 @@ pub(crate) fn render(
     }
     if listed.is_none() && only_input_text && out.len() == 1 {
         // The input string, kept: the document as it was.
-        return Ok(doc);
+        return Ok(Rendered {
+            shell: doc,
+            list: None,
+        });
     }
     if out.is_empty() {
-        out.push(crate::mapping::lead_in_message());
+        out.push(Piece::New(crate::mapping::lead_in_message()));
     }
-    Ok(Emit::replace(&doc, "input", out))
+    Ok(Rendered {
+        shell: doc,
+        list: Some(out),
+    })
 }
 
-/// Item `i` with the stub in place of its payload.
-fn masked(i: usize, original: &Value, stub: &str) -> Result<Value, FormatError> {
-    let k = kind(i, original)?;
-    match k {
-        Kind::Output(..) => Ok(with_field(original, "output", Value::from(stub))),
-        Kind::Prompt(_) | Kind::Answer => Ok(with_field(original, "content", Value::from(stub))),
+/// The field of item `i` the stub replaces: an output's `output`, a message's `content`. A
+/// tool turn is always an output, so only other turns are read again to know.
+fn masked_key(i: usize, role: Option<Role>, list: Source<'_>) -> Result<&'static str, FormatError> {
+    if role == Some(Role::Tool) {
+        return Ok("output");
+    }
+    let original = list.get(i).ok_or_else(|| crate::mapping::bad_position(i))?;
+    match kind(i, &original)? {
+        Kind::Output(..) => Ok("output"),
+        Kind::Prompt(_) | Kind::Answer => Ok("content"),
         _ => Err(FormatError::unsupported(
             format!(
                 "Item {i} is masked, but only messages and tool outputs have a payload a stub \

@@ -25,7 +25,7 @@ use cutctx_policies::{
 use serde_json::{Map, Value, json};
 
 use crate::content::Text;
-use crate::mapping::{Built, Emit, TurnSource, ViewItem, messages_key, walk};
+use crate::mapping::{Built, Emit, Positions, TurnSource, ViewItem, messages_key, walk};
 use crate::validate::Rule;
 use crate::{FormatError, LEAD_IN_TEXT};
 
@@ -227,13 +227,8 @@ fn compact(
 ) -> Result<Option<Value>, String> {
     validate(document).map_err(|b| format!("input: {b:?}"))?;
     let built = build(document, &CharRatioEstimator::default()).map_err(|e| e.to_string())?;
-    let positions: BTreeMap<String, usize> = built
-        .turns
-        .iter()
-        .enumerate()
-        .map(|(p, t)| (t.turn_id().to_owned(), p))
-        .collect();
     let transcript = Transcript::new(built.turns).map_err(|e| e.to_string())?;
+    let positions = Positions::of(&transcript);
     let plan = match policy.decide(&transcript, budget) {
         Ok(plan) => plan,
         Err(e) if e.code() == ErrorCode::BudgetUnsatisfiable => return Ok(None),
@@ -250,7 +245,7 @@ fn compact(
         })
         .collect();
     let out = cutctx_executor::apply(&transcript, &plan, &summaries).map_err(|e| e.to_string())?;
-    let items = walk(&positions, &out.transcript).map_err(|e| e.to_string())?;
+    let items = walk(&positions, &transcript, &out.transcript).map_err(|e| e.to_string())?;
     let rendered = render(document, &built.sources, &items).map_err(|e| e.to_string())?;
     validate(&rendered).map_err(|b| format!("output: {b:?}"))?;
     Ok(Some(rendered))
@@ -416,14 +411,8 @@ fn a_budget_that_fits_gives_the_input_back_under_every_policy() {
     // And the transcript rendered as it is, without a plan.
     let document = sample();
     let built = build(&document, &CharRatioEstimator::default()).expect("valid");
-    let positions: BTreeMap<String, usize> = built
-        .turns
-        .iter()
-        .enumerate()
-        .map(|(p, t)| (t.turn_id().to_owned(), p))
-        .collect();
     let t = Transcript::new(built.turns).expect("unique ids");
-    let items = walk(&positions, &t).expect("the transcript's own turns");
+    let items = walk(&Positions::of(&t), &t, &t).expect("the transcript's own turns");
     assert_eq!(
         render(&document, &built.sources, &items).expect("renders"),
         document

@@ -13,6 +13,8 @@
 //! * `repairs`: whole-prompt counts and `repair`, rule by rule;
 //! * `repair_equivalence`: `repair` equals its definition (`repair_oracle`, the
 //!   drop-and-revalidate loop) on random broken histories;
+//! * `text`: the text path (`from_text_with`, `apply_text`) maps and renders what the value
+//!   path does, keeping the input's bytes where nothing changed;
 //! * `bpe` (feature `bpe`): BPE counts against tiktoken-rs's own.
 
 mod compaction;
@@ -23,6 +25,7 @@ mod repair_equivalence;
 mod repair_oracle;
 mod repairs;
 mod roundtrip;
+mod text;
 mod validators;
 
 #[cfg(feature = "bpe")]
@@ -150,6 +153,65 @@ pub(crate) fn compact(
         })
         .collect();
     pt.apply(&plan, &summaries).map(Some)
+}
+
+/// Compacts the request `text` through the text path and through the value path, and says
+/// where they differ: the transcripts, the reports, the documents (the text output parsed),
+/// and, when the value path gives the input back, the bytes.
+pub(crate) fn compare_text(
+    format: Format,
+    text: &str,
+    policy: &dyn CompactionPolicy,
+    budget: &CompactionBudget,
+) -> Result<(), String> {
+    let document: Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    let pt = ProviderTranscript::parse(format, &document).map_err(|e| e.to_string())?;
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let Some(tp) = ProviderTranscript::from_text_with(format, text, &estimator) else {
+        // A Responses `input` string, or an empty list, is the value path's alone.
+        let listed = cutctx_formats::message_list(format, &document);
+        if listed.is_empty() {
+            return Ok(());
+        }
+        return Err("the text path refused a valid request".into());
+    };
+    if tp.transcript() != pt.transcript() {
+        return Err("the transcripts differ".into());
+    }
+    if tp.tools_tokens() != pt.tools_tokens() {
+        return Err("the tools' estimates differ".into());
+    }
+    let plan = match policy.decide(pt.transcript(), budget) {
+        Ok(plan) => plan,
+        Err(e) if e.code() == ErrorCode::BudgetUnsatisfiable => return Ok(()),
+        Err(e) => return Err(e.to_string()),
+    };
+    let summaries: BTreeMap<String, String> = plan
+        .summarization_requests
+        .iter()
+        .map(|r| {
+            let text = summary_text(r.group_id(), r.turn_ids().len());
+            (r.group_id().to_owned(), text)
+        })
+        .collect();
+    let by_value = pt.apply(&plan, &summaries).map_err(|e| e.to_string())?;
+    let by_text = tp
+        .apply_text(&plan, &summaries, text)
+        .map_err(|e| e.to_string())?;
+    if by_text.report != by_value.report {
+        return Err("the reports differ".into());
+    }
+    let parsed: Value = serde_json::from_str(&by_text.text).map_err(|e| e.to_string())?;
+    if parsed != by_value.document {
+        return Err(format!(
+            "the documents differ:\n{}\n{}",
+            by_text.text, by_value.document
+        ));
+    }
+    if by_value.document == document && by_text.text != text {
+        return Err("a request that fits did not come back byte for byte".into());
+    }
+    Ok(())
 }
 
 /// The message list of a document of `format`.

@@ -229,6 +229,10 @@ fn check(
         CompactionBudget::new(total * fraction / 100).with_protected_recent_turns(protected);
     let policies = policies();
     let (name, policy) = &policies[policy % policies.len()];
+    // The text path, on the request indented, agrees with the value path.
+    let text = serde_json::to_string_pretty(doc).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    crate::compare_text(format, &text, policy.as_ref(), &budget)
+        .map_err(|e| TestCaseError::fail(format!("{name}: text path: {e}")))?;
     let out = compact(&pt, policy.as_ref(), &budget)
         .map_err(|e| TestCaseError::fail(format!("{name}: {e} {:?}", e.details())))?;
     let Some(out) = out else {

@@ -165,6 +165,7 @@ struct Tally {
 fn replay(format: Format, document: Value, tally: &mut Tally) {
     let (document, repairs) = repair(format, document).expect("repairable");
     tally.repairs += repairs.len();
+    let text = document.to_string();
     let pt = ProviderTranscript::parse(format, &document).expect("valid once repaired");
     crate::assert_count_adds_up(format, &document, format.as_str());
     let count = pt.prompt_count(0);
@@ -200,6 +201,8 @@ fn replay(format: Format, document: Value, tally: &mut Tally) {
             let out = pt
                 .apply(&plan, &summaries)
                 .unwrap_or_else(|e| panic!("{format} / {name} / {max}: {e}"));
+            crate::compare_text(format, &text, policy.as_ref(), &budget)
+                .unwrap_or_else(|e| panic!("{format} / {name} / {max}: text path: {e}"));
             validate(format, &out.document)
                 .unwrap_or_else(|v| panic!("{format} / {name} / {max}: {v}"));
             if plan.budget_unmet {

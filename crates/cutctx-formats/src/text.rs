@@ -1,0 +1,413 @@
+//! A request read as text: its top-level fields as values, its message list as byte spans of
+//! the text, and the compacted request written back by copying those spans.
+//!
+//! Nothing here builds a tree of the whole document: the list is scanned once for where its
+//! messages lie, each message is parsed on its own when it is read (and its tree dropped
+//! before the next), and a rendered request is the input's bytes around the list, each kept
+//! message's bytes, and new or changed messages written as compact JSON. So the output keeps
+//! the input's key order and formatting wherever compaction did not change it.
+
+use std::fmt;
+use std::ops::Range;
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::mapping::{Patch, Piece, Rendered};
+
+/// Where a request's message list and its messages lie in its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Layout {
+    /// Each message (item), in order.
+    pub(crate) items: Vec<Range<usize>>,
+    /// The length of the text read, to recognise it when it is given back.
+    pub(crate) text_len: usize,
+}
+
+/// A request read from its text: its fields but the list, and where the list lies.
+#[derive(Debug)]
+pub(crate) struct Read {
+    /// The request without its list (an empty array for a bare list).
+    pub(crate) shell: Value,
+    pub(crate) layout: Layout,
+}
+
+/// Reads `text` as a request whose message list is at `key` (or is the document itself).
+///
+/// `None` when the text is not JSON, holds no list there, or repeats a top-level key: the
+/// caller then reads it as a value, which says what is wrong or handles the rare shape.
+pub(crate) fn read(text: &str, key: &str) -> Option<Read> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let top = TopSeed { key: Some(key) }.deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    match top {
+        Top::List(items) => Some(Read {
+            shell: Value::Array(Vec::new()),
+            layout: layout(text, &items),
+        }),
+        Top::Object(fields, list) => {
+            let mut shell = Map::new();
+            for (name, raw) in fields {
+                if shell.contains_key(&name) {
+                    return None;
+                }
+                shell.insert(name, serde_json::from_str(raw.get()).ok()?);
+            }
+            Some(Read {
+                shell: Value::Object(shell),
+                layout: layout(text, &list?),
+            })
+        }
+    }
+}
+
+fn layout(text: &str, items: &[&RawValue]) -> Layout {
+    Layout {
+        items: items.iter().map(|r| span(text, r.get())).collect(),
+        text_len: text.len(),
+    }
+}
+
+/// Where `part`, a slice of `text`, lies in it.
+fn span(text: &str, part: &str) -> Range<usize> {
+    let start = part.as_ptr().addr() - text.as_ptr().addr();
+    start..start + part.len()
+}
+
+/// A document's top level: a list of raw values, or an object's other fields in order and
+/// the raw messages of its list (`None` when it has none, or has it twice).
+enum Top<'a> {
+    List(Vec<&'a RawValue>),
+    Object(Vec<(String, &'a RawValue)>, Option<Vec<&'a RawValue>>),
+}
+
+/// Reads a top level, scanning the list at `key` for its messages in the same pass.
+struct TopSeed<'k> {
+    key: Option<&'k str>,
+}
+
+impl<'de> DeserializeSeed<'de> for TopSeed<'_> {
+    type Value = Top<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for TopSeed<'_> {
+    type Value = Top<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object or an array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<&'de RawValue>()? {
+            items.push(item);
+        }
+        Ok(Top::List(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut fields = Vec::new();
+        let mut list: Option<Option<Vec<&'de RawValue>>> = None;
+        while let Some(name) = map.next_key::<String>()? {
+            if Some(name.as_str()) == self.key {
+                // A list, or anything else (a Responses `input` string), which this path
+                // leaves to the value path; a repeated list likewise.
+                let items = map.next_value::<ListOrOther<'de>>()?.0;
+                list = Some(if list.is_some() { None } else { items });
+            } else {
+                fields.push((name, map.next_value::<&'de RawValue>()?));
+            }
+        }
+        Ok(Top::Object(fields, list.flatten()))
+    }
+}
+
+/// A list's raw items, or `None` for any other value.
+struct ListOrOther<'a>(Option<Vec<&'a RawValue>>);
+
+impl<'de> serde::Deserialize<'de> for ListOrOther<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ListVisitor).map(Self)
+    }
+}
+
+struct ListVisitor;
+
+impl<'de> Visitor<'de> for ListVisitor {
+    type Value = Option<Vec<&'de RawValue>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<&'de RawValue>()? {
+            items.push(item);
+        }
+        Ok(Some(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+}
+
+/// The span, within `message` (an object's text), of the value of its field `key`: the last
+/// one, as a parsed value keeps the last of repeated keys.
+fn field_span(message: &str, key: &str) -> Option<Range<usize>> {
+    let mut de = serde_json::Deserializer::from_str(message);
+    let fields = match (TopSeed { key: None }).deserialize(&mut de).ok()? {
+        Top::Object(fields, _) => fields,
+        Top::List(_) => return None,
+    };
+    fields
+        .into_iter()
+        .rev()
+        .find(|(name, _)| name == key)
+        .map(|(_, raw)| span(message, raw.get()))
+}
+
+/// Writes `rendered` as text: the input's bytes before the list, the list's pieces (kept
+/// messages copied, changed ones patched or written compactly), the input's bytes after it.
+/// `None` when the rendering changed a top-level field, which the caller writes as a value.
+pub(crate) fn write(
+    rendered: &Rendered,
+    shell: &Value,
+    layout: &Layout,
+    text: &str,
+) -> Option<Result<String, serde_json::Error>> {
+    if rendered.shell != *shell {
+        return None;
+    }
+    let Some(pieces) = &rendered.list else {
+        return Some(Ok(text.to_owned()));
+    };
+    let items = &layout.items;
+    let (first, last) = (items.first()?, items.last()?);
+    // The separator of a new neighbour: the input's own between its first two messages.
+    let default_sep = match items.get(1) {
+        Some(second) => text.get(first.end..second.start)?,
+        None => ",",
+    };
+    let mut out = String::with_capacity(text.len() + 1);
+    out.push_str(text.get(..first.start)?);
+    let mut previous: Option<usize> = None;
+    for (n, piece) in pieces.iter().enumerate() {
+        let origin = match piece {
+            Piece::Kept(i) | Piece::Masked { index: i, .. } => Some(*i),
+            Piece::New(_) => None,
+        };
+        if n > 0 {
+            let sep = match (previous, origin) {
+                (Some(a), Some(b)) if a + 1 == b => {
+                    text.get(items.get(a)?.end..items.get(b)?.start)?
+                }
+                _ => default_sep,
+            };
+            out.push_str(sep);
+        }
+        previous = origin;
+        match piece {
+            Piece::Kept(i) => out.push_str(text.get(items.get(*i)?.clone())?),
+            Piece::Masked { index, patches } => {
+                let message = text.get(items.get(*index)?.clone())?;
+                let written = match patch_spans(message, patches) {
+                    Some(spans) => {
+                        let mut at = 0;
+                        for (span, patch) in spans.iter().zip(patches) {
+                            out.push_str(message.get(at..span.start)?);
+                            if let Err(e) = write_value(&mut out, &Value::from(&*patch.stub)) {
+                                return Some(Err(e));
+                            }
+                            at = span.end;
+                        }
+                        out.push_str(message.get(at..)?);
+                        Ok(())
+                    }
+                    None => {
+                        // A value to replace is missing (a field to add): the message rebuilt.
+                        let original: Value = serde_json::from_str(message).ok()?;
+                        write_value(&mut out, &crate::mapping::patched(&original, patches))
+                    }
+                };
+                if let Err(e) = written {
+                    return Some(Err(e));
+                }
+            }
+            Piece::New(v) => {
+                if let Err(e) = write_value(&mut out, v) {
+                    return Some(Err(e));
+                }
+            }
+        }
+    }
+    out.push_str(text.get(last.end..)?);
+    Some(Ok(out))
+}
+
+/// Where, within `message`, each patch's value lies, in the patches' order; `None` unless
+/// every one is found and they come in order without overlapping.
+fn patch_spans(message: &str, patches: &[Patch]) -> Option<Vec<Range<usize>>> {
+    let mut spans: Vec<Range<usize>> = Vec::with_capacity(patches.len());
+    for patch in patches {
+        let span = match patch.block {
+            None => field_span(message, patch.key)?,
+            Some(j) => {
+                let content = field_span(message, "content")?;
+                let blocks: Vec<&RawValue> =
+                    serde_json::from_str(message.get(content.clone())?).ok()?;
+                let block = span(message, blocks.get(j)?.get());
+                let inner = field_span(message.get(block.clone())?, patch.key)?;
+                block.start + inner.start..block.start + inner.end
+            }
+        };
+        if spans.last().is_some_and(|last| last.end > span.start) {
+            return None;
+        }
+        spans.push(span);
+    }
+    Some(spans)
+}
+
+/// Appends `value` as compact JSON.
+fn write_value(out: &mut String, value: &Value) -> Result<(), serde_json::Error> {
+    let s = serde_json::to_string(value)?;
+    out.push_str(&s);
+    Ok(())
+}
+
+/// Parses the messages of the list at `key` of the request `text` (or of the bare list), one
+/// at a time and in order, and hands each to `f`, which may stop the pass with an error
+/// (`Err(Some(e))`); `Err(None)` when the text cannot be read. One parser reads the whole
+/// document, as a value would be read (its other fields too, so that nesting limits count
+/// exactly as they do there), its buffers reused, each message's tree dropped before the
+/// next is read.
+pub(crate) fn each_value<E>(
+    text: &str,
+    key: &str,
+    mut f: impl FnMut(usize, Value) -> Result<(), E>,
+) -> Result<(), Option<E>> {
+    let mut stopped = None;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = de
+        .deserialize_any(Doc {
+            key,
+            each: Each {
+                f: &mut f,
+                stopped: &mut stopped,
+            },
+        })
+        .and_then(|()| de.end());
+    match (read, stopped) {
+        (_, Some(e)) => Err(Some(e)),
+        (Ok(()), None) => Ok(()),
+        (Err(_), None) => Err(None),
+    }
+}
+
+/// The document visitor of [`each_value`]: the list's messages to `each`, other fields read
+/// and dropped.
+struct Doc<'k, 'e, F, E> {
+    key: &'k str,
+    each: Each<'e, F, E>,
+}
+
+impl<'de, F, E> Visitor<'de> for Doc<'_, '_, F, E>
+where
+    F: FnMut(usize, Value) -> Result<(), E>,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object or an array")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        self.each.visit_seq(seq)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+        while let Some(name) = map.next_key::<String>()? {
+            if name == self.key {
+                map.next_value_seed(&mut self.each)?;
+            } else {
+                map.next_value::<Value>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The list visitor of [`each_value`].
+struct Each<'e, F, E> {
+    f: &'e mut F,
+    stopped: &'e mut Option<E>,
+}
+
+impl<'de, F, E> DeserializeSeed<'de> for &mut Each<'_, F, E>
+where
+    F: FnMut(usize, Value) -> Result<(), E>,
+{
+    type Value = ();
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_seq(Each {
+            f: &mut *self.f,
+            stopped: &mut *self.stopped,
+        })
+    }
+}
+
+impl<'de, F, E> Visitor<'de> for Each<'_, F, E>
+where
+    F: FnMut(usize, Value) -> Result<(), E>,
+{
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a list")
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let mut i = 0;
+        while let Some(v) = seq.next_element::<Value>()? {
+            if let Err(e) = (self.f)(i, v) {
+                *self.stopped = Some(e);
+                return Err(serde::de::Error::custom("stopped"));
+            }
+            i += 1;
+        }
+        Ok(())
+    }
+}

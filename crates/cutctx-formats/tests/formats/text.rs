@@ -1,0 +1,203 @@
+//! The text path: a request read from its text and written back by copying its bytes agrees
+//! with the value path, keeps the input's key order and formatting where nothing changed, and
+//! leaves what it does not take to the value path.
+
+use std::collections::BTreeMap;
+
+use cutctx_formats::{Format, ProviderTranscript};
+use cutctx_model::CompactionBudget;
+use cutctx_policies::{
+    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy,
+};
+
+use crate::{compare_text, corpus, policies};
+
+/// Every corpus request, as its file's indentation and compact, under every policy and a range
+/// of budgets: the same transcript, report and document as the value path.
+#[test]
+fn the_text_path_renders_what_the_value_path_renders() {
+    let mut compared = 0;
+    for case in corpus() {
+        let compact = case.document.to_string();
+        let pretty = serde_json::to_string_pretty(&case.document).expect("writes");
+        let total = ProviderTranscript::parse(case.format, &case.document)
+            .expect("corpus parses")
+            .transcript()
+            .token_estimate();
+        for text in [&compact, &pretty] {
+            for (name, policy) in policies() {
+                for budget in [0, total / 4, total / 2, total] {
+                    for protected in [0, 1, 4] {
+                        let budget =
+                            CompactionBudget::new(budget).with_protected_recent_turns(protected);
+                        compare_text(case.format, text, policy.as_ref(), &budget)
+                            .unwrap_or_else(|e| panic!("{} / {name}: {e}", case.name));
+                        compared += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(compared > 500, "only {compared} comparisons");
+}
+
+fn apply(format: Format, text: &str, policy: &dyn CompactionPolicy, budget: u64) -> String {
+    let pt = ProviderTranscript::from_text_with(format, text, &CharRatioEstimator::default())
+        .expect("the text path takes it");
+    let budget = CompactionBudget::new(budget).with_protected_recent_turns(1);
+    let plan = policy.decide(pt.transcript(), &budget).expect("plans");
+    pt.apply_text(&plan, &BTreeMap::new(), text)
+        .expect("applies")
+        .text
+}
+
+const CHAT: &str = r#"{
+  "model": "gpt-4.1",
+  "messages": [
+    {"role": "user",   "content": "Read the log, please."},
+    {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "id": "c1", "function": {"name": "read", "arguments": "{}"}}]},
+    {"tool_call_id": "c1", "role": "tool", "content": "a very long log line, again and again and again and again and again"},
+    {"role": "assistant", "content": "The log says it failed."},
+    {"role": "user", "content": "Why?"}
+  ],
+  "temperature": 0
+}"#;
+
+#[test]
+fn kept_messages_keep_their_bytes_and_the_request_its_key_order() {
+    let out = apply(Format::OpenAiChat, CHAT, &DropOldestPolicy, 20);
+    assert!(
+        out.starts_with("{\n  \"model\": \"gpt-4.1\",\n  \"messages\": ["),
+        "{out}"
+    );
+    assert!(out.ends_with("],\n  \"temperature\": 0\n}"), "{out}");
+    assert!(!out.contains("Read the log"), "{out}");
+    assert!(out.contains(r#"{"role": "assistant", "content": "The log says it failed."}"#));
+    assert!(out.contains(r#"{"role": "user", "content": "Why?"}"#));
+    serde_json::from_str::<serde_json::Value>(&out).expect("valid JSON");
+}
+
+#[test]
+fn a_masked_result_keeps_its_bytes_around_the_stub() {
+    let long = "again and ".repeat(200);
+    let text = CHAT.replace("again and again and again and again and again", &long);
+    let masking = ObservationMaskingPolicy::new(0).expect("valid");
+    let out = apply(Format::OpenAiChat, &text, &masking, 100);
+    let start = out
+        .find(r#"{"tool_call_id": "c1", "role": "tool", "content": "#)
+        .expect("kept in place");
+    let rest = &out[start..];
+    assert!(
+        !rest.starts_with(r#"{"tool_call_id": "c1", "role": "tool", "content": "a very long"#),
+        "{out}"
+    );
+    assert!(rest.contains(r#""}"#));
+    serde_json::from_str::<serde_json::Value>(&out).expect("valid JSON");
+}
+
+#[test]
+fn a_request_that_fits_comes_back_byte_for_byte() {
+    for format in Format::ALL {
+        let cases = corpus().into_iter().filter(|c| c.format == format);
+        // A Responses `input` string is the value path's alone.
+        for case in cases.filter(|c| !cutctx_formats::message_list(format, &c.document).is_empty())
+        {
+            let text = serde_json::to_string_pretty(&case.document).expect("writes");
+            let out = apply(format, &text, &DropOldestPolicy, u64::MAX / 4);
+            assert_eq!(out, text, "{}", case.name);
+        }
+    }
+}
+
+#[test]
+fn what_the_text_path_does_not_take_goes_to_the_value_path() {
+    let estimator = CharRatioEstimator::default();
+    let read = |format, text: &str| ProviderTranscript::from_text_with(format, text, &estimator);
+    // Not JSON, torn, or trailing text.
+    assert!(read(Format::OpenAiChat, "{\"messages\": [").is_none());
+    assert!(
+        read(
+            Format::OpenAiChat,
+            "[{\"role\":\"user\",\"content\":\"hi\"}] x"
+        )
+        .is_none()
+    );
+    // A rule broken: the value path names it.
+    assert!(
+        read(
+            Format::OpenAiChat,
+            r#"[{"role":"tool","tool_call_id":"c","content":"x"}]"#
+        )
+        .is_none()
+    );
+    assert!(read(Format::OpenAiChat, "[]").is_none());
+    // A Responses input string, and a repeated top-level key.
+    assert!(read(Format::OpenAiResponses, r#"{"input": "hello"}"#).is_none());
+    assert!(
+        read(
+            Format::OpenAiChat,
+            r#"{"messages": [{"role":"user","content":"a"}], "messages": [{"role":"user","content":"b"}]}"#
+        )
+        .is_none()
+    );
+    // Nesting counts from the document's top, as when the request is read as a value.
+    let nested = |depth: usize| {
+        format!(
+            r#"{{"messages": [{{"role": "user", "content": "hi", "x": {}{}}}]}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        )
+    };
+    assert!(read(Format::OpenAiChat, &nested(124)).is_some());
+    assert!(serde_json::from_str::<serde_json::Value>(&nested(125)).is_err());
+    assert!(read(Format::OpenAiChat, &nested(125)).is_none());
+    // A bare list and a request are taken.
+    assert!(read(Format::OpenAiChat, r#" [{"role":"user","content":"hi"}] "#).is_some());
+    assert!(
+        read(
+            Format::Anthropic,
+            r#"{"system": "s", "messages": [{"role":"user","content":"hi"}]}"#
+        )
+        .is_some()
+    );
+}
+
+#[test]
+fn a_transcript_read_from_text_renders_only_against_its_text() {
+    let pt = ProviderTranscript::from_text_with(
+        Format::OpenAiChat,
+        CHAT,
+        &CharRatioEstimator::default(),
+    )
+    .expect("takes it");
+    assert!(pt.is_from_text());
+    let view = pt.transcript().clone();
+    assert_eq!(
+        pt.render(&view).expect_err("needs the text").code(),
+        "FORMAT_VIEW_MISMATCH"
+    );
+    assert_eq!(
+        pt.render_text(&view, "[]")
+            .expect_err("another text")
+            .code(),
+        "FORMAT_VIEW_MISMATCH"
+    );
+    assert_eq!(pt.render_text(&view, CHAT).expect("renders"), CHAT);
+}
+
+#[test]
+fn a_view_without_the_system_turn_is_written_from_values() {
+    let text = r#"{"system": "Be brief.", "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}"#;
+    let estimator = CharRatioEstimator::default();
+    let by_text =
+        ProviderTranscript::from_text_with(Format::Anthropic, text, &estimator).expect("takes it");
+    let document: serde_json::Value = serde_json::from_str(text).expect("JSON");
+    let by_value = ProviderTranscript::parse(Format::Anthropic, &document).expect("valid");
+    let turns = by_value.transcript().turns()[1..].to_vec();
+    let view = cutctx_model::Transcript::new(turns).expect("unique ids");
+    let written = by_text.render_text(&view, text).expect("renders");
+    let parsed: serde_json::Value = serde_json::from_str(&written).expect("JSON");
+    assert_eq!(parsed, by_value.render(&view).expect("renders"));
+    assert!(parsed.get("system").is_none());
+}
