@@ -14,12 +14,13 @@
 //! chunks are held at once whatever the file's size. Chunks, not lines, cross between threads:
 //! handing over each small line would cost the threads more waking up than compacting it.
 //!
-//! A chunk's buffers go round the ring and are used again: the reader reads its lines into one
+//! A chunk's buffers go round the window and are used again: the reader reads its lines into one
 //! buffer, the worker writes their outputs into another, the writer empties both and hands the
 //! chunk back with the slot. So the text of a line is neither allocated per line nor freed on a
 //! thread other than the one that allocated it: a worker frees what it allocates while
 //! compacting, as the single-request path does, instead of the writer freeing every output
-//! (glibc returns such memory to the worker's arena under its lock, and the worker paid for it).
+//! (glibc gives such memory back to the worker's arena under that arena's lock).
+//!
 //! Input compressed with gzip or zstd (recognised by its first bytes, so standard input too) is
 //! decompressed as it is read.
 
@@ -155,7 +156,7 @@ pub const CHUNK_LINES: usize = 32;
 /// makes a chunk of its own).
 pub const CHUNK_BYTES: usize = 1 << 20;
 
-/// A buffer of the ring keeps at most this much room between uses: one longer line does not
+/// A buffer of the window keeps at most this much room between uses: one longer line does not
 /// make its chunk hold that much memory for the rest of the run.
 const KEPT_BYTES: usize = 2 * CHUNK_BYTES;
 
@@ -224,7 +225,8 @@ impl Chunk {
 pub enum Ended {
     /// Every line was read and answered.
     Complete(Summary),
-    /// The output's reader closed the pipe; the run stopped there.
+    /// The output's reader closed the pipe; the run stopped there. The summary counts the lines
+    /// handed to the output, which writes a run of lines at once.
     ReaderGone(Summary),
 }
 
