@@ -109,7 +109,7 @@ pub struct FormatOutput {
     pub output: String,
     /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`; with
     /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`. Empty
-    /// from [`compact_owned`] without `--report`, which has no use for it.
+    /// from [`compact_owned`] ([`Streamed::report`]) without `--report`, which has no use for it.
     pub report: String,
     /// What `--repair` dropped, in order, one line each for standard error.
     pub repairs: Vec<String>,
@@ -137,7 +137,7 @@ pub fn compact(
         Release::Free,
         false,
     )
-    .map(|d| d.output)
+    .map(|d| d.into_detailed().output)
 }
 
 /// What [`compact_detailed`] returns: the outputs of [`compact`], the report's figures, and,
@@ -176,34 +176,158 @@ pub fn compact_detailed(
         Release::Free,
         keep_compaction,
     )
+    .map(Finished::into_detailed)
 }
 
-/// As [`compact`], taking the request's text: it is released before the output is written
-/// (or, for a request that fits, becomes the output), so a large request's text and the
-/// compacted one are not held at once.
+/// As [`compact`], taking the request's text, and handing back the output to write rather
+/// than written whole: a compacted request is written from the input's text and the parts
+/// compaction changed ([`Streamed::write_to`]), so the whole output is never held, and a
+/// request that fits is its own text.
 ///
 /// This is the command's own path, for a process that exits once the output is written: on
-/// success the compacted tree is left to the process's exit instead of being freed node by
-/// node (a tenth of the run on a large request), and the report is made only when
-/// `--report` asks for it. A caller that compacts many requests in one process uses
-/// [`compact`], which frees it.
+/// success the transcript and the compacted view are left to the process's exit instead of
+/// being freed one by one, and the report is made only when `--report` asks for it. A caller
+/// that compacts many requests in one process uses [`compact`], which frees them.
 ///
 /// # Errors
 ///
-/// As [`compact`].
+/// As [`compact`]: everything that can fail but writing has been checked when it returns.
 pub fn compact_owned(
     args: &FormatArgs,
     input_text: String,
     summaries_text: Option<&str>,
-) -> Result<FormatOutput, CliError> {
-    compact_text(
+) -> Result<Streamed, CliError> {
+    let finished = compact_text(
         args,
         Cow::Owned(input_text),
         summaries_text,
         Release::AtExit,
         false,
-    )
-    .map(|d| d.output)
+    )?;
+    let body = match finished.body {
+        Body::Whole(text) => Body::Whole(text),
+        Body::Parts {
+            text,
+            parts,
+            newline,
+        } => Body::Parts {
+            text: Cow::Owned(text.into_owned()),
+            parts,
+            newline,
+        },
+    };
+    Ok(Streamed {
+        body,
+        report: finished.output.report,
+        repairs: finished.output.repairs,
+    })
+}
+
+/// What `cutctx compact --format` writes, its compacted request to be written as it is made:
+/// what [`compact_owned`] returns.
+#[derive(Debug)]
+pub struct Streamed {
+    body: Body<'static>,
+    /// As [`FormatOutput::report`].
+    pub report: String,
+    /// As [`FormatOutput::repairs`].
+    pub repairs: Vec<String>,
+}
+
+impl Streamed {
+    /// Writes the compacted request (the bytes [`compact`] returns as `output`) to `out`, a
+    /// buffered part at a time, and flushes it.
+    ///
+    /// # Errors
+    ///
+    /// The first error writing to `out`; part of the output may have been written.
+    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let mut buffered = std::io::BufWriter::with_capacity(WRITE_BUFFER_BYTES, out);
+        self.body.write_to(&mut buffered)?;
+        buffered.flush()
+    }
+}
+
+/// The buffer [`Streamed::write_to`] gathers small parts in before writing them.
+const WRITE_BUFFER_BYTES: usize = 64 << 10;
+
+/// A compacted request, whole or as parts of its input's text.
+#[derive(Debug)]
+enum Body<'a> {
+    /// The output whole, a newline included.
+    Whole(String),
+    /// The output written from the input's text: `parts` of `text`, and a newline when they
+    /// do not end with one.
+    Parts {
+        text: Cow<'a, str>,
+        parts: cutctx::formats::TextParts,
+        newline: bool,
+    },
+}
+
+impl Body<'_> {
+    /// The output whole: what [`Body::write_to`] writes.
+    fn into_text(self) -> String {
+        match self {
+            Self::Whole(text) => text,
+            Self::Parts {
+                text,
+                parts,
+                newline,
+            } => {
+                // The parts were made from this text: they cannot fail to resolve in it.
+                let mut whole = parts.to_text(&text).unwrap_or_default();
+                if newline {
+                    whole.push('\n');
+                }
+                whole
+            }
+        }
+    }
+
+    fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        match self {
+            Self::Whole(text) => out.write_all(text.as_bytes()),
+            Self::Parts {
+                text,
+                parts,
+                newline,
+            } => {
+                parts.write_to(text, out)?;
+                if *newline {
+                    out.write_all(b"\n")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// What the second half of `compact --format` makes: [`Detailed`], with the compacted
+/// request not yet written whole.
+struct Finished<'a> {
+    body: Body<'a>,
+    /// `output` is empty here: the request is `body`.
+    output: FormatOutput,
+    unchanged: bool,
+    tokens_before: u64,
+    tokens_after: u64,
+    compaction: Option<(cutctx::Transcript, cutctx::CompactedTranscript)>,
+}
+
+impl Finished<'_> {
+    /// The outputs, the compacted request written whole.
+    fn into_detailed(self) -> Detailed {
+        let mut output = self.output;
+        output.output = self.body.into_text();
+        Detailed {
+            output,
+            unchanged: self.unchanged,
+            tokens_before: self.tokens_before,
+            tokens_after: self.tokens_after,
+            compaction: self.compaction,
+        }
+    }
 }
 
 /// What becomes of the compacted tree once its text is written.
@@ -389,15 +513,16 @@ pub fn finish(
         keep_compaction,
         true,
     )
+    .map(Finished::into_detailed)
 }
 
-fn compact_text(
+fn compact_text<'a>(
     args: &FormatArgs,
-    input_text: Cow<'_, str>,
+    input_text: Cow<'a, str>,
     summaries_text: Option<&str>,
     release: Release,
     keep_compaction: bool,
-) -> Result<Detailed, CliError> {
+) -> Result<Finished<'a>, CliError> {
     let prepared = prepare(args, &input_text)?;
     let summaries = match (summaries_text, &args.summarize_with) {
         (Some(text), _) => parse_summaries(text)?,
@@ -417,14 +542,14 @@ fn compact_text(
     )
 }
 
-fn finish_text(
+fn finish_text<'a>(
     prepared: Prepared,
-    input_text: Cow<'_, str>,
+    input_text: Cow<'a, str>,
     summaries: &BTreeMap<String, String>,
     release: Release,
     keep_compaction: bool,
     want_report: bool,
-) -> Result<Detailed, CliError> {
+) -> Result<Finished<'a>, CliError> {
     let Prepared {
         format,
         max_tokens,
@@ -439,31 +564,34 @@ fn finish_text(
     let turns = pt.transcript().len();
     // Shares the turns' text with the request's transcript: a copy of the turn list only.
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
-    let (output, unchanged, out) = if pt.is_from_text() {
-        // The output is the request's own bytes wherever compaction did not change them.
+    let (body, unchanged, out) = if pt.is_from_text() {
+        // The output is the request's own bytes wherever compaction did not change them,
+        // written from its text and the parts compaction changed.
         let out = pt
-            .apply_text(&plan, summaries, &input_text)
+            .apply_parts(&plan, summaries, &input_text)
             .map_err(from_format)?;
         if release == Release::AtExit {
             // As the compacted tree below: the process's end returns the turns at once.
             std::mem::forget(pt);
         }
         let unchanged = out.report.kept_turn_ids.len() == turns;
-        let mut output = if unchanged {
-            input_text.into_owned()
+        let body = if unchanged {
+            drop(out.parts);
+            Body::Whole(with_newline(input_text.into_owned()))
         } else {
-            drop(input_text);
-            out.text
+            let newline = out.parts.last_byte(&input_text) != Some(b'\n');
+            Body::Parts {
+                text: input_text,
+                parts: out.parts,
+                newline,
+            }
         };
-        if !output.ends_with('\n') {
-            output.push('\n');
-        }
         let compacted = cutctx::formats::Compacted {
             document: Value::Null,
             report: out.report,
             view: out.view,
         };
-        (output, unchanged, compacted)
+        (body, unchanged, compacted)
     } else {
         // The transcript is consumed: its kept messages move into the output, not copied.
         let out = pt.apply_into(&plan, summaries).map_err(from_format)?;
@@ -472,11 +600,7 @@ fn finish_text(
             out.report.kept_turn_ids.len() == turns && repairs.as_ref().is_none_or(Vec::is_empty);
         let output = if unchanged {
             // Nothing was compacted: the request as it was, byte for byte.
-            let mut text = input_text.into_owned();
-            if !text.ends_with('\n') {
-                text.push('\n');
-            }
-            text
+            with_newline(input_text.into_owned())
         } else {
             let pretty = input_text.trim().contains('\n');
             // One buffer, sized for the input: the output is rarely larger, so it is written
@@ -507,7 +631,7 @@ fn finish_text(
                 )
             })?
         };
-        (output, unchanged, out)
+        (Body::Whole(output), unchanged, out)
     };
     let report = if want_report {
         cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref())
@@ -552,9 +676,10 @@ fn finish_text(
         }
         None => None,
     };
-    Ok(Detailed {
+    Ok(Finished {
+        body,
         output: FormatOutput {
-            output,
+            output: String::new(),
             report,
             repairs,
         },
@@ -563,6 +688,14 @@ fn finish_text(
         tokens_after,
         compaction,
     })
+}
+
+/// `text` ending with a newline.
+fn with_newline(mut text: String) -> String {
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text
 }
 
 /// `cutctx estimate --format F`: the request's prompt, part by part (see

@@ -210,6 +210,7 @@ fn main() -> ExitCode {
             Output::Compacted(compacted) => {
                 output::deliver_with(&mut stdout, |w| compacted.write_to(w))
             }
+            Output::Format(streamed) => output::deliver_with(&mut stdout, |w| streamed.write_to(w)),
         };
         // As the request: the exit reclaims the output whole.
         std::mem::forget(out);
@@ -242,6 +243,8 @@ enum Output {
     Text(String),
     /// A compaction's output, written as it is made: a large one is never held whole.
     Compacted(Box<cutctx_cli::Compacted>),
+    /// A compacted provider request, written from its input's text: never held whole.
+    Format(Box<cutctx_cli::formats::Streamed>),
 }
 
 /// Runs one command: its exit status (0, or 1 for a ledger that does not verify) and output.
@@ -253,7 +256,9 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
         Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
         Command::Compact {
             request, format, ..
-        } if format.format.is_some() => compact_format(request, format).map(ok),
+        } if format.format.is_some() => {
+            compact_format(request, format).map(|out| (0, Output::Format(Box::new(out))))
+        }
         Command::Compact {
             request,
             ledger: None,
@@ -365,11 +370,12 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
 /// `compact --format F`: a provider request, compacted in its own format; `--report FILE` is
 /// written once the compaction has succeeded, atomically, and before anything reaches standard
 /// output: a report that cannot be written leaves standard output empty, and a standard output
-/// that fails after it leaves the report whole.
+/// that fails after it leaves the report whole. The request itself is handed back to be
+/// written from the input's text as it goes out, never whole.
 fn compact_format(
     request: &Path,
     format: &cutctx_cli::formats::FormatArgs,
-) -> Result<String, CliError> {
+) -> Result<cutctx_cli::formats::Streamed, CliError> {
     let input = read_text(request, "the transcript")?;
     let summaries = format
         .summaries
@@ -386,7 +392,7 @@ fn compact_format(
     if let Some(path) = &format.report {
         output::write_atomically(path, out.report.as_bytes(), "report")?;
     }
-    Ok(out.output)
+    Ok(out)
 }
 
 /// `session`: reads the request and the state (absent on the first call), appends a firing's

@@ -140,6 +140,11 @@ const SPLIT_FROM_BYTES: usize = 1 << 20;
 /// small beside any document worth reading in pieces.
 const PIECE_BYTES: usize = 4 << 20;
 
+/// The longest element read in pieces: a longer one (a 200 MiB content string) is left to
+/// [`parse_whole`], which reads it in one pass, where the pieces would scan it again at
+/// each read and look in vain for elements to split on.
+const LONGEST_ELEMENT_BYTES: usize = 4 * PIECE_BYTES;
+
 /// The document read in one strict pass: the reference for every result and every error.
 fn parse_whole(text: &str) -> Result<Request, CliError> {
     let ObjectOnly(mut wire): ObjectOnly<RequestWire> = parse_json("the request", text)?;
@@ -158,6 +163,8 @@ fn parse_whole(text: &str) -> Result<Request, CliError> {
 /// which parses strictly; the separators between elements are checked here and each element
 /// is parsed strictly, so the array is JSON and holds exactly these elements, in order.
 /// Depth is no concern: a turn record nests two levels, and anything deeper fails its shape.
+/// `None` too for an element longer than [`LONGEST_ELEMENT_BYTES`], which the whole parse
+/// reads faster.
 fn read_in_pieces(
     mut reader: impl Read,
     piece: usize,
@@ -202,7 +209,7 @@ fn read_in_pieces(
         if closed {
             break;
         }
-        if ended {
+        if ended || buf.len() - at > LONGEST_ELEMENT_BYTES {
             return None;
         }
         buf.drain(..at);
@@ -919,6 +926,23 @@ mod tests {
             bad[at] = 0xff;
             assert!(read_in_pieces(&bad[..], 3, 2).is_none(), "{at}");
         }
+    }
+
+    #[test]
+    fn an_element_longer_than_the_limit_is_left_to_the_whole_parse() {
+        let long = "x".repeat(2 * LONGEST_ELEMENT_BYTES);
+        let text = format!(
+            r#"{{"transcript":[{{"turn_id":"s","role":"system","content":"{long}","token_estimate":1}},{{"turn_id":"u","role":"user","token_estimate":1}}],{TAIL}}}"#
+        );
+        // A piece at a time would rescan the long element at every read.
+        assert!(read_in_pieces(text.as_bytes(), PIECE_BYTES, 2).is_none());
+        // Just under the limit it is still read in pieces.
+        let short = "x".repeat(LONGEST_ELEMENT_BYTES - 200);
+        let ok = text.replace(&long, &short);
+        assert!(read_in_pieces(ok.as_bytes(), PIECE_BYTES, 2).is_some());
+        // Either way the request parses, to the same transcript as the strict pass.
+        let whole = parse_whole(&text).ok().expect("parses").transcript;
+        assert_eq!(parse(&text).ok().expect("parses").transcript, whole);
     }
 
     #[test]

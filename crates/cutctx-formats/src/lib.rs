@@ -116,6 +116,7 @@ pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
 };
 pub use repair::{Repair, RepairKind, is_repairable, repair};
+pub use text::TextParts;
 pub use validate::{Rule, Violation, validate};
 
 /// A provider transcript format.
@@ -193,6 +194,18 @@ pub struct ProviderTranscript {
 pub struct CompactedText {
     /// The compacted request: the input's bytes wherever compaction did not change them.
     pub text: String,
+    /// What was kept, masked, summarized and dropped, by turn id.
+    pub report: CompactionReport,
+    /// The compacted view, as cutctx turns.
+    pub view: Transcript,
+}
+
+/// A compacted provider request as text parts, to write from the request's text, with
+/// cutctx's report and view: what [`ProviderTranscript::apply_parts`] returns.
+#[derive(Debug, Clone)]
+pub struct CompactedParts {
+    /// The compacted request, as parts of the input's text and text written anew.
+    pub parts: TextParts,
     /// What was kept, masked, summarized and dropped, by turn id.
     pub report: CompactionReport,
     /// The compacted view, as cutctx turns.
@@ -428,15 +441,25 @@ impl ProviderTranscript {
     /// As [`ProviderTranscript::render`]; `FORMAT_VIEW_MISMATCH` when `text` is not the text
     /// read.
     pub fn render_text(&self, view: &Transcript, text: &str) -> Result<String, FormatError> {
+        let parts = self.render_parts(view, text)?;
+        parts.to_text(text).ok_or_else(|| not_the_text(self.format))
+    }
+
+    /// As [`ProviderTranscript::render_text`], the output as parts to write from `text`
+    /// ([`TextParts::write_to`]) rather than whole: everything that can fail has been checked
+    /// when it returns, and the output is never held whole.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::render_text`].
+    pub fn render_parts(&self, view: &Transcript, text: &str) -> Result<TextParts, FormatError> {
         let Some(layout) = &self.layout else {
             let out = self.render(view)?;
-            return serde_json::to_string(&out).map_err(|e| unwritable(self.format, &e));
+            let written = serde_json::to_string(&out).map_err(|e| unwritable(self.format, &e))?;
+            return Ok(TextParts::whole(written, text.len()));
         };
         if layout.text_len != text.len() {
-            return Err(FormatError::view(
-                "The text given is not the text this transcript was read from.",
-                details! { "format" => self.format.as_str() },
-            ));
+            return Err(not_the_text(self.format));
         }
         let source = Source::Text {
             text,
@@ -462,7 +485,9 @@ impl ProviderTranscript {
                     document =
                         mapping::resolve(rendered, list_key(self.format), Messages::Owned(values))?;
                 }
-                serde_json::to_string(&document).map_err(|e| unwritable(self.format, &e))?
+                let written =
+                    serde_json::to_string(&document).map_err(|e| unwritable(self.format, &e))?;
+                TextParts::whole(written, text.len())
             }
         };
         // Every piece is a message the check accepted (kept, or masked in the payload the
@@ -470,9 +495,31 @@ impl ProviderTranscript {
         // shares, whose outputs are checked in full: re-reading the whole output would cost
         // a second parse of the request. Builds with debug assertions (the tests) re-check it.
         if cfg!(debug_assertions) {
-            check_text(self.format, &out)?;
+            let whole = out.to_text(text).ok_or_else(|| not_the_text(self.format))?;
+            check_text(self.format, &whole)?;
         }
         Ok(out)
+    }
+
+    /// As [`ProviderTranscript::apply_text`], the output as parts (see
+    /// [`ProviderTranscript::render_parts`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::apply_text`].
+    pub fn apply_parts(
+        &self,
+        plan: &CompactionPlan,
+        summaries: &BTreeMap<String, String>,
+        text: &str,
+    ) -> Result<CompactedParts, FormatError> {
+        let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
+        let parts = self.render_parts(&out.transcript, text)?;
+        Ok(CompactedParts {
+            parts,
+            report: out.report,
+            view: out.transcript,
+        })
     }
 
     /// As [`ProviderTranscript::apply`], writing the compacted request as text (see
@@ -487,12 +534,15 @@ impl ProviderTranscript {
         summaries: &BTreeMap<String, String>,
         text: &str,
     ) -> Result<CompactedText, FormatError> {
-        let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
-        let text = self.render_text(&out.transcript, text)?;
+        let out = self.apply_parts(plan, summaries, text)?;
+        let text = out
+            .parts
+            .to_text(text)
+            .ok_or_else(|| not_the_text(self.format))?;
         Ok(CompactedText {
             text,
             report: out.report,
-            view: out.transcript,
+            view: out.view,
         })
     }
 
@@ -724,6 +774,14 @@ fn check_text(format: Format, out: &str) -> Result<(), FormatError> {
             details! { "format" => format.as_str() },
         )),
     }
+}
+
+/// `FORMAT_VIEW_MISMATCH`: the text given to render into is not the text read.
+fn not_the_text(format: Format) -> FormatError {
+    FormatError::view(
+        "The text given is not the text this transcript was read from.",
+        details! { "format" => format.as_str() },
+    )
 }
 
 /// A rendered request that cannot be written as JSON (which a value never is not).

@@ -198,7 +198,135 @@ fn field_span(message: &str, key: &str) -> Option<Range<usize>> {
         .map(|(_, raw)| span(message, raw.get()))
 }
 
-/// Writes `rendered` as text: the input's bytes before the list, the list's pieces (kept
+/// A compacted request as text, in parts: ranges of the input's text (the bytes around the
+/// list, kept messages and the separators between them) and the text written anew (stubs,
+/// summaries, rebuilt messages). Everything that can fail was checked when it was made: writing
+/// it only copies bytes, so a caller can stream it without building the whole output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextParts {
+    parts: Vec<Part>,
+    /// The length of the text the ranges refer to, to recognise it when it is given back.
+    text_len: usize,
+}
+
+/// One part of a [`TextParts`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    /// These bytes of the input's text.
+    Input(Range<usize>),
+    /// Text written anew.
+    New(String),
+}
+
+impl TextParts {
+    /// The parts of text written whole (a request written from a value).
+    pub(crate) fn whole(written: String, text_len: usize) -> Self {
+        Self {
+            parts: vec![Part::New(written)],
+            text_len,
+        }
+    }
+
+    /// The length of the output, in bytes.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Input(r) => r.len(),
+                Part::New(s) => s.len(),
+            })
+            .sum()
+    }
+
+    /// Whether the output is empty (which a rendered request never is).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The output's parts as strings, in order; `None` when `text` is not the text they were
+    /// made from.
+    fn strs<'a>(&'a self, text: &'a str) -> Option<impl Iterator<Item = &'a str>> {
+        // Every range lies inside the text it was made from, on character boundaries; a text
+        // of that length is the one checked at the start of the rendering.
+        (text.len() == self.text_len).then(|| {
+            self.parts.iter().map(move |p| match p {
+                Part::Input(r) => text.get(r.clone()).unwrap_or_default(),
+                Part::New(s) => s.as_str(),
+            })
+        })
+    }
+
+    /// The last byte of the output, to know whether it ends a line.
+    #[must_use]
+    pub fn last_byte(&self, text: &str) -> Option<u8> {
+        self.strs(text)?
+            .filter(|s| !s.is_empty())
+            .last()
+            .and_then(|s| s.as_bytes().last().copied())
+    }
+
+    /// The output whole, from `text`, the request's text it was rendered from; `None` when
+    /// `text` is not that text.
+    #[must_use]
+    pub fn to_text(&self, text: &str) -> Option<String> {
+        let mut out = String::with_capacity(self.len());
+        for s in self.strs(text)? {
+            out.push_str(s);
+        }
+        Some(out)
+    }
+
+    /// Writes the output to `out`, from `text`, the request's text it was rendered from: the
+    /// bytes of [`TextParts::to_text`], never held whole. `out` is written to in the parts'
+    /// sizes: give it a buffered writer.
+    ///
+    /// # Errors
+    ///
+    /// The first error of `out`; `InvalidInput` when `text` is not the text rendered from.
+    pub fn write_to(&self, text: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        let parts = self.strs(text).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the text given is not the text the request was rendered from",
+            )
+        })?;
+        for s in parts {
+            out.write_all(s.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Appends `part`, joining input ranges that meet.
+    fn push(&mut self, part: Part) {
+        match part {
+            Part::Input(range) => self.input(range),
+            Part::New(s) => self.parts.push(Part::New(s)),
+        }
+    }
+
+    /// Appends the bytes `range` of the input, extending the last part when it ends there.
+    fn input(&mut self, range: Range<usize>) {
+        if let Some(Part::Input(last)) = self.parts.last_mut()
+            && last.end == range.start
+        {
+            last.end = range.end;
+            return;
+        }
+        if !range.is_empty() {
+            self.parts.push(Part::Input(range));
+        }
+    }
+
+    /// Appends `value` as compact JSON.
+    fn value(&mut self, value: &Value) -> Result<(), serde_json::Error> {
+        self.parts.push(Part::New(serde_json::to_string(value)?));
+        Ok(())
+    }
+}
+
+/// Writes `rendered` as text parts: the input's bytes before the list, the list's pieces (kept
 /// messages copied, changed ones patched or written compactly), the input's bytes after it.
 /// `None` when the rendering changed a top-level field, which the caller writes as a value.
 pub(crate) fn write(
@@ -206,22 +334,29 @@ pub(crate) fn write(
     shell: &Value,
     layout: &Layout,
     text: &str,
-) -> Option<Result<String, serde_json::Error>> {
+) -> Option<Result<TextParts, serde_json::Error>> {
     if rendered.shell != *shell {
         return None;
     }
+    let mut out = TextParts {
+        parts: Vec::new(),
+        text_len: text.len(),
+    };
     let Some(pieces) = &rendered.list else {
-        return Some(Ok(text.to_owned()));
+        out.input(0..text.len());
+        return Some(Ok(out));
     };
     let items = &layout.items;
     let (first, last) = (items.first()?, items.last()?);
+    // Every range below is checked to lie in the text (on character boundaries) before it is
+    // recorded, so that writing the parts cannot fail.
+    let checked = |r: Range<usize>| text.get(r.clone()).map(|_| r);
     // The separator of a new neighbour: the input's own between its first two messages.
     let default_sep = match items.get(1) {
-        Some(second) => text.get(first.end..second.start)?,
-        None => ",",
+        Some(second) => Part::Input(checked(first.end..second.start)?),
+        None => Part::New(",".to_owned()),
     };
-    let mut out = String::with_capacity(text.len() + 1);
-    out.push_str(text.get(..first.start)?);
+    out.input(checked(0..first.start)?);
     let mut previous: Option<usize> = None;
     for (n, piece) in pieces.iter().enumerate() {
         let origin = match piece {
@@ -231,49 +366,68 @@ pub(crate) fn write(
         if n > 0 {
             let sep = match (previous, origin) {
                 (Some(a), Some(b)) if a + 1 == b => {
-                    text.get(items.get(a)?.end..items.get(b)?.start)?
+                    Part::Input(checked(items.get(a)?.end..items.get(b)?.start)?)
                 }
-                _ => default_sep,
+                _ => default_sep.clone(),
             };
-            out.push_str(sep);
+            out.push(sep);
         }
         previous = origin;
-        match piece {
-            Piece::Kept(i) => out.push_str(text.get(items.get(*i)?.clone())?),
-            Piece::Masked { index, patches } => {
-                let message = text.get(items.get(*index)?.clone())?;
-                let written = match patch_spans(message, patches) {
-                    Some(spans) => {
-                        let mut at = 0;
-                        for (span, patch) in spans.iter().zip(patches) {
-                            out.push_str(message.get(at..span.start)?);
-                            if let Err(e) = write_value(&mut out, &Value::from(&*patch.stub)) {
-                                return Some(Err(e));
-                            }
-                            at = span.end;
+        if let Err(e) = write_piece(&mut out, piece, items, text)? {
+            return Some(Err(e));
+        }
+    }
+    out.input(checked(last.end..text.len())?);
+    Some(Ok(out))
+}
+
+/// Appends one piece of the list: a kept message's bytes, a masked one's bytes with its stubs,
+/// or a new message. `None` when a range is not in the text.
+fn write_piece(
+    out: &mut TextParts,
+    piece: &Piece,
+    items: &[Range<usize>],
+    text: &str,
+) -> Option<Result<(), serde_json::Error>> {
+    match piece {
+        Piece::Kept(i) => {
+            let range = items.get(*i)?.clone();
+            text.get(range.clone())?;
+            out.input(range);
+        }
+        Piece::Masked { index, patches } => {
+            let range = items.get(*index)?.clone();
+            let message = text.get(range.clone())?;
+            match patch_spans(message, patches) {
+                Some(spans) => {
+                    let mut at = 0;
+                    for (span, patch) in spans.iter().zip(patches) {
+                        message.get(at..span.start)?;
+                        out.input(range.start + at..range.start + span.start);
+                        if let Err(e) = out.value(&Value::from(&*patch.stub)) {
+                            return Some(Err(e));
                         }
-                        out.push_str(message.get(at..)?);
-                        Ok(())
+                        at = span.end;
                     }
-                    None => {
-                        // A value to replace is missing (a field to add): the message rebuilt.
-                        let original: Value = serde_json::from_str(message).ok()?;
-                        write_value(&mut out, &crate::mapping::patched(&original, patches))
+                    message.get(at..)?;
+                    out.input(range.start + at..range.end);
+                }
+                None => {
+                    // A value to replace is missing (a field to add): the message rebuilt.
+                    let original: Value = serde_json::from_str(message).ok()?;
+                    if let Err(e) = out.value(&crate::mapping::patched(&original, patches)) {
+                        return Some(Err(e));
                     }
-                };
-                if let Err(e) = written {
-                    return Some(Err(e));
                 }
             }
-            Piece::New(v) => {
-                if let Err(e) = write_value(&mut out, v) {
-                    return Some(Err(e));
-                }
+        }
+        Piece::New(v) => {
+            if let Err(e) = out.value(v) {
+                return Some(Err(e));
             }
         }
     }
-    out.push_str(text.get(last.end..)?);
-    Some(Ok(out))
+    Some(Ok(()))
 }
 
 /// Where, within `message`, each patch's value lies, in the patches' order; `None` unless
@@ -298,13 +452,6 @@ fn patch_spans(message: &str, patches: &[Patch]) -> Option<Vec<Range<usize>>> {
         spans.push(span);
     }
     Some(spans)
-}
-
-/// Appends `value` as compact JSON.
-fn write_value(out: &mut String, value: &Value) -> Result<(), serde_json::Error> {
-    let s = serde_json::to_string(value)?;
-    out.push_str(&s);
-    Ok(())
 }
 
 /// Parses the messages of the list at `key` of the request `text` (or of the bare list), one

@@ -414,3 +414,62 @@ fn an_output_reserve_near_two_to_the_64_is_unsatisfiable_not_a_wrap() {
     assert_eq!(e.details["messages_tokens"], 1_000);
     assert!(!e.message.contains("xxxx"));
 }
+
+/// A writer that accepts `room` bytes, then fails as a full disk does.
+struct Full {
+    room: usize,
+}
+
+impl std::io::Write for Full {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.room == 0 {
+            return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "full"));
+        }
+        let n = buf.len().min(self.room);
+        self.room -= n;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The command's own path writes, from the input's text, the bytes `compact` returns whole,
+/// compacted or not, and a writer that fails fails the write.
+#[test]
+fn the_streamed_output_is_the_output_compact_returns() {
+    for (name, _, file) in FORMATS {
+        let text = example(file);
+        for policy in ["observation_masking", "drop_oldest", "default_chain"] {
+            for budget in [0, 300, 900, 1_000_000] {
+                let mut a = args(name, budget);
+                a.policy = Some(policy.into());
+                a.protected_recent = Some(1);
+                let whole = formats::compact(&a, &text, None);
+                let streamed = formats::compact_owned(&a, text.clone(), None);
+                let (whole, streamed) = match (whole, streamed) {
+                    (Ok(w), Ok(s)) => (w, s),
+                    (Err(w), Err(s)) => {
+                        assert_eq!(w.code, s.code, "{file} / {policy} / {budget}");
+                        continue;
+                    }
+                    (w, s) => panic!("{file} / {policy} / {budget}: {w:?} / {s:?}"),
+                };
+                let mut written = Vec::new();
+                streamed.write_to(&mut written).expect("writes");
+                assert_eq!(
+                    String::from_utf8(written).expect("UTF-8"),
+                    whole.output,
+                    "{file} / {policy} / {budget}"
+                );
+                assert_eq!(streamed.repairs, whole.repairs);
+                let half = whole.output.len() / 2;
+                let e = streamed
+                    .write_to(&mut Full { room: half })
+                    .expect_err("the writer is full");
+                assert_eq!(e.kind(), std::io::ErrorKind::StorageFull);
+            }
+        }
+    }
+}

@@ -201,3 +201,41 @@ fn a_view_without_the_system_turn_is_written_from_values() {
     assert_eq!(parsed, by_value.render(&view).expect("renders"));
     assert!(parsed.get("system").is_none());
 }
+
+/// The parts of a rendering, written, are the rendered text, for every corpus request under
+/// every policy: what the command line streams is what `render_text` returns.
+#[test]
+fn the_parts_written_are_the_rendered_text() {
+    let mut compared = 0;
+    for case in corpus() {
+        let text = serde_json::to_string_pretty(&case.document).expect("writes");
+        let estimator = CharRatioEstimator::default();
+        let Some(pt) = ProviderTranscript::from_text_with(case.format, &text, &estimator) else {
+            // A shape the text path leaves to the value path (a Responses `input` string).
+            continue;
+        };
+        let total = pt.transcript().token_estimate();
+        for (name, policy) in policies() {
+            for budget in [0, total / 2, total] {
+                let budget = CompactionBudget::new(budget).with_protected_recent_turns(1);
+                let Ok(plan) = policy.decide(pt.transcript(), &budget) else {
+                    continue;
+                };
+                let Ok(parts) = pt.apply_parts(&plan, &BTreeMap::new(), &text) else {
+                    continue;
+                };
+                let whole = pt
+                    .apply_text(&plan, &BTreeMap::new(), &text)
+                    .expect("renders as the parts did");
+                let mut written = Vec::new();
+                parts.parts.write_to(&text, &mut written).expect("writes");
+                assert_eq!(written, whole.text.as_bytes(), "{} / {name}", case.name);
+                assert_eq!(parts.parts.len(), whole.text.len());
+                assert_eq!(parts.parts.last_byte(&text), whole.text.bytes().last());
+                assert!(parts.parts.to_text("").is_none(), "another text is refused");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 50, "only {compared} comparisons");
+}
