@@ -13,6 +13,14 @@
 //! free, and a slot is freed only when its lines have been written, so at most [`window`]
 //! chunks are held at once whatever the file's size. Chunks, not lines, cross between threads:
 //! handing over each small line would cost the threads more waking up than compacting it.
+//!
+//! A chunk's buffers go round the window and are used again: the reader reads its lines into one
+//! buffer, the worker writes their outputs into another, the writer empties both and hands the
+//! chunk back with the slot. So the text of a line is neither allocated per line nor freed on a
+//! thread other than the one that allocated it: a worker frees what it allocates while
+//! compacting, as the single-request path does, instead of the writer freeing every output
+//! (glibc gives such memory back to the worker's arena under that arena's lock).
+//!
 //! Input compressed with gzip or zstd (recognised by its first bytes, so standard input too) is
 //! decompressed as it is read.
 
@@ -148,20 +156,97 @@ pub const CHUNK_LINES: usize = 32;
 /// makes a chunk of its own).
 pub const CHUNK_BYTES: usize = 1 << 20;
 
-/// Lines handed to a worker together: the number of the first (from 0), and the lines.
-type Chunk = (u64, Vec<Vec<u8>>);
+/// A buffer of the window keeps at most this much room between uses: one longer line does not
+/// make its chunk hold that much memory for the rest of the run.
+const KEPT_BYTES: usize = 2 * CHUNK_BYTES;
+
+/// Lines handed to a worker together and, once compacted, to the writer: their text, their
+/// outputs and outcomes. Its buffers are used again for later chunks (see the module's notes).
+#[derive(Default)]
+struct Chunk {
+    /// The number of the first line (from 0).
+    first: u64,
+    /// The lines one after another, without their `\n` or `\r\n`.
+    input: Vec<u8>,
+    /// Where each line ends in `input`.
+    input_ends: Vec<usize>,
+    /// Each line's output one after another (`null\n` for a failed line).
+    output: Vec<u8>,
+    /// Where each line's output ends in `output`.
+    output_ends: Vec<usize>,
+    /// Each line's outcome.
+    outcomes: Vec<Outcome>,
+}
+
+impl Chunk {
+    /// Emptied for its next lines, keeping its buffers' room up to [`KEPT_BYTES`].
+    fn recycle(&mut self) {
+        for buffer in [&mut self.input, &mut self.output] {
+            if buffer.capacity() > KEPT_BYTES {
+                *buffer = Vec::new();
+            }
+            buffer.clear();
+        }
+        self.input_ends.clear();
+        self.output_ends.clear();
+        self.outcomes.clear();
+    }
+
+    /// Compacts each line, its output into `output` and its outcome into `outcomes`.
+    fn compact(&mut self, args: &FormatArgs, summaries: Option<&str>, keep: bool) {
+        let mut start = 0;
+        for &end in &self.input_ends {
+            let line = &self.input[start..end];
+            start = end;
+            let outcome = guarded(|| compact_line(args, summaries, line, keep));
+            let outcome = outcome.map(|done| {
+                self.output.extend_from_slice(done.output.output.as_bytes());
+                // The output's and the report's texts are freed here, on the thread that
+                // made them.
+                Answered {
+                    unchanged: done.unchanged,
+                    tokens_before: done.tokens_before,
+                    tokens_after: done.tokens_after,
+                    repairs: done.output.repairs,
+                    compaction: done.compaction,
+                }
+            });
+            if outcome.is_err() {
+                self.output.extend_from_slice(b"null\n");
+            }
+            self.output_ends.push(self.output.len());
+            self.outcomes.push(outcome);
+        }
+    }
+}
 
 /// How a run ended when it did not fail as a whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ended {
     /// Every line was read and answered.
     Complete(Summary),
-    /// The output's reader closed the pipe; the run stopped there.
+    /// The output's reader closed the pipe; the run stopped there. The summary counts the lines
+    /// handed to the output, which writes a run of lines at once.
     ReaderGone(Summary),
 }
 
+/// What a compacted line tells the writer beside its output: [`Detailed`] without the texts,
+/// which the worker has copied into its chunk or freed.
+struct Answered {
+    /// Whether the output is the input itself.
+    unchanged: bool,
+    /// The whole prompt before, in estimated tokens.
+    tokens_before: u64,
+    /// The whole prompt after.
+    tokens_after: u64,
+    /// What `--repair` dropped, one line each.
+    repairs: Vec<String>,
+    /// What a receipt is made of, with `--ledger`.
+    compaction: Option<(cutctx::Transcript, cutctx::CompactedTranscript)>,
+}
+
 /// One line's outcome, from a worker to the writer.
-type Outcome = Result<Detailed, CliError>;
+type Outcome = Result<Answered, CliError>;
 
 /// Runs `cutctx batch` over `io`: the summary, or the error that stopped the whole run.
 ///
@@ -232,23 +317,21 @@ pub fn run(args: &BatchArgs, io: Io<'_>) -> Result<Ended, CliError> {
     let (work_tx, work_rx) = sync_channel::<Chunk>(window);
     let work_rx = Mutex::new(work_rx);
     let (read, written) = std::thread::scope(|scope| {
-        let (slot_tx, slot_rx) = sync_channel::<()>(window);
-        let (done_tx, done_rx) = sync_channel::<(u64, Vec<Outcome>)>(window);
+        // The window's slots are its chunks: a free slot is an empty chunk.
+        let (slot_tx, slot_rx) = sync_channel::<Chunk>(window);
+        let (done_tx, done_rx) = sync_channel::<Chunk>(window);
         for _ in 0..window {
-            // The window's slots; the channel holds exactly this many.
-            let _ = slot_tx.send(());
+            // The channel holds exactly this many.
+            let _ = slot_tx.send(Chunk::default());
         }
         let reader = scope.spawn(move || read_lines(input, &slot_rx, &work_tx));
         for _ in 0..jobs.get() {
             let (work_rx, done_tx) = (&work_rx, done_tx.clone());
             let summaries = summaries.as_deref();
             scope.spawn(move || {
-                while let Some((first, lines)) = next(work_rx) {
-                    let outcomes = lines
-                        .into_iter()
-                        .map(|line| guarded(|| compact_line(&args.format, summaries, &line, keep)))
-                        .collect();
-                    if done_tx.send((first, outcomes)).is_err() {
+                while let Some(mut chunk) = next(work_rx) {
+                    chunk.compact(&args.format, summaries, keep);
+                    if done_tx.send(chunk).is_err() {
                         break;
                     }
                 }
@@ -300,7 +383,7 @@ fn next(work: &Mutex<Receiver<Chunk>>) -> Option<Chunk> {
 /// `work()`, or, when it panics, the line's failure. A panic is a defect, but it must not
 /// stop the run: a worker that died would never answer its line, and the writer, the reader
 /// and the other workers would wait on each other for ever.
-fn guarded(work: impl FnOnce() -> Outcome) -> Outcome {
+fn guarded<T>(work: impl FnOnce() -> Result<T, CliError>) -> Result<T, CliError> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
         Err(CliError {
             code: crate::error::INTERNAL_ERROR,
@@ -312,39 +395,39 @@ fn guarded(work: impl FnOnce() -> Outcome) -> Outcome {
     })
 }
 
-/// Reads lines (without their `\n` or `\r\n`) in chunks, each once a slot of the window is
-/// free.
+/// Reads lines (without their `\n` or `\r\n`) in chunks, each into the chunk of a free slot
+/// of the window.
 fn read_lines(
     mut input: Box<dyn BufRead + Send + '_>,
-    slots: &Receiver<()>,
+    slots: &Receiver<Chunk>,
     work: &SyncSender<Chunk>,
 ) -> std::io::Result<()> {
     let mut first = 0_u64;
     loop {
-        if slots.recv().is_err() {
+        let Ok(mut chunk) = slots.recv() else {
             // The writer stopped: nothing more is wanted.
             return Ok(());
-        }
-        let mut lines = Vec::new();
-        let mut bytes = 0;
+        };
+        chunk.first = first;
+        let text = &mut chunk.input;
         let mut ended = false;
-        while lines.len() < CHUNK_LINES && bytes < CHUNK_BYTES {
-            let mut line = Vec::new();
-            if input.read_until(b'\n', &mut line)? == 0 {
+        while chunk.input_ends.len() < CHUNK_LINES && text.len() < CHUNK_BYTES {
+            let start = text.len();
+            if input.read_until(b'\n', text)? == 0 {
                 ended = true;
                 break;
             }
-            if line.last() == Some(&b'\n') {
-                line.pop();
-                if line.last() == Some(&b'\r') {
-                    line.pop();
+            if text.last() == Some(&b'\n') {
+                text.pop();
+                // Only this line's own `\r`, never the end of the line before.
+                if text.len() > start && text.last() == Some(&b'\r') {
+                    text.pop();
                 }
             }
-            bytes += line.len();
-            lines.push(line);
+            chunk.input_ends.push(text.len());
         }
-        let count = lines.len() as u64;
-        if count > 0 && work.send((first, lines)).is_err() {
+        let count = chunk.input_ends.len() as u64;
+        if count > 0 && work.send(chunk).is_err() {
             return Ok(());
         }
         if ended {
@@ -355,7 +438,12 @@ fn read_lines(
 }
 
 /// One line through `cutctx compact --format`'s own function.
-fn compact_line(args: &FormatArgs, summaries: Option<&str>, line: &[u8], keep: bool) -> Outcome {
+fn compact_line(
+    args: &FormatArgs,
+    summaries: Option<&str>,
+    line: &[u8],
+    keep: bool,
+) -> Result<Detailed, CliError> {
     let text = std::str::from_utf8(line).map_err(|e| {
         CliError::input(
             format!(
@@ -382,44 +470,82 @@ struct Writer<'a, 'f> {
 }
 
 impl Writer<'_, '_> {
-    /// Writes every chunk's outcomes as soon as those before it are written, freeing a slot
-    /// each time.
+    /// Writes every chunk's lines as soon as those before it are written, giving the chunk
+    /// back as a free slot each time.
     fn write_in_order(
         &mut self,
-        done: Receiver<(u64, Vec<Outcome>)>,
-        slots: SyncSender<()>,
+        done: Receiver<Chunk>,
+        slots: SyncSender<Chunk>,
     ) -> Result<(), CliError> {
         // Keyed by the chunk's first line: chunks tile the lines, so the next chunk to write
         // starts where the last one written ended.
-        let mut pending: BTreeMap<u64, Vec<Outcome>> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, Chunk> = BTreeMap::new();
         let mut next = 0u64;
-        for (first, outcomes) in done {
-            pending.insert(first, outcomes);
-            while let Some(outcomes) = pending.remove(&next) {
-                for outcome in outcomes {
-                    self.write_one(next, outcome)?;
+        for chunk in done {
+            pending.insert(chunk.first, chunk);
+            while let Some(mut chunk) = pending.remove(&next) {
+                // The outputs are written a run of lines at a time, not line by line: a run
+                // large enough goes to the output without being copied into its buffer.
+                let (mut run, mut start) = (0, 0);
+                for (outcome, &end) in chunk.outcomes.drain(..).zip(&chunk.output_ends) {
+                    if self.ledger.is_some() {
+                        // A line's receipt is appended only once the lines before it are
+                        // written, as `compact --ledger` appends it after its output.
+                        self.emit(&chunk.output[run..start])?;
+                        run = start;
+                    }
+                    let failed = self.count_one(next, outcome)?;
+                    if failed && &chunk.output[start..end] != b"null\n" {
+                        // A line the worker answered fails when its receipt cannot be appended.
+                        self.emit(&chunk.output[run..start])?;
+                        self.emit(b"null\n")?;
+                        run = end;
+                    }
                     if self.reader_gone {
                         return Ok(());
                     }
+                    start = end;
                     next += 1;
                 }
+                self.emit(&chunk.output[run..start])?;
+                if self.reader_gone {
+                    return Ok(());
+                }
+                chunk.recycle();
                 // Never blocks: the slot taken for this chunk is the one given back.
-                let _ = slots.send(());
+                let _ = slots.send(chunk);
             }
         }
         Ok(())
     }
 
-    fn write_one(&mut self, n: u64, outcome: Outcome) -> Result<(), CliError> {
+    /// Writes `text` to the output, unless its reader has gone.
+    fn emit(&mut self, text: &[u8]) -> Result<(), CliError> {
+        if self.reader_gone || text.is_empty() {
+            return Ok(());
+        }
+        match self.output.write_all(text) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::BrokenPipe => {
+                self.reader_gone = true;
+                Ok(())
+            }
+            Err(e) => Err(output::output_error("stdout", None, &e)),
+        }
+    }
+
+    /// Counts line `n` (from 0), appends its receipt and names its repairs or its error:
+    /// whether it failed, so that its output is `null`.
+    fn count_one(&mut self, n: u64, outcome: Outcome) -> Result<bool, CliError> {
         let outcome = outcome.and_then(|done| self.receipt(done));
         let s = &mut self.summary;
         s.lines += 1;
-        let text = match outcome {
+        let failed = match outcome {
             Ok(done) => {
                 // Saturating: many lines with output reserves near 2^64 must not wrap.
                 s.tokens_before = s.tokens_before.saturating_add(done.tokens_before);
                 s.tokens_after = s.tokens_after.saturating_add(done.tokens_after);
-                let repairs = &done.output.repairs;
+                let repairs = &done.repairs;
                 s.repairs = s
                     .repairs
                     .saturating_add(u64::try_from(repairs.len()).unwrap_or(u64::MAX));
@@ -435,7 +561,7 @@ impl Writer<'_, '_> {
                 } else {
                     s.compacted += 1;
                 }
-                done.output.output
+                false
             }
             Err(e) => {
                 s.failed += 1;
@@ -443,26 +569,21 @@ impl Writer<'_, '_> {
                     file.write_all(error_line(n + 1, &e).as_bytes())
                         .map_err(|(path, e)| output::output_error("errors", Some(&path), &e))?;
                 }
-                "null\n".to_owned()
+                true
             }
         };
-        match self.output.write_all(text.as_bytes()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::BrokenPipe => self.reader_gone = true,
-            Err(e) => return Err(output::output_error("stdout", None, &e)),
-        }
         if let Some(progress) = self.progress.as_deref_mut()
             && self.last_progress.elapsed() >= Duration::from_millis(100)
         {
             progress(&self.summary);
             self.last_progress = Instant::now();
         }
-        Ok(())
+        Ok(failed)
     }
 
     /// Appends the receipt of a compacted line, as `compact --ledger` does; a receipt that
     /// cannot be appended fails its line.
-    fn receipt(&self, mut done: Detailed) -> Outcome {
+    fn receipt(&self, mut done: Answered) -> Outcome {
         let (Some((ledger, compactor)), Some((input, compacted))) =
             (self.ledger, done.compaction.take())
         else {
@@ -608,7 +729,8 @@ mod tests {
 
     #[test]
     fn a_panic_while_compacting_a_line_fails_that_line_only() {
-        let failed = guarded(|| panic!("a defect")).expect_err("the panic is the line's failure");
+        let failed =
+            guarded::<()>(|| panic!("a defect")).expect_err("the panic is the line's failure");
         assert_eq!(failed.code, crate::error::INTERNAL_ERROR);
     }
 }

@@ -261,6 +261,66 @@ fn a_ledger_gets_one_verified_receipt_per_compacted_line() {
 }
 
 #[test]
+fn a_line_whose_receipt_cannot_be_appended_is_null_and_the_others_are_written() {
+    let dir = scratch("ledger-unwritable");
+    let lines = lines(40);
+    let input = dir.join("in.jsonl");
+    write_jsonl(&input, &lines);
+    // A folder is not a ledger that can be appended to.
+    let out = batch(
+        &["--ledger", dir.to_str().expect("a path"), "--jobs", "2"],
+        input.to_str().expect("a path"),
+        b"",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let got: Vec<&str> = text(&out.stdout).split_inclusive('\n').collect();
+    assert_eq!(got.len(), lines.len());
+    let (mut unchanged, mut failed) = (0, 0);
+    for (i, line) in lines.iter().enumerate() {
+        let want = formats::compact(&args("observation_masking"), line, None).expect("compacts");
+        if want.output == format!("{line}\n") {
+            assert_eq!(got[i], want.output, "line {}", i + 1);
+            unchanged += 1;
+        } else {
+            assert_eq!(got[i], "null\n", "line {}", i + 1);
+            failed += 1;
+        }
+    }
+    assert!(unchanged > 0 && failed > 0, "{unchanged} {failed}");
+}
+
+#[test]
+fn lines_ending_in_crlf_and_empty_lines_are_read_as_lines() {
+    let dir = scratch("crlf");
+    let lines = lines(5);
+    let input = dir.join("in.jsonl");
+    // Only a line's own `\r\n` is taken off: the first line keeps its other `\r` (JSON
+    // whitespace), and the empty line after it fails alone.
+    let first = format!("{}\r", lines[0]);
+    let bytes = format!("{first}\r\n\n{}\r\n{}", lines[1], lines[2]);
+    std::fs::write(&input, bytes).expect("written");
+    let out = batch(&[], input.to_str().expect("a path"), b"");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let got: Vec<&str> = text(&out.stdout).split_inclusive('\n').collect();
+    let want = |line: &str| {
+        formats::compact(&args("observation_masking"), line, None)
+            .expect("compacts")
+            .output
+    };
+    // The first line fits: it comes back as it was, `\r` and all.
+    assert_eq!(got[0], format!("{first}\n"));
+    assert_eq!(
+        got,
+        [
+            want(&first),
+            "null\n".to_owned(),
+            want(&lines[1]),
+            want(&lines[2])
+        ]
+    );
+}
+
+#[test]
 fn without_a_format_or_with_a_report_it_is_a_usage_error() {
     let out = cutctx(
         &["--error-format", "json", "batch", "--max-tokens", "10", "-"],
