@@ -354,8 +354,10 @@ pub struct Prepared {
     /// `Some` when repair was asked for (empty when nothing needed it).
     repairs: Option<Vec<Repair>>,
     /// The request mapped from a value, for the summarizer's input (which quotes the original
-    /// messages), when `pt` was read from text and the plan asks for summaries.
+    /// messages), made when a summarizer first asks for it and `pt` was read from text.
     originals: Option<ProviderTranscript>,
+    /// The estimator the turns were counted with, for `originals`.
+    spec: EstimatorSpec,
 }
 
 impl Prepared {
@@ -366,12 +368,32 @@ impl Prepared {
     }
 
     /// The document a summarizer gets for `request`, as `--summarize-with` sends it.
-    #[must_use]
-    pub fn summarization_input(&self, request: &SummarizationRequest) -> Value {
-        self.originals
+    /// `input_text` must be the text [`prepare`] read: the document quotes the folded turns'
+    /// original messages, which a request read from text does not keep, so on the first call
+    /// they are mapped from it once more (only a plan that is summarized by a caller's model
+    /// pays for that; summaries given ready do not).
+    ///
+    /// # Errors
+    ///
+    /// As [`prepare`], should `input_text` not be the text it read.
+    pub fn summarization_input(
+        &mut self,
+        input_text: &str,
+        request: &SummarizationRequest,
+    ) -> Result<Value, CliError> {
+        if self.pt.is_from_text() && self.originals.is_none() {
+            let (document, _) = read_value(self.format, false, input_text)?;
+            let estimator = self.spec.estimator().map_err(from_format)?;
+            let originals =
+                ProviderTranscript::from_document_with(self.format, document, estimator.as_ref())
+                    .map_err(invalid_with_hint)?;
+            self.originals = Some(originals);
+        }
+        Ok(self
+            .originals
             .as_ref()
             .unwrap_or(&self.pt)
-            .summarization_input(request)
+            .summarization_input(request))
     }
 }
 
@@ -422,17 +444,6 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
             .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
     );
     let plan = policy.decide(pt.transcript(), &budget)?;
-    // A summarizer reads the folded turns' original messages, which a transcript read from
-    // text does not hold: map them from a value too, for that rare case only.
-    let originals = if pt.is_from_text() && !plan.summarization_requests.is_empty() {
-        let (document, _) = read_value(format, false, input_text)?;
-        Some(
-            ProviderTranscript::from_document_with(format, document, estimator.as_ref())
-                .map_err(invalid_with_hint)?,
-        )
-    } else {
-        None
-    };
     Ok(Prepared {
         format,
         max_tokens,
@@ -440,7 +451,8 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
         plan,
         count,
         repairs,
-        originals,
+        originals: None,
+        spec,
     })
 }
 
@@ -523,10 +535,10 @@ fn compact_text<'a>(
     release: Release,
     keep_compaction: bool,
 ) -> Result<Finished<'a>, CliError> {
-    let prepared = prepare(args, &input_text)?;
+    let mut prepared = prepare(args, &input_text)?;
     let summaries = match (summaries_text, &args.summarize_with) {
         (Some(text), _) => parse_summaries(text)?,
-        (None, Some(command)) => run_summarizer(command, &prepared)?,
+        (None, Some(command)) => run_summarizer(command, &mut prepared, &input_text)?,
         (None, None) => BTreeMap::new(),
     };
     // The command's own path writes the report only with --report: its canonical JSON and
@@ -558,6 +570,7 @@ fn finish_text<'a>(
         count,
         repairs,
         originals,
+        spec: _,
     } = prepared;
     drop(originals);
     require_summaries(&plan, summaries)?;
@@ -883,11 +896,15 @@ fn require_summaries(
 /// Runs `command` once per summarization request of the plan, in order, and collects the summaries.
 fn run_summarizer(
     command: &str,
-    prepared: &Prepared,
+    prepared: &mut Prepared,
+    input_text: &str,
 ) -> Result<BTreeMap<String, String>, CliError> {
     let mut summaries = BTreeMap::new();
-    for request in &prepared.plan.summarization_requests {
-        let input = prepared.summarization_input(request).to_string();
+    for request in prepared.plan.summarization_requests.clone() {
+        let request = &request;
+        let input = prepared
+            .summarization_input(input_text, request)?
+            .to_string();
         let summary = summarize_once(command, request.group_id(), &input)?;
         summaries.insert(request.group_id().to_owned(), summary);
     }

@@ -189,17 +189,18 @@ fn summaries_of(d: Option<&Bound<'_, PyDict>>) -> Result<BTreeMap<String, String
 fn run_summarize(
     py: Python<'_>,
     summarize: &Bound<'_, PyAny>,
-    p: &Prepared,
+    p: &mut Prepared,
+    text: &str,
 ) -> Result<BTreeMap<String, String>, Failure> {
     let mut summaries = BTreeMap::new();
-    for request in &p.plan().summarization_requests {
+    for request in &p.plan().summarization_requests.clone() {
         let group = request.group_id();
         let fail = |message: String| Coded {
             code: SUMMARIZER_ERROR,
             message,
             details: details! { "group_id" => group },
         };
-        let input = p.summarization_input(request);
+        let input = p.summarization_input(text, request)?;
         let called = json_to_py(py, &input).and_then(|arg| summarize.call1((arg,)));
         let returned = called.map_err(|cause| {
             Failure::Callback(
@@ -294,10 +295,10 @@ fn compact_json<'py>(
         let text = text_of(data)?;
         // The Rust work runs without the interpreter lock unless a Python callable has to be
         // called in the middle.
-        let prepared = py.detach(|| cli::prepare(&args, text))?;
+        let mut prepared = py.detach(|| cli::prepare(&args, text))?;
         let made = match summarize {
             None => given,
-            Some(f) => run_summarize(py, f, &prepared)?,
+            Some(f) => run_summarize(py, f, &mut prepared, text)?,
         };
         let done = py.detach(|| cli::finish(prepared, text, &made, false))?;
         Ok((done.output.output, done.output.report))
