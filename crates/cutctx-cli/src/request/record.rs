@@ -305,34 +305,9 @@ fn hex4(b: &[u8], i: usize) -> Option<u32> {
     })
 }
 
-/// The offset of the first `"`, `\` or control byte in `b`, eight bytes at a time: string
-/// contents are most of a request's bytes.
+/// The offset of the first `"`, `\` or control byte in `b`.
 fn special(b: &[u8]) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
-    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
-    const SPACES: u64 = u64::from_le_bytes([0x20; 8]);
-    // The high bit of each byte below `n * ONES`'s bytes (`n` at most 0x80), exact for the
-    // lowest such byte: borrows only run upward, so the lowest flag is a true one.
-    let below = |x: u64, n: u64| x.wrapping_sub(n) & !x & HIGHS;
-    let mut chunks = b.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        let found = below(x ^ QUOTES, ONES) | below(x ^ BACKSLASHES, ONES) | below(x, SPACES);
-        if found != 0 {
-            return Some(offset + (found.trailing_zeros() / 8) as usize);
-        }
-        offset += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\' || c < 0x20)
-        .map(|p| offset + p)
+    super::scan::first_special(b, true)
 }
 
 /// The first position at or after `i` that is not JSON whitespace.
