@@ -453,6 +453,11 @@ fn compact_line(
             details! { "document" => "the transcript", "offset" => e.valid_up_to() },
         )
     })?;
+    // The report's text is not written by a batch (`--report` is refused): not made.
+    let keep = formats::Keep {
+        compaction: keep,
+        report: false,
+    };
     formats::compact_detailed(args, text, summaries, keep)
 }
 

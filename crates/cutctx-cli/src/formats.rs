@@ -109,7 +109,8 @@ pub struct FormatOutput {
     pub output: String,
     /// `{"plan", "report"}` as canonical JSON and a newline, for `--report FILE`; with
     /// `"prompt"` when tools or an output reserve count, `"repairs"` with `--repair`. Empty
-    /// from [`compact_owned`] ([`Streamed::report`]) without `--report`, which has no use for it.
+    /// from [`compact_owned`] ([`Streamed::report`]) without `--report`, and from
+    /// [`compact_detailed`] without [`Keep::report`], whose callers have no use for it.
     pub report: String,
     /// What `--repair` dropped, in order, one line each for standard error.
     pub repairs: Vec<String>,
@@ -136,6 +137,7 @@ pub fn compact(
         summaries_text,
         Release::Free,
         false,
+        true,
     )
     .map(|d| d.into_detailed().output)
 }
@@ -157,8 +159,18 @@ pub struct Detailed {
     pub compaction: Option<(cutctx::Transcript, cutctx::CompactedTranscript)>,
 }
 
-/// As [`compact`], with the report's figures and, when `keep_compaction` is set, the request's
-/// transcript and the compacted view (for `cutctx batch`, which counts and receipts each line).
+/// What [`compact_detailed`] makes beyond the compacted request and the report's figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Keep {
+    /// The request's transcript and the compacted view, for a receipt ([`Detailed::compaction`]).
+    pub compaction: bool,
+    /// The report's text ([`FormatOutput::report`]; empty when not asked for): its canonical
+    /// JSON and hash over every turn id are not made for a caller that throws them away.
+    pub report: bool,
+}
+
+/// As [`compact`], with the report's figures and what `keep` asks for (for `cutctx batch` and
+/// the Python batch functions, which count each line, and receipt or report it on request).
 ///
 /// # Errors
 ///
@@ -167,14 +179,15 @@ pub fn compact_detailed(
     args: &FormatArgs,
     input_text: &str,
     summaries_text: Option<&str>,
-    keep_compaction: bool,
+    keep: Keep,
 ) -> Result<Detailed, CliError> {
     compact_text(
         args,
         Cow::Borrowed(input_text),
         summaries_text,
         Release::Free,
-        keep_compaction,
+        keep.compaction,
+        keep.report,
     )
     .map(Finished::into_detailed)
 }
@@ -203,6 +216,9 @@ pub fn compact_owned(
         summaries_text,
         Release::AtExit,
         false,
+        // The command writes the report only with --report: its canonical JSON and hash over
+        // every turn id are not made for nothing.
+        args.report.is_some(),
     )?;
     let body = match finished.body {
         Body::Whole(text) => Body::Whole(text),
@@ -534,6 +550,7 @@ fn compact_text<'a>(
     summaries_text: Option<&str>,
     release: Release,
     keep_compaction: bool,
+    want_report: bool,
 ) -> Result<Finished<'a>, CliError> {
     let mut prepared = prepare(args, &input_text)?;
     let summaries = match (summaries_text, &args.summarize_with) {
@@ -541,16 +558,13 @@ fn compact_text<'a>(
         (None, Some(command)) => run_summarizer(command, &mut prepared, &input_text)?,
         (None, None) => BTreeMap::new(),
     };
-    // The command's own path writes the report only with --report: its canonical JSON and
-    // hash over every turn id are not made for nothing.
-    let report = release == Release::Free || args.report.is_some();
     finish_text(
         prepared,
         input_text,
         &summaries,
         release,
         keep_compaction,
-        report,
+        want_report,
     )
 }
 

@@ -76,18 +76,22 @@ fn compact_batch_json<'py>(
             .enumerate()
             .map(|(i, text)| {
                 let text = text?;
-                let out = formats::compact_detailed(&args, &text, None, false)
-                    .map_err(|e| (i, e.code, e.message))?;
+                let out = formats::compact_detailed(
+                    &args,
+                    &text,
+                    None,
+                    formats::Keep {
+                        compaction: false,
+                        report: reports,
+                    },
+                )
+                .map_err(|e| (i, e.code, e.message))?;
                 let (mut line, mut report) = (out.output.output, out.output.report);
                 if line.ends_with('\n') {
                     line.pop();
                 }
-                if reports {
-                    report.pop();
-                } else {
-                    // Not asked for: not carried back across the batch.
-                    report = String::new();
-                }
+                // Made only when asked for; without its newline.
+                report.pop();
                 Ok((line, report))
             })
             .collect()
