@@ -8,7 +8,7 @@ tau-bench runs of ../shared/realworld replayed call by call (the request at the 
 call: the messages before it, with airline_tools.json as tools), and generated agent runs
 whose tool results are sized to spread the requests over the range. Then, `--runs` times:
 
-* single: the `format_lines` example, which calls `formats::compact` (the function behind
+* single: the `format_lines` example, which calls `formats::compact_detailed` without a report (the function behind
   `cutctx compact --format`) on each line in one thread and sums the time of those calls
   only: the single-request path's per-core cost, without process start-up or I/O;
 * `cutctx batch --jobs 1` and `--jobs 2` over the same file, wall time and peak RSS.
