@@ -12,6 +12,7 @@
 //!   non-finite one is an error, never a default.
 //! * [`py_repr_str`]: Python's `repr` of a `str`, printability as CPython decides it.
 //! * [`hex`]: lower-case hex.
+//! * [`first_special`]: where a JSON string's plain run ends, eight bytes at a time.
 //! * [`write_turn`]: the seven-key turn object, the one place its shape is written.
 //!
 //! **Architecture invariant:** pure, and no dependency but `std`: no I/O, clock, environment,
@@ -37,6 +38,7 @@ mod float;
 mod hex;
 mod repr;
 mod sink;
+mod special;
 mod turn;
 mod writer;
 
@@ -45,5 +47,6 @@ pub use float::py_float_repr;
 pub use hex::{hex, push_hex};
 pub use repr::{py_printable, py_repr, py_repr_str};
 pub use sink::Sink;
+pub use special::first_special;
 pub use turn::{TurnFields, write_turn};
 pub use writer::{LoneSurrogates, NegativeZero, NonFinite, Style, Writer};

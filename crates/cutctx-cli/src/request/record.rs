@@ -307,7 +307,7 @@ fn hex4(b: &[u8], i: usize) -> Option<u32> {
 
 /// The offset of the first `"`, `\` or control byte in `b`.
 fn special(b: &[u8]) -> Option<usize> {
-    super::scan::first_special(b, true)
+    cutctx_json::first_special(b, true)
 }
 
 /// The first position at or after `i` that is not JSON whitespace.

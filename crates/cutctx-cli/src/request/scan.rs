@@ -99,43 +99,7 @@ fn string_end(b: &[u8], i: usize) -> Option<usize> {
 /// The offset of the first `"` or `\` in `b`, eight bytes at a time: string contents are
 /// most of a request's bytes, and this is where the scan spends its time.
 fn quote_or_backslash(b: &[u8]) -> Option<usize> {
-    first_special(b, false)
-}
-
-/// The offset of the first `"` or `\` in `b` (with `controls`, of a control byte too, which a
-/// string may not hold raw), eight bytes at a time: the scan and the record reader spend their
-/// time here.
-#[inline]
-pub(super) fn first_special(b: &[u8], controls: bool) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
-    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
-    const SPACES: u64 = u64::from_le_bytes([0x20; 8]);
-    // The high bit of each byte of `x` below the bytes of `n` (each at most 0x80), exact for
-    // the lowest such byte, which is the one sought: borrows only run upward, and the word is
-    // read little-endian, first byte lowest.
-    let below = |x: u64, n: u64| x.wrapping_sub(n) & !x & HIGHS;
-    let mut chunks = b.chunks_exact(8);
-    let mut offset = 0;
-    for chunk in &mut chunks {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        let mut found = below(x ^ QUOTES, ONES) | below(x ^ BACKSLASHES, ONES);
-        if controls {
-            found |= below(x, SPACES);
-        }
-        if found != 0 {
-            return Some(offset + (found.trailing_zeros() / 8) as usize);
-        }
-        offset += 8;
-    }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\' || (controls && c < 0x20))
-        .map(|p| offset + p)
+    cutctx_json::first_special(b, false)
 }
 
 #[cfg(test)]
