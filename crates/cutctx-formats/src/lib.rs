@@ -78,6 +78,8 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+#[cfg(test)]
+mod agree;
 pub mod anthropic;
 #[cfg(feature = "bpe")]
 mod bpe;
@@ -89,6 +91,7 @@ mod named;
 pub mod openai_chat;
 pub mod openai_responses;
 mod prompt;
+mod quick;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
@@ -295,7 +298,7 @@ impl ProviderTranscript {
         estimator: &dyn TokenEstimator,
     ) -> Option<Self> {
         let text::Read { shell, layout } = text::read(text, list_key(format))?;
-        let built = each_message(format, &shell, &layout, text, Some(estimator)).ok()?;
+        let built = map_messages(format, &shell, &layout, text, estimator, true)?;
         let tools_tokens = prompt::tools_tokens(format, &shell, estimator);
 
         let transcript = Transcript::new(built.turns).ok()?;
@@ -752,6 +755,95 @@ fn each_message(
             })?;
             check.finish().map_err(invalid)?;
             Ok(build.built)
+        }
+    }
+}
+
+/// serde_json's nesting limit: a value nested this deep (counting the arrays and objects
+/// around it) is refused.
+const NESTING_LIMIT: usize = 128;
+
+/// How deep `v` nests: 0 for a scalar, 1 for an array or object of scalars.
+fn depth(v: &Value) -> usize {
+    match v {
+        Value::Array(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+        Value::Object(map) => 1 + map.values().map(depth).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Checks and maps the messages of a request read from text, each from its own span: a
+/// message of a common shape is read by hand ([`quick`], with `quick`), any other parsed as
+/// a value and checked and mapped as [`each_message`] does. `None` exactly when
+/// [`each_message`] fails: a rule broken, a turn that cannot be made, or a message (or other
+/// field) the value parse refuses, its nesting counted from the document's top as there.
+fn map_messages(
+    format: Format,
+    shell: &Value,
+    layout: &text::Layout,
+    text: &str,
+    estimator: &dyn TokenEstimator,
+    quick: bool,
+) -> Option<mapping::Built> {
+    // The arrays and objects around a message (the list, and the request object around it)
+    // and around another field (the request object).
+    let around = match shell {
+        Value::Object(fields) => {
+            if fields.values().any(|v| 1 + depth(v) >= NESTING_LIMIT) {
+                return None;
+            }
+            2
+        }
+        _ => 1,
+    };
+    let value = |span: &std::ops::Range<usize>| -> Option<Value> {
+        let v: Value = serde_json::from_str(text.get(span.clone())?).ok()?;
+        (around + depth(&v) < NESTING_LIMIT).then_some(v)
+    };
+    let n = layout.items.len();
+    match format {
+        Format::OpenAiChat => {
+            let mut check = openai_chat::Check::start(n).ok()?;
+            let mut build = openai_chat::Build::default();
+            for (i, span) in layout.items.iter().enumerate() {
+                let plain = quick
+                    .then(|| openai_chat::Plain::read(text.get(span.clone())?))
+                    .flatten();
+                if let Some(m) = plain
+                    && check.plain(i, &m).is_some()
+                {
+                    build.plain(i, &m, estimator).ok()?;
+                    continue;
+                }
+                let m = value(span)?;
+                check.message(i, &m).ok()?;
+                build.message(i, &m, estimator).ok()?;
+            }
+            check.finish().ok()?;
+            Some(build.built)
+        }
+        Format::OpenAiResponses => {
+            let mut check = openai_responses::Check::start(shell).ok()?;
+            let mut build = openai_responses::Build::start(shell, estimator).ok()?;
+            for (i, span) in layout.items.iter().enumerate() {
+                let m = value(span)?;
+                check.item(i, &m).ok()?;
+                build.item(i, &m, estimator).ok()?;
+            }
+            check.finish().ok()?;
+            Some(build.built)
+        }
+        Format::Anthropic => {
+            anthropic::system_shape(shell).ok()?;
+            let mut check = anthropic::Check::start(n).ok()?;
+            let mut build = anthropic::Build::start(shell, estimator).ok()?;
+            for (i, span) in layout.items.iter().enumerate() {
+                let m = value(span)?;
+                check.message(i, &m).ok()?;
+                build.message(i, &m, estimator).ok()?;
+            }
+            check.finish().ok()?;
+            Some(build.built)
         }
     }
 }

@@ -54,7 +54,7 @@ impl TurnSource {
 }
 
 /// Turns under construction, with their sources.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(crate) struct Built {
     pub(crate) turns: Vec<TranscriptTurn>,
     pub(crate) sources: Vec<TurnSource>,

@@ -23,6 +23,7 @@
 //! by one `tool` message per call (in any order), each naming a call of that message; a `tool`
 //! message anywhere else is an orphan. At least one message.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -32,6 +33,7 @@ use serde_json::{Map, Value};
 
 use crate::content::Text;
 use crate::mapping::{Built, Piece, Rendered, Source, TurnSource, ViewItem, messages_key};
+use crate::quick::{Lex, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -230,6 +232,47 @@ impl Check {
         Ok(())
     }
 
+    /// Message `i`, in order, read as a [`Plain`] message: what [`Check::message`] does with
+    /// its value, when the message passes. `None` when it would not (the check's state is
+    /// then as it was): the caller checks its value, which says what is wrong.
+    pub(crate) fn plain(&mut self, i: usize, m: &Plain<'_>) -> Option<()> {
+        let role = &*m.role;
+        if role == "tool" {
+            let id = m.tool_call_id.as_deref()?;
+            let (_, _, calls, answered) = self.open.as_mut()?;
+            if !calls.contains(id) || answered.contains(id) {
+                return None;
+            }
+            answered.insert(id.to_owned());
+            return Some(());
+        }
+        if let Some((_, ids, _, answered)) = &self.open
+            && ids.iter().any(|id| !answered.contains(id))
+        {
+            return None;
+        }
+        match role {
+            "system" | "developer" | "user" => self.open = None,
+            "assistant" => {
+                let calls = m.calls.as_deref().unwrap_or_default();
+                let ids: Vec<String> = calls.iter().map(|c| c.id.clone().into_owned()).collect();
+                let set: BTreeSet<String> = ids.iter().cloned().collect();
+                if set.len() != ids.len() {
+                    return None;
+                }
+                if ids.is_empty() {
+                    // Content is required unless the message calls a tool.
+                    m.content.as_ref()?.as_ref()?;
+                    self.open = None;
+                } else {
+                    self.open = Some((i, ids, set, BTreeSet::new()));
+                }
+            }
+            _ => return None,
+        }
+        Some(())
+    }
+
     /// The end of the list: the last calls must have been answered.
     pub(crate) fn finish(self) -> Result<(), Violation> {
         close(self.open)
@@ -320,11 +363,137 @@ impl Build {
                 (Role::Assistant, key)
             }
         };
+        self.push(i, id, role, text, key, estimator)
+    }
+
+    /// The turn of message `i`, read as a [`Plain`] message, which [`Check::plain`] accepted:
+    /// the turn [`Build::message`] makes of its value.
+    pub(crate) fn plain(
+        &mut self,
+        i: usize,
+        m: &Plain<'_>,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        let id = format!("m{i}");
+        let mut text = Text::default();
+        if let Some(Some(content)) = &m.content {
+            text.push(content);
+        }
+        let (role, key) = match &*m.role {
+            "system" | "developer" => (Role::System, None),
+            "user" => (Role::User, None),
+            "tool" => {
+                let call = m.tool_call_id.as_deref().unwrap_or_default();
+                (Role::Tool, self.keys.get(call).cloned())
+            }
+            _ => {
+                let calls = m.calls.as_deref().unwrap_or_default();
+                let key: Option<Arc<str>> = (!calls.is_empty()).then(|| Arc::from(id.as_str()));
+                for call in calls {
+                    if let Some(k) = &key {
+                        self.keys
+                            .insert(call.id.clone().into_owned(), Arc::clone(k));
+                    }
+                    text.push(&call.name);
+                    text.push(&call.arguments);
+                }
+                (Role::Assistant, key)
+            }
+        };
+        self.push(i, id, role, text, key, estimator)
+    }
+
+    /// Adds the turn of message `i`.
+    fn push(
+        &mut self,
+        i: usize,
+        id: String,
+        role: Role,
+        text: Text<'_>,
+        key: Option<Arc<str>>,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
         let (content, estimate) = text.finish(estimator);
         let turn = TranscriptTurn::new(id, role, content, estimate)?.with_tool_call_id_opt(key);
         self.built.push(turn, TurnSource::Message(i));
         Ok(())
     }
+}
+
+/// A Chat message of the shapes most requests are made of, read from its text without a
+/// value: `role`, string or null `content`, `tool_call_id`, `name`, and `tool_calls` of
+/// `function` calls whose name and arguments are strings. Anything else is declined.
+#[derive(Debug)]
+pub(crate) struct Plain<'a> {
+    role: Cow<'a, str>,
+    /// Absent, null (`Some(None)`) or a string.
+    content: Option<Option<Cow<'a, str>>>,
+    tool_call_id: Option<Cow<'a, str>>,
+    calls: Option<Vec<PlainCall<'a>>>,
+}
+
+/// A `function` call of a [`Plain`] message.
+#[derive(Debug)]
+struct PlainCall<'a> {
+    id: Cow<'a, str>,
+    name: Cow<'a, str>,
+    arguments: Cow<'a, str>,
+}
+
+impl<'a> Plain<'a> {
+    /// Reads `text`, one message; `None` when it is not of these shapes.
+    pub(crate) fn read(text: &'a str) -> Option<Self> {
+        let mut lex = Lex::new(text);
+        let (mut role, mut content, mut tool_call_id, mut calls, mut name) =
+            (None, None, None, None, None);
+        lex.object(|lex, key| match key {
+            "role" => once(&mut role, lex.string()),
+            "content" => once(&mut content, lex.string_or_null()),
+            "tool_call_id" => once(&mut tool_call_id, lex.string()),
+            // Neither the check nor the turn reads a participant's name.
+            "name" => once(&mut name, lex.string()),
+            "tool_calls" => once(&mut calls, read_calls(lex)),
+            _ => None,
+        })?;
+        lex.at_end().then_some(())?;
+        Some(Self {
+            role: role?,
+            content,
+            tool_call_id,
+            calls,
+        })
+    }
+}
+
+/// A `tool_calls` array of `function` calls, each with a string `id`, an optional string
+/// `type`, and a `function` of a string `name` and string `arguments`.
+fn read_calls<'a>(lex: &mut Lex<'a>) -> Option<Vec<PlainCall<'a>>> {
+    let mut calls = Vec::new();
+    lex.array(|lex| {
+        let (mut id, mut kind, mut function) = (None, None, None);
+        lex.object(|lex, key| match key {
+            "id" => once(&mut id, lex.string()),
+            "type" => once(&mut kind, lex.string()),
+            "function" => {
+                let (mut name, mut arguments) = (None, None);
+                let read = lex.object(|lex, key| match key {
+                    "name" => once(&mut name, lex.string()),
+                    "arguments" => once(&mut arguments, lex.string()),
+                    _ => None,
+                });
+                once(&mut function, read.and(name.zip(arguments)))
+            }
+            _ => None,
+        })?;
+        let (name, arguments) = function?;
+        calls.push(PlainCall {
+            id: id?,
+            name,
+            arguments,
+        });
+        Some(())
+    })?;
+    Some(calls)
 }
 
 /// Renders the view items of a Chat transcript: each kept message as it was, a masked one

@@ -1,0 +1,305 @@
+//! Holds the text path's hand-written readers to the value path: on every request, the turns
+//! mapped with them, without them, and by the streaming value parse of the whole document
+//! ([`each_message`]) are the same, or all three decline.
+#![expect(
+    clippy::disallowed_methods,
+    reason = "the tests read the corpus files; the crate itself does no I/O"
+)]
+
+use std::path::PathBuf;
+
+use cutctx_policies::CharRatioEstimator;
+use proptest::prelude::*;
+use proptest::strategy::ValueTree;
+use serde_json::{Value, json};
+
+use crate::mapping::Built;
+use crate::{Format, each_message, list_key, map_messages, text};
+
+/// The turns of `text` by the three paths, checked to agree.
+fn agreed(format: Format, text: &str) -> Option<Built> {
+    let estimator = CharRatioEstimator::default();
+    let read = text::read(text, list_key(format));
+    let reference = read
+        .as_ref()
+        .and_then(|r| each_message(format, &r.shell, &r.layout, text, Some(&estimator)).ok());
+    let by_value = read
+        .as_ref()
+        .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, false));
+    let quick = read
+        .as_ref()
+        .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, true));
+    assert_eq!(by_value, reference, "values: {text}");
+    assert_eq!(quick, reference, "quick: {text}");
+    reference
+}
+
+/// `text` with every non-ASCII character written as `\u` escapes (surrogate pairs beyond the
+/// basic plane): the same JSON, as an ASCII-only writer spells it.
+fn ascii_escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii() {
+            out.push(c);
+        } else {
+            let mut units = [0; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        }
+    }
+    out
+}
+
+/// How many messages of the Chat request `text` the hand-written reader takes.
+fn plain_count(text: &str) -> usize {
+    let read = text::read(text, "messages").expect("a request");
+    read.layout
+        .items
+        .iter()
+        .filter(|span| crate::openai_chat::Plain::read(&text[(*span).clone()]).is_some())
+        .count()
+}
+
+fn shared() -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared");
+    dir.is_dir().then_some(dir)
+}
+
+#[test]
+fn the_format_corpus_maps_alike_by_every_path() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut n = 0;
+    for format in Format::ALL {
+        let dir = root.join(format.as_str());
+        let mut paths: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .expect("the corpus")
+            .map(|e| e.expect("an entry").path())
+            .collect();
+        paths.sort();
+        for path in paths {
+            let text = std::fs::read_to_string(&path).expect("readable");
+            let value: Value = serde_json::from_str(&text).expect("JSON");
+            for text in [
+                text.clone(),
+                value.to_string(),
+                ascii_escaped(&text),
+                serde_json::to_string_pretty(&value).expect("JSON"),
+            ] {
+                agreed(format, &text);
+                n += 1;
+            }
+        }
+    }
+    assert!(n >= 28, "{n}");
+}
+
+#[test]
+fn the_realworld_runs_map_alike_and_mostly_by_hand() {
+    let Some(dir) = shared() else {
+        eprintln!("skipped: ../shared is absent");
+        return;
+    };
+    let path = dir.join("realworld/tau-bench/gpt-4o-airline.json");
+    let runs: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("readable")).expect("JSON");
+    let (mut messages, mut plain) = (0, 0);
+    for run in runs.as_array().expect("runs") {
+        let request = json!({"model": "gpt-4o", "messages": run["traj"]});
+        for text in [request.to_string(), ascii_escaped(&request.to_string())] {
+            let built = agreed(Format::OpenAiChat, &text).expect("a valid run");
+            messages += built.turns.len();
+            plain += plain_count(&text);
+        }
+    }
+    // The runs are the shapes the reader is for: nearly every message is read by hand.
+    assert!(plain * 10 >= messages * 9, "{plain} of {messages}");
+}
+
+#[test]
+fn nesting_counts_from_the_top_of_the_document_as_the_whole_parse_counts_it() {
+    let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+    let mut taken = Vec::new();
+    for d in 120..=128 {
+        let part = nested(d);
+        let in_message = format!(r#"{{"messages":[{{"role":"user","content":[{part}]}}]}}"#);
+        let bare = format!(r#"[{{"role":"user","content":[{part}]}}]"#);
+        let in_field = format!(r#"{{"meta":{part},"messages":[{{"role":"user","content":"x"}}]}}"#);
+        taken.push([
+            agreed(Format::OpenAiChat, &in_message).is_some(),
+            agreed(Format::OpenAiChat, &bare).is_some(),
+            agreed(Format::OpenAiChat, &in_field).is_some(),
+        ]);
+    }
+    // The limit falls inside the range for each: both answers were met.
+    for k in 0..3 {
+        assert!(
+            taken.iter().any(|t| t[k]) && taken.iter().any(|t| !t[k]),
+            "{k}"
+        );
+    }
+}
+
+#[test]
+fn common_chat_shapes_are_read_by_hand_and_others_declined() {
+    let taken = [
+        r#"{"role":"user","content":"hi"}"#,
+        r#"{ "role" : "assistant" , "content" : null , "tool_calls" : [ {"id":"c","type":"function","function":{"name":"f","arguments":"{\"a\":1}"}} ] }"#,
+        r#"{"role":"tool","tool_call_id":"c","name":"f","content":"a\nb \u00e9 \ud83d\ude00"}"#,
+        r#"{"content":"x","role":"system"}"#,
+    ];
+    for m in taken {
+        assert!(crate::openai_chat::Plain::read(m).is_some(), "{m}");
+    }
+    let declined = [
+        r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#,
+        r#"{"role":"user","role":"user","content":"hi"}"#,
+        r#"{"role":"user","content":"hi","extra":1}"#,
+        r#"{"ro\u006ce":"user","content":"hi"}"#,
+        r#"{"role":"user","content":"\ud83d"}"#,
+        r#"{"role":"assistant","tool_calls":[{"id":"c","function":{"name":"f","arguments":{}}}]}"#,
+        r#"{"role":"assistant","refusal":"no"}"#,
+        r#"{"role":"user","content":"hi"} x"#,
+        r#"["role","user"]"#,
+    ];
+    for m in declined {
+        assert!(crate::openai_chat::Plain::read(m).is_none(), "{m}");
+    }
+}
+
+/// Strings a reader can trip on: escapes, non-ASCII, astral characters, empty.
+fn awkward() -> impl Strategy<Value = String> {
+    prop_oneof![
+        Just(String::new()),
+        "[a-z]{1,6}",
+        "[a-z \"\\\\/\n\t\u{1}\u{1f}\u{e9}\u{2028}\u{1F600}]{0,12}",
+        any::<String>(),
+    ]
+}
+
+/// A content value: mostly a string, sometimes null, absent, a part list or a number.
+fn content() -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        8 => awkward().prop_map(|s| Some(Value::from(s))),
+        1 => Just(Some(Value::Null)),
+        1 => Just(None),
+        1 => awkward().prop_map(|s| Some(json!([{"type": "text", "text": s}]))),
+        1 => Just(Some(json!(7))),
+    ]
+}
+
+/// A call of id `id`: mostly a plain `function` call, sometimes another shape.
+fn call(id: String, name: String, args: String, odd: u8) -> Value {
+    match odd {
+        0 => {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": {"a": args}}})
+        }
+        1 => json!({"id": id, "function": {"name": name, "arguments": args}, "extra": true}),
+        2 => json!({"type": "function", "function": {"name": name, "arguments": args}}),
+        3 => json!({"id": "c0", "type": "function", "function": {"name": name, "arguments": args}}),
+        _ => json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}}),
+    }
+}
+
+/// A step of a conversation: one message, or an assistant message calling tools followed by
+/// its results (in order or reversed, one sometimes missing or answering no call).
+fn step() -> impl Strategy<Value = Vec<Value>> {
+    let role = prop_oneof![
+        Just("system"),
+        Just("developer"),
+        Just("user"),
+        Just("assistant"),
+        Just("narrator"),
+    ];
+    let one = (role, content(), proptest::option::of(awkward())).prop_map(|(role, c, name)| {
+        let mut m = serde_json::Map::new();
+        m.insert("role".into(), Value::from(role));
+        if let Some(c) = c {
+            m.insert("content".into(), c);
+        }
+        if let Some(name) = name {
+            m.insert("name".into(), Value::from(name));
+        }
+        vec![Value::Object(m)]
+    });
+    let calls = proptest::collection::vec((awkward(), awkward(), awkward(), 0..24_u8), 1..4);
+    let exchange =
+        (calls, content(), any::<bool>(), 0..12_u8).prop_map(|(calls, c, reversed, odd)| {
+            let mut assistant = serde_json::Map::new();
+            assistant.insert("role".into(), Value::from("assistant"));
+            if let Some(c) = c {
+                assistant.insert("content".into(), c);
+            }
+            let mut list = Vec::new();
+            let mut results = Vec::new();
+            for (k, (name, args, result, odd)) in calls.into_iter().enumerate() {
+                let id = format!("c{k}\u{e9}\"");
+                list.push(call(id.clone(), name, args, odd));
+                results.push(json!({"role": "tool", "tool_call_id": id, "content": result}));
+            }
+            assistant.insert("tool_calls".into(), Value::from(list));
+            match odd {
+                0 => drop(results.pop()),
+                1 => {
+                    results.push(json!({"role": "tool", "tool_call_id": "nobody", "content": "x"}))
+                }
+                2 => {
+                    assistant.insert("refusal".into(), Value::from("no"));
+                }
+                3 => {
+                    assistant.insert("tool_calls".into(), Value::Null);
+                }
+                _ => {}
+            }
+            if reversed {
+                results.reverse();
+            }
+            std::iter::once(Value::Object(assistant))
+                .chain(results)
+                .collect()
+        });
+    prop_oneof![2 => one, 1 => exchange]
+}
+
+proptest! {
+    #[test]
+    fn generated_chat_requests_map_alike_by_every_path(
+        steps in proptest::collection::vec(step(), 0..6),
+        spelling in 0..4_u8,
+        repeat_role in any::<bool>(),
+    ) {
+        let messages: Vec<Value> = steps.into_iter().flatten().collect();
+        let request = json!({"model": "m", "messages": messages});
+        let mut text = match spelling {
+            0 => serde_json::to_string_pretty(&request).expect("JSON"),
+            1 => ascii_escaped(&request.to_string()),
+            2 => Value::from(messages.clone()).to_string(),
+            _ => request.to_string(),
+        };
+        if repeat_role {
+            // A key given twice: the value keeps the last.
+            text = text.replacen(r#"{"role":"#, r#"{"role":"user","role":"#, 1);
+        }
+        agreed(Format::OpenAiChat, &text);
+    }
+}
+
+#[test]
+fn generated_requests_are_mostly_valid_and_read_by_hand() {
+    // The property above compares turns, not two refusals, only if most requests map, and
+    // tests the reader only if it reads them: both are checked here, on a fixed sample.
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = proptest::collection::vec(step(), 1..6);
+    let (mut mapped, mut plain) = (0, 0);
+    for _ in 0..200 {
+        let steps = strategy.new_tree(&mut runner).expect("a value").current();
+        let messages: Vec<Value> = steps.into_iter().flatten().collect();
+        let text = json!({"messages": messages}).to_string();
+        if agreed(Format::OpenAiChat, &text).is_some() {
+            mapped += 1;
+        }
+        plain += plain_count(&text);
+    }
+    assert!(mapped >= 60, "{mapped}");
+    assert!(plain >= 300, "{plain}");
+}

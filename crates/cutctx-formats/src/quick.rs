@@ -1,0 +1,261 @@
+//! A hand-written reader of the common message shapes, for the text path: a message is read
+//! straight from its bytes into the few fields its check and its turn need, without building
+//! a `serde_json::Value` first.
+//!
+//! It is a shortcut, never a judge. It takes only the shapes it knows in full (each key known,
+//! given once, of the expected type; strings whose escapes it decodes exactly) and declines
+//! (`None`) everything else, which the caller then reads as a value, the path that stays the
+//! source of every error and of every rare shape. The text it reads was already checked to be
+//! JSON by the scan of the list, so declining costs only the value parse it saves otherwise.
+
+use std::borrow::Cow;
+
+/// A cursor over one message's text.
+pub(crate) struct Lex<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Lex<'a> {
+    pub(crate) const fn new(text: &'a str) -> Self {
+        Self { text, at: 0 }
+    }
+
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
+    /// The next byte that is not whitespace, not consumed.
+    fn peek(&mut self) -> Option<u8> {
+        let b = self.bytes();
+        while matches!(b.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+        b.get(self.at).copied()
+    }
+
+    /// Consumes `c`, the next byte that is not whitespace.
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.at += 1)
+    }
+
+    /// Whether only whitespace is left.
+    pub(crate) fn at_end(&mut self) -> bool {
+        self.peek().is_none()
+    }
+
+    /// Consumes `null` when it comes next.
+    fn null(&mut self) -> bool {
+        if self.peek() == Some(b'n') && self.bytes().get(self.at..self.at + 4) == Some(b"null") {
+            self.at += 4;
+            return true;
+        }
+        false
+    }
+
+    /// A string, borrowed when it holds no escape, decoded otherwise. `None` for anything
+    /// else, and for an escape of a lone surrogate (the value parse says what is wrong).
+    pub(crate) fn string(&mut self) -> Option<Cow<'a, str>> {
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let start = self.at;
+        let n = cutctx_json::first_special(b.get(start..)?, true)?;
+        if b.get(start + n) == Some(&b'"') {
+            self.at = start + n + 1;
+            return self.text.get(start..start + n).map(Cow::Borrowed);
+        }
+        let mut out = String::with_capacity(n + 16);
+        let mut at = start + n;
+        out.push_str(self.text.get(start..at)?);
+        loop {
+            match *b.get(at)? {
+                b'"' => {
+                    self.at = at + 1;
+                    return Some(Cow::Owned(out));
+                }
+                b'\\' => at = self.escape(at + 1, &mut out)?,
+                // A raw control byte: not JSON, which the scan did not let through.
+                _ => return None,
+            }
+            let n = cutctx_json::first_special(b.get(at..)?, true)?;
+            out.push_str(self.text.get(at..at + n)?);
+            at += n;
+        }
+    }
+
+    /// Decodes the escape whose letter is at `at` into `out`; where the string goes on.
+    fn escape(&self, at: usize, out: &mut String) -> Option<usize> {
+        let c = match *self.bytes().get(at)? {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let unit = self.hex4(at + 1)?;
+                if (0xD800..0xDC00).contains(&unit) {
+                    // A high surrogate: a low one must follow, as `\uXXXX`.
+                    if self.bytes().get(at + 5..at + 7) != Some(b"\\u") {
+                        return None;
+                    }
+                    let low = self.hex4(at + 7)?;
+                    if !(0xDC00..0xE000).contains(&low) {
+                        return None;
+                    }
+                    let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                    out.push(char::from_u32(c)?);
+                    return Some(at + 11);
+                }
+                out.push(char::from_u32(unit)?);
+                return Some(at + 5);
+            }
+            _ => return None,
+        };
+        out.push(c);
+        Some(at + 1)
+    }
+
+    /// The four hex digits at `at`, as a number.
+    fn hex4(&self, at: usize) -> Option<u32> {
+        let digits = self.text.get(at..at + 4)?;
+        if !digits.bytes().all(|d| d.is_ascii_hexdigit()) {
+            return None;
+        }
+        u32::from_str_radix(digits, 16).ok()
+    }
+
+    /// A key without escapes, and its colon.
+    fn key(&mut self) -> Option<&'a str> {
+        match self.string()? {
+            Cow::Borrowed(k) => {
+                self.eat(b':')?;
+                Some(k)
+            }
+            Cow::Owned(_) => None,
+        }
+    }
+
+    /// An object, each field handed to `field` with its key (which reads the value, or
+    /// declines). Keys given twice are for `field` to notice.
+    pub(crate) fn object(
+        &mut self,
+        mut field: impl FnMut(&mut Self, &'a str) -> Option<()>,
+    ) -> Option<()> {
+        self.eat(b'{')?;
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let key = self.key()?;
+            field(self, key)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b'}' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// An array, each item read by `item` (which declines).
+    pub(crate) fn array(&mut self, mut item: impl FnMut(&mut Self) -> Option<()>) -> Option<()> {
+        self.eat(b'[')?;
+        if self.eat(b']').is_some() {
+            return Some(());
+        }
+        loop {
+            item(self)?;
+            match self.peek()? {
+                b',' => self.at += 1,
+                b']' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A string or `null` (`Some(None)`).
+    pub(crate) fn string_or_null(&mut self) -> Option<Option<Cow<'a, str>>> {
+        if self.null() {
+            return Some(None);
+        }
+        self.string().map(Some)
+    }
+}
+
+/// Sets `slot` to `value`, declining a key given twice (a parsed value keeps the last one,
+/// which the value path handles).
+pub(crate) fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
+    if slot.is_some() {
+        return None;
+    }
+    *slot = Some(value?);
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn read(text: &str) -> Option<Cow<'_, str>> {
+        let mut lex = Lex::new(text);
+        let s = lex.string()?;
+        lex.at_end().then_some(s)
+    }
+
+    #[test]
+    fn strings_decode_as_serde_json_decodes_them_or_decline() {
+        let cases = [
+            r#""plain""#,
+            r#""""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""\u00e9\u0000\u001f\uFFFF""#,
+            r#""\ud83d\ude00 and é""#,
+            r#""\ud83d""#,
+            r#""\ude00""#,
+            r#""\ud83d\u0041""#,
+            r#""\x""#,
+            r#""\u12g4""#,
+            "\"raw\tcontrol\"",
+            r#""unterminated"#,
+        ];
+        for text in cases {
+            let ours = read(text);
+            let theirs: Option<String> = serde_json::from_str(text).ok();
+            match ours {
+                Some(s) => assert_eq!(Some(s.into_owned()), theirs, "{text}"),
+                // Declining is always allowed; these four are declined on purpose.
+                None => assert!(
+                    theirs.is_none()
+                        || text.contains("\\ud83d\"")
+                        || text.contains("\\ude00\"")
+                        || text.contains("\\u0041"),
+                    "{text}"
+                ),
+            }
+        }
+        assert!(matches!(read(r#""plain""#), Some(Cow::Borrowed("plain"))));
+    }
+
+    proptest! {
+        #[test]
+        fn any_string_written_by_serde_json_reads_back(s in any::<String>()) {
+            let text = serde_json::to_string(&s).expect("a string");
+            prop_assert_eq!(read(&text).map(Cow::into_owned), Some(s.clone()));
+            // Escaped in full, as `\uXXXX`, it reads back too.
+            let escaped: String = std::iter::once("\"".to_owned())
+                .chain(s.encode_utf16().map(|u| format!("\\u{u:04x}")))
+                .chain(std::iter::once("\"".to_owned()))
+                .collect();
+            prop_assert_eq!(read(&escaped).map(Cow::into_owned), Some(s));
+        }
+    }
+}
