@@ -303,3 +303,183 @@ fn generated_requests_are_mostly_valid_and_read_by_hand() {
     assert!(mapped >= 60, "{mapped}");
     assert!(plain >= 300, "{plain}");
 }
+
+/// How many messages of the Anthropic request `text` the hand-written reader takes.
+fn anthropic_plain_count(text: &str) -> usize {
+    let read = text::read(text, "messages").expect("a request");
+    read.layout
+        .items
+        .iter()
+        .filter(|span| crate::anthropic::Plain::read(&text[(*span).clone()]).is_some())
+        .count()
+}
+
+/// A Chat conversation as an Anthropic request: system messages become `system`, calls
+/// `tool_use` blocks, each run of results one user message of `tool_result` blocks.
+fn as_anthropic(traj: &[Value]) -> Value {
+    let mut system = Vec::new();
+    let mut messages: Vec<Value> = Vec::new();
+    let mut results: Vec<Value> = Vec::new();
+    for m in traj {
+        let content = m["content"].as_str().unwrap_or_default();
+        if m["role"] != "tool" && !results.is_empty() {
+            messages.push(json!({"role": "user", "content": std::mem::take(&mut results)}));
+        }
+        match m["role"].as_str() {
+            Some("system") => system.push(content.to_owned()),
+            Some("tool") => results.push(json!({
+                "type": "tool_result", "tool_use_id": m["tool_call_id"], "content": content
+            })),
+            Some("assistant") => {
+                let mut blocks = Vec::new();
+                if !content.is_empty() {
+                    blocks.push(json!({"type": "text", "text": content}));
+                }
+                for call in m["tool_calls"].as_array().into_iter().flatten() {
+                    let f = &call["function"];
+                    let input: Value = f["arguments"]
+                        .as_str()
+                        .and_then(|a| serde_json::from_str(a).ok())
+                        .unwrap_or_else(|| json!({}));
+                    blocks.push(json!({"type": "tool_use", "id": call["id"], "name": f["name"], "input": input}));
+                }
+                messages.push(json!({"role": "assistant", "content": blocks}));
+            }
+            _ => messages.push(json!({"role": "user", "content": content})),
+        }
+    }
+    if !results.is_empty() {
+        messages.push(json!({"role": "user", "content": results}));
+    }
+    json!({"model": "claude", "max_tokens": 100, "system": system.join("\n"), "messages": messages})
+}
+
+#[test]
+fn the_realworld_runs_as_anthropic_map_alike_and_mostly_by_hand() {
+    let Some(dir) = shared() else {
+        eprintln!("skipped: ../shared is absent");
+        return;
+    };
+    let path = dir.join("realworld/tau-bench/gpt-4o-airline.json");
+    let runs: Value =
+        serde_json::from_str(&std::fs::read_to_string(path).expect("readable")).expect("JSON");
+    let (mut mapped, mut messages, mut plain) = (0, 0, 0);
+    for run in runs.as_array().expect("runs") {
+        let traj = run["traj"].as_array().expect("traj");
+        // The conversation up to its last assistant message that calls nothing.
+        let request = as_anthropic(traj);
+        for text in [request.to_string(), ascii_escaped(&request.to_string())] {
+            if agreed(Format::Anthropic, &text).is_some() {
+                mapped += 1;
+            }
+            messages += request["messages"].as_array().map_or(0, Vec::len);
+            plain += anthropic_plain_count(&text);
+        }
+    }
+    assert!(mapped >= 300, "{mapped}");
+    assert!(plain * 10 >= messages * 9, "{plain} of {messages}");
+}
+
+/// A step of an Anthropic conversation: a user message, or an assistant message calling
+/// tools followed by the user message of its results (some shapes odd, some results wrong).
+fn anthropic_step() -> impl Strategy<Value = Vec<Value>> {
+    let user = (awkward(), any::<bool>()).prop_map(|(text, blocks)| {
+        let content = if blocks {
+            json!([{"type": "text", "text": text}])
+        } else {
+            Value::from(text)
+        };
+        vec![json!({"role": "user", "content": content})]
+    });
+    let calls = proptest::collection::vec((awkward(), awkward(), awkward(), 0..24_u8), 1..4);
+    let exchange = (
+        calls,
+        proptest::option::of(awkward()),
+        any::<bool>(),
+        0..14_u8,
+    )
+        .prop_map(|(calls, said, reversed, odd)| {
+            let mut uses = Vec::new();
+            let mut results = Vec::new();
+            if let Some(said) = said {
+                uses.push(json!({"type": "text", "text": said}));
+            }
+            for (k, (name, arg, result, odd)) in calls.into_iter().enumerate() {
+                let id = format!("t{k}\u{e9}\"");
+                let input = match odd {
+                    0 => json!([1, 2.5, -0.0, 1e300, null, true, {"b": {"a": arg}}]),
+                    1 => Value::from(arg),
+                    _ => json!({"q": arg, "n": k}),
+                };
+                uses.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+                let content = match odd {
+                    2 => {
+                        json!([{"type": "text", "text": result}, {"type": "text", "text": "more"}])
+                    }
+                    3 => json!([{"type": "image", "source": {}}]),
+                    _ => Value::from(result),
+                };
+                let mut r = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+                if odd == 4 {
+                    r["is_error"] = Value::from(true);
+                }
+                if odd == 5 {
+                    r["cache_control"] = json!({"type": "ephemeral"});
+                }
+                results.push(r);
+            }
+            match odd {
+                0 => drop(results.pop()),
+                1 => results.push(json!({"type": "tool_result", "tool_use_id": "nobody"})),
+                2 => results.push(json!({"type": "text", "text": "after"})),
+                3 => results.insert(0, json!({"type": "text", "text": "before"})),
+                _ => {}
+            }
+            if reversed {
+                results.reverse();
+            }
+            vec![
+                json!({"role": "assistant", "content": uses}),
+                json!({"role": "user", "content": results}),
+            ]
+        });
+    prop_oneof![1 => user, 2 => exchange]
+}
+
+proptest! {
+    #[test]
+    fn generated_anthropic_requests_map_alike_by_every_path(
+        steps in proptest::collection::vec(anthropic_step(), 1..6),
+        spelling in 0..4_u8,
+    ) {
+        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        messages.extend(steps.into_iter().flatten());
+        let request = json!({"model": "m", "max_tokens": 9, "system": "s", "messages": messages});
+        let text = match spelling {
+            0 => serde_json::to_string_pretty(&request).expect("JSON"),
+            1 => ascii_escaped(&request.to_string()),
+            2 => Value::from(messages.clone()).to_string(),
+            _ => request.to_string(),
+        };
+        agreed(Format::Anthropic, &text);
+    }
+}
+
+#[test]
+fn generated_anthropic_requests_are_mostly_valid_and_read_by_hand() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = proptest::collection::vec(anthropic_step(), 1..6);
+    let (mut mapped, mut plain) = (0, 0);
+    for _ in 0..200 {
+        let steps = strategy.new_tree(&mut runner).expect("a value").current();
+        let mut messages = vec![json!({"role": "user", "content": "go"})];
+        messages.extend(steps.into_iter().flatten());
+        let text = json!({"messages": messages}).to_string();
+        if agreed(Format::Anthropic, &text).is_some() {
+            mapped += 1;
+        }
+        plain += anthropic_plain_count(&text);
+    }
+    assert!(mapped >= 60, "{mapped}");
+    assert!(plain >= 300, "{plain}");
+}

@@ -43,6 +43,7 @@ use serde_json::{Map, Value};
 use crate::content::Text;
 use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::openai_chat::with_field;
+use crate::quick::{Lex, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -262,6 +263,49 @@ impl Check {
         Ok(())
     }
 
+    /// Message `i`, in order, read as a [`Plain`] message: what [`Check::message`] does with
+    /// its value, when the message passes. `None` when it would not (the check's state is
+    /// then as it was): the caller checks its value, which says what is wrong.
+    pub(crate) fn plain(&mut self, i: usize, m: &Plain<'_>) -> Option<()> {
+        let assistant = match &*m.role {
+            "user" if m.content.is_empty() => return None,
+            "user" => false,
+            // An empty final assistant message is allowed: the value path takes it.
+            "assistant" if i > 0 && !m.content.is_empty() => true,
+            _ => return None,
+        };
+        let calls = self.open.as_ref();
+        let mut answered: BTreeSet<&str> = BTreeSet::new();
+        let mut seen_other = false;
+        let mut uses: Vec<String> = Vec::new();
+        let mut use_set: BTreeSet<String> = BTreeSet::new();
+        for block in m.content.blocks() {
+            match block {
+                Block::ToolResult { id, .. } => {
+                    let known = !assistant && calls.is_some_and(|(_, _, set)| set.contains(&**id));
+                    if !known || !answered.insert(id) || seen_other {
+                        return None;
+                    }
+                }
+                Block::ToolUse { id, .. } => {
+                    if !assistant || !use_set.insert(id.clone().into_owned()) {
+                        return None;
+                    }
+                    uses.push(id.clone().into_owned());
+                    seen_other = true;
+                }
+                Block::Text(_) => seen_other = true,
+            }
+        }
+        if let Some((_, ids, _)) = calls
+            && ids.iter().any(|id| !answered.contains(id.as_str()))
+        {
+            return None;
+        }
+        self.open = (!uses.is_empty()).then_some((i, uses, use_set));
+        Some(())
+    }
+
     /// The end of the list: the last message's calls must have their results.
     pub(crate) fn finish(self) -> Result<(), Violation> {
         if let Some((at, ids, _)) = self.open
@@ -398,6 +442,240 @@ impl Build {
             );
         }
         Ok(())
+    }
+}
+
+impl Build {
+    /// The turns of message `i`, read as a [`Plain`] message, which [`Check::plain`]
+    /// accepted: the turns [`Build::message`] makes of its value.
+    pub(crate) fn plain(
+        &mut self,
+        i: usize,
+        m: &Plain<'_>,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        let built = &mut self.built;
+        let keys = &mut self.keys;
+        let id = format!("m{i}");
+        let blocks = m.content.blocks();
+        if m.role == "assistant" {
+            let key: Option<Arc<str>> = blocks
+                .iter()
+                .any(|b| matches!(b, Block::ToolUse { .. }))
+                .then(|| Arc::from(id.as_str()));
+            let mut t = Text::default();
+            for b in blocks {
+                match b {
+                    Block::Text(text) => t.push(text),
+                    Block::ToolUse {
+                        id: use_id,
+                        name,
+                        input,
+                    } => {
+                        if let Some(key) = &key {
+                            keys.insert(use_id.clone().into_owned(), Arc::clone(key));
+                        }
+                        t.push(name);
+                        t.push_json(input);
+                    }
+                    Block::ToolResult { .. } => {}
+                }
+            }
+            if let Content::Text(text) = &m.content {
+                t.push(text);
+            }
+            let (content, estimate) = t.finish(estimator);
+            let turn = TranscriptTurn::new(id, Role::Assistant, content, estimate)?
+                .with_tool_call_id_opt(key);
+            built.push(turn, TurnSource::Message(i));
+            return Ok(());
+        }
+        let mut message_key: Option<Arc<str>> = None;
+        let mut rest: Vec<usize> = Vec::new();
+        let mut rest_text = Text::default();
+        if let Content::Text(text) = &m.content {
+            rest_text.push(text);
+        }
+        let results = blocks.iter().any(|b| matches!(b, Block::ToolResult { .. }));
+        for (j, b) in blocks.iter().enumerate() {
+            let Block::ToolResult {
+                id: use_id,
+                content,
+            } = b
+            else {
+                if let Block::Text(text) = b {
+                    rest_text.push(text);
+                }
+                rest.push(j);
+                continue;
+            };
+            let key = keys.get(&**use_id).cloned();
+            if message_key.is_none() {
+                message_key.clone_from(&key);
+            }
+            let mut t = Text::default();
+            for piece in content {
+                t.push(piece);
+            }
+            let (content, estimate) = t.finish(estimator);
+            let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
+                .with_tool_call_id_opt(key);
+            built.push(
+                turn,
+                TurnSource::Block {
+                    message: i,
+                    block: j,
+                },
+            );
+        }
+        if !results {
+            // No results: the message is one user turn.
+            let (content, estimate) = rest_text.finish(estimator);
+            let turn = TranscriptTurn::new(id, Role::User, content, estimate)?;
+            built.push(turn, TurnSource::Message(i));
+        } else if let Some(&first) = rest.first() {
+            let (content, estimate) = rest_text.finish(estimator);
+            let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
+                .with_tool_call_id_opt(message_key);
+            built.push(
+                turn,
+                TurnSource::Blocks {
+                    message: i,
+                    blocks: rest,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+/// An Anthropic message of the shapes most requests are made of, read from its text without
+/// a value: a `role` and string content, or content of `text` blocks, `tool_use` blocks (a
+/// string `id` and `name`, any `input`) and `tool_result` blocks (a string `tool_use_id`,
+/// string content or `text` blocks, `is_error`). Anything else is declined.
+#[derive(Debug)]
+pub(crate) struct Plain<'a> {
+    role: Cow<'a, str>,
+    content: Content<'a>,
+}
+
+/// The content of a [`Plain`] message.
+#[derive(Debug)]
+enum Content<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+}
+
+impl Content<'_> {
+    fn blocks(&self) -> &[Block<'_>] {
+        match self {
+            Content::Text(_) => &[],
+            Content::Blocks(blocks) => blocks,
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Content::Text(text) => text.is_empty(),
+            Content::Blocks(blocks) => blocks.is_empty(),
+        }
+    }
+}
+
+/// A block of a [`Plain`] message.
+#[derive(Debug)]
+enum Block<'a> {
+    Text(Cow<'a, str>),
+    ToolUse {
+        id: Cow<'a, str>,
+        name: Cow<'a, str>,
+        input: Value,
+    },
+    /// A result: its call's id and the pieces of its content.
+    ToolResult {
+        id: Cow<'a, str>,
+        content: Vec<Cow<'a, str>>,
+    },
+}
+
+impl<'a> Plain<'a> {
+    /// Reads `text`, one message; `None` when it is not of these shapes.
+    pub(crate) fn read(text: &'a str) -> Option<Self> {
+        let mut lex = Lex::new(text);
+        let (mut role, mut content) = (None, None);
+        lex.object(|lex, key| match key {
+            "role" => once(&mut role, lex.string()),
+            "content" => once(&mut content, read_content(lex, true)),
+            _ => None,
+        })?;
+        lex.at_end().then_some(())?;
+        Some(Self {
+            role: role?,
+            content: content?,
+        })
+    }
+}
+
+/// String content, or an array of blocks (with `tool_use` and `tool_result` blocks when
+/// `calls`, else of `text` blocks only).
+fn read_content<'a>(lex: &mut Lex<'a>, calls: bool) -> Option<Content<'a>> {
+    if let Some(text) = lex.string_or_null().flatten() {
+        return Some(Content::Text(text));
+    }
+    let mut blocks = Vec::new();
+    lex.array(|lex| {
+        blocks.push(read_block(lex, calls)?);
+        Some(())
+    })?;
+    Some(Content::Blocks(blocks))
+}
+
+fn read_block<'a>(lex: &mut Lex<'a>, calls: bool) -> Option<Block<'a>> {
+    let (mut kind, mut text, mut id, mut name, mut input) = (None, None, None, None, None);
+    let (mut use_id, mut content, mut is_error) = (None, None, None);
+    lex.object(|lex, key| match key {
+        "type" => once(&mut kind, lex.string()),
+        "text" => once(&mut text, lex.string()),
+        "id" if calls => once(&mut id, lex.string()),
+        "name" if calls => once(&mut name, lex.string()),
+        "input" if calls => once(&mut input, lex.value()),
+        "tool_use_id" if calls => once(&mut use_id, lex.string()),
+        "content" if calls => once(&mut content, read_content(lex, false)),
+        // Neither the check nor the turn reads whether a result is an error.
+        "is_error" if calls => once(&mut is_error, lex.value().filter(Value::is_boolean)),
+        _ => None,
+    })?;
+    match &*kind? {
+        "text" if id.is_none() && name.is_none() && input.is_none() => {
+            (use_id.is_none() && content.is_none() && is_error.is_none())
+                .then_some(Block::Text(text?))
+        }
+        "tool_use" if text.is_none() && use_id.is_none() && content.is_none() => {
+            is_error.is_none().then_some(())?;
+            Some(Block::ToolUse {
+                id: id?,
+                name: name?,
+                input: input?,
+            })
+        }
+        "tool_result" if text.is_none() && id.is_none() && name.is_none() && input.is_none() => {
+            let content = match content {
+                None => Vec::new(),
+                Some(Content::Text(text)) => vec![text],
+                Some(Content::Blocks(blocks)) => blocks
+                    .into_iter()
+                    .map(|b| match b {
+                        Block::Text(text) => Some(text),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()?,
+            };
+            Some(Block::ToolResult {
+                id: use_id?,
+                content,
+            })
+        }
+        _ => None,
     }
 }
 

@@ -838,6 +838,15 @@ fn map_messages(
             let mut check = anthropic::Check::start(n).ok()?;
             let mut build = anthropic::Build::start(shell, estimator).ok()?;
             for (i, span) in layout.items.iter().enumerate() {
+                let plain = quick
+                    .then(|| anthropic::Plain::read(text.get(span.clone())?))
+                    .flatten();
+                if let Some(m) = plain
+                    && check.plain(i, &m).is_some()
+                {
+                    build.plain(i, &m, estimator).ok()?;
+                    continue;
+                }
                 let m = value(span)?;
                 check.message(i, &m).ok()?;
                 build.message(i, &m, estimator).ok()?;

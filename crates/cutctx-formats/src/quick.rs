@@ -10,6 +10,9 @@
 
 use std::borrow::Cow;
 
+/// How deep a value read whole ([`Lex::value`]) may nest.
+const SMALL_DEPTH: usize = 16;
+
 /// A cursor over one message's text.
 pub(crate) struct Lex<'a> {
     text: &'a str,
@@ -179,6 +182,48 @@ impl<'a> Lex<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// A small value of any type, parsed as the value path parses it: for the few fields a
+    /// turn reads as JSON (a tool's input). Declined when it nests deeper than a message's
+    /// field ever needs to, so that no nesting limit comes near.
+    pub(crate) fn value(&mut self) -> Option<serde_json::Value> {
+        self.peek()?;
+        let start = self.at;
+        let b = self.bytes();
+        let mut depth = 0_usize;
+        let mut at = start;
+        loop {
+            match *b.get(at)? {
+                b'"' => {
+                    // Past the string: its escapes are the parse's to check.
+                    at += 1;
+                    loop {
+                        at += cutctx_json::first_special(b.get(at..)?, false)?;
+                        match *b.get(at)? {
+                            b'\\' => at += 2,
+                            _ => break,
+                        }
+                    }
+                }
+                b'[' | b'{' => {
+                    depth += 1;
+                    if depth > SMALL_DEPTH {
+                        return None;
+                    }
+                }
+                b']' | b'}' => depth = depth.checked_sub(1)?,
+                b',' if depth == 0 => break,
+                _ => {}
+            }
+            at += 1;
+            if depth == 0 && matches!(b.get(at), None | Some(b',' | b'}' | b']')) {
+                break;
+            }
+        }
+        let v = serde_json::from_str(self.text.get(start..at)?).ok()?;
+        self.at = at;
+        Some(v)
     }
 
     /// A string or `null` (`Some(None)`).
