@@ -301,7 +301,9 @@ impl ProviderTranscript {
         let built = map_messages(format, &shell, &layout, text, estimator, true)?;
         let tools_tokens = prompt::tools_tokens(format, &shell, estimator);
 
-        let transcript = Transcript::new(built.turns).ok()?;
+        // The builders make each turn's id before its content, Chat's all ahead, and give a
+        // result the key its call holds: the ids need no second copy.
+        let transcript = Transcript::with_packed_ids(built.turns).ok()?;
         Some(Self {
             format,
             document: shell,
@@ -804,7 +806,7 @@ fn map_messages(
     match format {
         Format::OpenAiChat => {
             let mut check = openai_chat::Check::start(n).ok()?;
-            let mut build = openai_chat::Build::default();
+            let mut build = openai_chat::Build::of(n);
             for (i, span) in layout.items.iter().enumerate() {
                 let plain = quick
                     .then(|| openai_chat::Plain::read(text.get(span.clone())?))

@@ -61,9 +61,48 @@ pub(crate) struct Built {
 }
 
 impl Built {
+    /// Room for `n` turns.
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self {
+            turns: Vec::with_capacity(n),
+            sources: Vec::with_capacity(n),
+        }
+    }
+
     pub(crate) fn push(&mut self, turn: TranscriptTurn, source: TurnSource) {
         self.turns.push(turn);
         self.sources.push(source);
+    }
+}
+
+/// The turn ids `m{index}` of a list's messages, made one after another before any turn's
+/// content: ids that sit together are read faster by everything that looks turns up by id
+/// (see `Transcript::with_packed_ids`), and a call's id is shared by its results' keys.
+#[derive(Debug, Default)]
+pub(crate) struct MessageIds {
+    ids: Vec<Arc<str>>,
+}
+
+impl MessageIds {
+    /// The ids of `n` messages.
+    pub(crate) fn ahead(n: usize) -> Self {
+        let mut name = String::new();
+        let ids = (0..n)
+            .map(|i| {
+                name.clear();
+                name.push('m');
+                name.push_str(&i.to_string());
+                Arc::from(name.as_str())
+            })
+            .collect();
+        Self { ids }
+    }
+
+    /// The id of message `i`: the one made ahead, else a new one.
+    pub(crate) fn get(&self, i: usize) -> Arc<str> {
+        self.ids
+            .get(i)
+            .map_or_else(|| Arc::from(format!("m{i}")), Arc::clone)
     }
 }
 

@@ -32,7 +32,9 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Piece, Rendered, Source, TurnSource, ViewItem, messages_key};
+use crate::mapping::{
+    Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
+};
 use crate::quick::{Lex, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
@@ -317,9 +319,19 @@ pub(crate) struct Build {
     pub(crate) built: Built,
     /// Call id -> the key of the exchange its assistant message opened (the latest wins).
     keys: BTreeMap<String, Arc<str>>,
+    ids: MessageIds,
 }
 
 impl Build {
+    /// The turns of a list of `n` messages: room for them, and their ids made ahead.
+    pub(crate) fn of(n: usize) -> Self {
+        Self {
+            built: Built::with_capacity(n),
+            keys: BTreeMap::new(),
+            ids: MessageIds::ahead(n),
+        }
+    }
+
     /// The turn of message `i`, which the check accepted.
     pub(crate) fn message(
         &mut self,
@@ -327,7 +339,7 @@ impl Build {
         m: &Value,
         estimator: &dyn TokenEstimator,
     ) -> Result<(), FormatError> {
-        let id = format!("m{i}");
+        let id = self.ids.get(i);
         let role_name = m.get("role").and_then(Value::as_str).unwrap_or_default();
         let mut text = Text::default();
         text.push_content(m.get("content").unwrap_or(&Value::Null));
@@ -343,9 +355,9 @@ impl Build {
                     text.push(r);
                 }
                 let calls = m.get("tool_calls").and_then(Value::as_array);
-                let key: Option<Arc<str>> = calls
-                    .filter(|c| !c.is_empty())
-                    .map(|_| Arc::from(id.as_str()));
+                // The exchange's key is the message's id, shared.
+                let key: Option<Arc<str>> =
+                    calls.filter(|c| !c.is_empty()).map(|_| Arc::clone(&id));
                 for call in calls.into_iter().flatten() {
                     if let (Some(call_id), Some(k)) = (call.get("id").and_then(Value::as_str), &key)
                     {
@@ -374,7 +386,7 @@ impl Build {
         m: &Plain<'_>,
         estimator: &dyn TokenEstimator,
     ) -> Result<(), FormatError> {
-        let id = format!("m{i}");
+        let id = self.ids.get(i);
         let mut text = Text::default();
         if let Some(Some(content)) = &m.content {
             text.push(content);
@@ -388,7 +400,7 @@ impl Build {
             }
             _ => {
                 let calls = m.calls.as_deref().unwrap_or_default();
-                let key: Option<Arc<str>> = (!calls.is_empty()).then(|| Arc::from(id.as_str()));
+                let key: Option<Arc<str>> = (!calls.is_empty()).then(|| Arc::clone(&id));
                 for call in calls {
                     if let Some(k) = &key {
                         self.keys
@@ -407,7 +419,7 @@ impl Build {
     fn push(
         &mut self,
         i: usize,
-        id: String,
+        id: Arc<str>,
         role: Role,
         text: Text<'_>,
         key: Option<Arc<str>>,
