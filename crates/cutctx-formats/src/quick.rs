@@ -9,6 +9,7 @@
 //! JSON by the scan of the list, so declining costs only the value parse it saves otherwise.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 /// How deep a value read whole ([`Lex::value`]) may nest.
 const SMALL_DEPTH: usize = 16;
@@ -184,46 +185,60 @@ impl<'a> Lex<'a> {
         }
     }
 
-    /// A small value of any type, parsed as the value path parses it: for the few fields a
-    /// turn reads as JSON (a tool's input). Declined when it nests deeper than a message's
-    /// field ever needs to, so that no nesting limit comes near.
-    pub(crate) fn value(&mut self) -> Option<serde_json::Value> {
-        self.peek()?;
-        let start = self.at;
+    /// Where the next value lies, skipped without being checked (the caller parses it, or
+    /// knows it to be JSON). Declined when it nests deeper than a message's field ever needs
+    /// to, so that no nesting limit comes near.
+    fn skip(&mut self) -> Option<Range<usize>> {
+        let first = self.peek()?;
         let b = self.bytes();
-        let mut depth = 0_usize;
+        let start = self.at;
         let mut at = start;
-        loop {
-            match *b.get(at)? {
-                b'"' => {
-                    // Past the string: its escapes are the parse's to check.
-                    at += 1;
-                    loop {
-                        at += cutctx_json::first_special(b.get(at..)?, false)?;
-                        match *b.get(at)? {
-                            b'\\' => at += 2,
-                            _ => break,
+        match first {
+            b'"' => at = string_end(b, at)?,
+            b'[' | b'{' => {
+                let mut depth = 0_usize;
+                loop {
+                    match *b.get(at)? {
+                        b'"' => {
+                            at = string_end(b, at)?;
+                            continue;
                         }
+                        b'[' | b'{' => {
+                            depth += 1;
+                            if depth > SMALL_DEPTH {
+                                return None;
+                            }
+                        }
+                        b']' | b'}' => {
+                            depth = depth.checked_sub(1)?;
+                            if depth == 0 {
+                                at += 1;
+                                break;
+                            }
+                        }
+                        _ => {}
                     }
+                    at += 1;
                 }
-                b'[' | b'{' => {
-                    depth += 1;
-                    if depth > SMALL_DEPTH {
-                        return None;
-                    }
-                }
-                b']' | b'}' => depth = depth.checked_sub(1)?,
-                b',' if depth == 0 => break,
-                _ => {}
             }
-            at += 1;
-            if depth == 0 && matches!(b.get(at), None | Some(b',' | b'}' | b']')) {
-                break;
+            _ => {
+                while !matches!(
+                    b.get(at),
+                    None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+                ) {
+                    at += 1;
+                }
             }
         }
-        let v = serde_json::from_str(self.text.get(start..at)?).ok()?;
         self.at = at;
-        Some(v)
+        Some(start..at)
+    }
+
+    /// A small value of any type, parsed as the value path parses it: for the few fields a
+    /// turn reads as JSON (a tool's input).
+    pub(crate) fn value(&mut self) -> Option<serde_json::Value> {
+        let span = self.skip()?;
+        serde_json::from_str(self.text.get(span)?).ok()
     }
 
     /// A string or `null` (`Some(None)`).
@@ -233,6 +248,34 @@ impl<'a> Lex<'a> {
         }
         self.string().map(Some)
     }
+}
+
+/// Just past the string opening at `at` in `b`, its escapes skipped unchecked.
+fn string_end(b: &[u8], mut at: usize) -> Option<usize> {
+    at += 1;
+    loop {
+        at += cutctx_json::first_special(b.get(at..)?, false)?;
+        match *b.get(at)? {
+            b'\\' => at += 2,
+            _ => return Some(at + 1),
+        }
+    }
+}
+
+/// Where, within `message` (an object's text), the value of its field `key` lies: the last
+/// one, as a parsed value keeps the last of repeated keys; `Some(None)` when it has none.
+/// `None` (declined) for a key spelled with escapes and anything else unusual.
+pub(crate) fn field_span(message: &str, key: &str) -> Option<Option<Range<usize>>> {
+    let mut lex = Lex::new(message);
+    let mut found = None;
+    lex.object(|lex, name| {
+        let span = lex.skip()?;
+        if name == key {
+            found = Some(span);
+        }
+        Some(())
+    })?;
+    lex.at_end().then_some(found)
 }
 
 /// Sets `slot` to `value`, declining a key given twice (a parsed value keeps the last one,

@@ -186,6 +186,14 @@ impl<'de> Visitor<'de> for ListVisitor {
 /// The span, within `message` (an object's text), of the value of its field `key`: the last
 /// one, as a parsed value keeps the last of repeated keys.
 fn field_span(message: &str, key: &str) -> Option<Range<usize>> {
+    match crate::quick::field_span(message, key) {
+        Some(found) => found,
+        None => field_span_parsed(message, key),
+    }
+}
+
+/// [`field_span`] by the parser, for any message.
+pub(crate) fn field_span_parsed(message: &str, key: &str) -> Option<Range<usize>> {
     let mut de = serde_json::Deserializer::from_str(message);
     let fields = match (TopSeed { key: None }).deserialize(&mut de).ok()? {
         Top::Object(fields, _) => fields,
