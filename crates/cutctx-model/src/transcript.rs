@@ -144,19 +144,28 @@ impl Transcript {
     /// # Ok::<(), cutctx_model::CompactionError>(())
     /// ```
     pub fn from_copies(turns: &[&TranscriptTurn]) -> Result<Self, CompactionError> {
-        let (ids, calls) = packed_ids(turns.iter().copied());
+        let mut last: Option<Arc<str>> = None;
         let copies = turns
             .iter()
-            .zip(ids)
-            .zip(calls)
-            .map(|((t, turn_id), tool_call_id)| TranscriptTurn {
-                content: Arc::clone(&t.content),
-                metadata: Arc::clone(&t.metadata),
-                pinned: t.pinned,
-                role: t.role,
-                token_estimate: t.token_estimate,
-                tool_call_id,
-                turn_id,
+            .map(|t| {
+                let turn_id = Arc::from(&*t.turn_id);
+                let tool_call_id = t.tool_call_id.as_ref().map(|call| {
+                    let packed = match &last {
+                        Some(prev) if **prev == **call => Arc::clone(prev),
+                        _ => Arc::from(&**call),
+                    };
+                    last = Some(Arc::clone(&packed));
+                    packed
+                });
+                TranscriptTurn {
+                    content: Arc::clone(&t.content),
+                    metadata: Arc::clone(&t.metadata),
+                    pinned: t.pinned,
+                    role: t.role,
+                    token_estimate: t.token_estimate,
+                    tool_call_id,
+                    turn_id,
+                }
             })
             .collect();
         Self::checked(copies, |turns| turns)
