@@ -551,7 +551,10 @@ pub(crate) fn apply(
             supplied.insert(key.to_owned(), text);
         }
     }
-    let compacted = executor::apply(&source.inner, &planned.inner, &supplied).py(py)?;
+    // Pure Rust from here: other Python threads run meanwhile.
+    let compacted = py
+        .detach(|| executor::apply(&source.inner, &planned.inner, &supplied))
+        .py(py)?;
     Ok(PyCompacted {
         transcript: PyTranscript::view(
             py,

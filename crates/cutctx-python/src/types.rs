@@ -283,9 +283,10 @@ impl PyTranscript {
             })?);
         }
         // The turns were validated when they were made; the core copies their ids into its
-        // own layout and shares their contents.
+        // own layout and shares their contents, without the interpreter lock: the turns are
+        // frozen, and the tuple keeps them alive.
         let refs: Vec<&TranscriptTurn> = held.iter().map(|turn| &turn.get().inner).collect();
-        let inner = Transcript::from_copies(&refs).py(py)?;
+        let inner = py.detach(|| Transcript::from_copies(&refs)).py(py)?;
         let cell = PyOnceLock::new();
         let _ = cell.set(py, tuple.unbind());
         Ok(Self {
