@@ -119,7 +119,7 @@ pub fn apply_with(
 }
 
 /// As [`apply`], except that the report's `plan_hash` is left empty: for a caller that keeps
-/// `plan` and fills the hash in from [`CompactionPlan::plan_hash`] only if it is read. Hashing
+/// `plan` and fills the hash in from [`PlanDraft::plan_hash`](cutctx_model::PlanDraft::plan_hash) only if it is read. Hashing
 /// a large plan is the costliest step of applying it, and a caller sending the view on may
 /// never read the report. Runs on the caller's thread alone.
 ///
