@@ -115,6 +115,45 @@ pub fn apply_with(
     summaries: &BTreeMap<String, String>,
     parallelism: Parallelism,
 ) -> Result<CompactedTranscript, CompactionError> {
+    applied(transcript, plan, summaries, Some(parallelism))
+}
+
+/// As [`apply`], except that the report's `plan_hash` is left empty: for a caller that keeps
+/// `plan` and fills the hash in from [`PlanDraft::plan_hash`](cutctx_model::PlanDraft::plan_hash) only if it is read. Hashing
+/// a large plan is the costliest step of applying it, and a caller sending the view on may
+/// never read the report. Runs on the caller's thread alone.
+///
+/// # Errors
+///
+/// As [`apply`].
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
+/// use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+/// let t = Transcript::new(vec![TranscriptTurn::new("u", Role::User, "hi", 5)?])?;
+/// let plan = DropOldestPolicy.decide(&t, &CompactionBudget::new(10))?;
+/// let mut out = cutctx_executor::apply_unhashed(&t, &plan, &BTreeMap::new())?;
+/// assert_eq!(out.report.plan_hash, "");
+/// out.report.plan_hash = plan.plan_hash();
+/// assert_eq!(out, cutctx_executor::apply(&t, &plan, &BTreeMap::new())?);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+pub fn apply_unhashed(
+    transcript: &Transcript,
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+) -> Result<CompactedTranscript, CompactionError> {
+    applied(transcript, plan, summaries, None)
+}
+
+/// [`apply_with`] when `hashing` is given, else [`apply_unhashed`].
+fn applied(
+    transcript: &Transcript,
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+    hashing: Option<Parallelism>,
+) -> Result<CompactedTranscript, CompactionError> {
     check_match(transcript, &plan.actions)?;
     // A plan validated against another transcript with the same ids may still break a rule
     // here (a turn pinned here and not there): it is validated again, under its own budget.
@@ -139,29 +178,33 @@ pub fn apply_with(
     // Hashing a large plan is the one long sequential step; it overlaps the walk and the
     // building of the view.
     const PARALLEL_ACTIONS: usize = 20_000;
-    let (walk, plan_hash) = if plan.actions.len() >= PARALLEL_ACTIONS && parallelism.threads() > 1 {
-        std::thread::scope(|scope| {
-            // The hashing thread may pipeline its own writing only with a third thread to spare.
-            let inner = if parallelism.threads() > 2 {
-                parallelism
-            } else {
-                Parallelism::Sequential
-            };
-            let hasher = scope.spawn(move || plan.plan_hash_with(inner));
-            let walk = walk(transcript, plan, summaries, &requests);
-            // Hashing cannot panic; were the thread lost anyway, hash here.
-            (
-                walk,
-                hasher
-                    .join()
-                    .unwrap_or_else(|_| plan.plan_hash_with(Parallelism::Sequential)),
-            )
-        })
-    } else {
-        (
+    let (walk, plan_hash) = match hashing {
+        None => (walk(transcript, plan, summaries, &requests), String::new()),
+        Some(parallelism)
+            if plan.actions.len() >= PARALLEL_ACTIONS && parallelism.threads() > 1 =>
+        {
+            std::thread::scope(|scope| {
+                // The hashing thread may pipeline its own writing only with a third thread to spare.
+                let inner = if parallelism.threads() > 2 {
+                    parallelism
+                } else {
+                    Parallelism::Sequential
+                };
+                let hasher = scope.spawn(move || plan.plan_hash_with(inner));
+                let walk = walk(transcript, plan, summaries, &requests);
+                // Hashing cannot panic; were the thread lost anyway, hash here.
+                (
+                    walk,
+                    hasher
+                        .join()
+                        .unwrap_or_else(|_| plan.plan_hash_with(Parallelism::Sequential)),
+                )
+            })
+        }
+        Some(parallelism) => (
             walk(transcript, plan, summaries, &requests),
             plan.plan_hash_with(parallelism),
-        )
+        ),
     };
     let Walk {
         view,

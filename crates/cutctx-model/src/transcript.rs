@@ -120,20 +120,73 @@ impl Transcript {
         Self::checked(turns, |turns| turns)
     }
 
-    /// The transcript of `turns` once their ids are checked unique, `pack` laying the ids out.
+    /// A transcript of copies of these turns, equal to [`Transcript::new`] of their clones.
+    ///
+    /// For a caller that holds its turns elsewhere and keeps them (a binding whose turn
+    /// objects outlive the transcript): each id and `tool_call_id` is copied once into the
+    /// packed layout [`Transcript::new`] makes, and the originals' ids are only read, never
+    /// shared, so they are not touched again when either side is dropped. Contents and
+    /// metadata are shared.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::new`].
+    ///
+    /// ```
+    /// use cutctx_model::{Role, Transcript, TranscriptTurn};
+    /// let held = vec![
+    ///     TranscriptTurn::new("s", Role::System, "rules", 10)?,
+    ///     TranscriptTurn::new("u", Role::User, "hi", 5)?,
+    /// ];
+    /// let refs: Vec<&TranscriptTurn> = held.iter().collect();
+    /// assert_eq!(Transcript::from_copies(&refs)?, Transcript::new(held.clone())?);
+    /// assert!(Transcript::from_copies(&[&held[0], &held[0]]).is_err());
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn from_copies(turns: &[&TranscriptTurn]) -> Result<Self, CompactionError> {
+        let mut last: Option<Arc<str>> = None;
+        let copies = turns
+            .iter()
+            .map(|t| {
+                let turn_id = Arc::from(&*t.turn_id);
+                let tool_call_id = t.tool_call_id.as_ref().map(|call| {
+                    let packed = match &last {
+                        Some(prev) if **prev == **call => Arc::clone(prev),
+                        _ => Arc::from(&**call),
+                    };
+                    last = Some(Arc::clone(&packed));
+                    packed
+                });
+                TranscriptTurn {
+                    content: Arc::clone(&t.content),
+                    metadata: Arc::clone(&t.metadata),
+                    pinned: t.pinned,
+                    role: t.role,
+                    token_estimate: t.token_estimate,
+                    tool_call_id,
+                    turn_id,
+                }
+            })
+            .collect();
+        Self::checked(copies, |turns| turns)
+    }
+
+    /// The transcript of `turns` once `pack` has laid their ids out and they are checked
+    /// unique.
     fn checked(
         turns: Vec<TranscriptTurn>,
         pack: fn(Vec<TranscriptTurn>) -> Vec<TranscriptTurn>,
     ) -> Result<Self, CompactionError> {
+        // Packed first, so that the check below reads the ids one after another instead of
+        // one cache miss each wherever they were made; a repeat, rare and an error, has then
+        // paid for a packing it does not use.
+        let turns = pack(turns);
         // Uniqueness by hashing each id once: sorting a hundred thousand ids that share their
         // prefixes ("t1", "t2", ...) spends most of its time comparing those prefixes. Only a
-        // repeat, rare and an error, pays for the sort that names the repeats in order.
-        let mut seen = crate::idmap::with_capacity::<()>(turns.len());
-        if turns.iter().all(|t| seen.insert(t.turn_id(), ()).is_none()) {
-            drop(seen);
-            return Self::from_unique(turns, pack);
+        // repeat (or two ids of equal hash) pays for the sort that names the repeats in order.
+        if crate::idmap::hashes_distinct(turns.iter().map(TranscriptTurn::turn_id)) {
+            return Self::from_unique(turns);
         }
-        drop(seen);
         let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
         ids.sort_unstable();
         let mut duplicates: Vec<&str> = ids
@@ -163,15 +216,12 @@ impl Transcript {
                 details! { "duplicate_turn_ids" => duplicates },
             ));
         }
-        debug_assert!(false, "the hash check found a repeat the sort did not");
-        Self::from_unique(turns, pack)
+        // Two different ids had equal hashes: the ids are unique after all.
+        Self::from_unique(turns)
     }
 
-    /// The transcript of `turns`, whose ids are known to be unique.
-    fn from_unique(
-        turns: Vec<TranscriptTurn>,
-        pack: fn(Vec<TranscriptTurn>) -> Vec<TranscriptTurn>,
-    ) -> Result<Self, CompactionError> {
+    /// The transcript of `turns`, whose ids are known to be unique and laid out.
+    fn from_unique(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
         let total = turns
             .iter()
             .try_fold(0_u64, |acc, t| acc.checked_add(t.token_estimate))
@@ -185,7 +235,6 @@ impl Transcript {
                     details! { "turn_count" => turns.len() },
                 )
             })?;
-        let turns = pack(turns);
         let (exchange_of, exchanges) = partition(&turns);
         Ok(Self {
             turns,
@@ -510,13 +559,24 @@ impl Transcript {
 /// the `tool_call_id`s: an allocator hands a freed block to the next request of its size, so
 /// freeing as we go would put each new id where an old one was.
 fn pack_ids(mut turns: Vec<TranscriptTurn>) -> Vec<TranscriptTurn> {
-    let ids: Vec<Arc<str>> = turns.iter().map(|t| Arc::from(&*t.turn_id)).collect();
+    let (ids, calls) = packed_ids(turns.iter());
+    for ((turn, id), call) in turns.iter_mut().zip(ids).zip(calls) {
+        turn.turn_id = id;
+        turn.tool_call_id = call;
+    }
+    turns
+}
+
+/// Fresh copies of the turns' ids, then of their `tool_call_id`s, each group allocated one
+/// after another (see [`pack_ids`]); a result right after its call shares the call's copy.
+fn packed_ids<'a>(
+    turns: impl Iterator<Item = &'a TranscriptTurn> + Clone,
+) -> (Vec<Arc<str>>, Vec<Option<Arc<str>>>) {
+    let ids: Vec<Arc<str>> = turns.clone().map(|t| Arc::from(&*t.turn_id)).collect();
     let mut last: Option<Arc<str>> = None;
     let calls: Vec<Option<Arc<str>>> = turns
-        .iter()
         .map(|t| {
             let call = t.tool_call_id.as_ref()?;
-            // A result right after its call shares the call's string.
             let packed = match &last {
                 Some(prev) if Arc::ptr_eq(prev, call) || **prev == **call => Arc::clone(prev),
                 _ => Arc::from(&**call),
@@ -525,11 +585,7 @@ fn pack_ids(mut turns: Vec<TranscriptTurn>) -> Vec<TranscriptTurn> {
             Some(packed)
         })
         .collect();
-    for ((turn, id), call) in turns.iter_mut().zip(ids).zip(calls) {
-        turn.turn_id = id;
-        turn.tool_call_id = call;
-    }
-    turns
+    (ids, calls)
 }
 
 impl TryFrom<Vec<TranscriptTurn>> for Transcript {
@@ -597,6 +653,61 @@ mod tests {
         );
         assert!(!Arc::ptr_eq(ca, &call), "the shared string is a fresh copy");
         assert!(!Arc::ptr_eq(ca, cb));
+    }
+
+    #[test]
+    fn copies_equal_new_and_share_no_id_with_the_turns_they_copy() {
+        let held = vec![
+            TranscriptTurn::new("a", Role::Assistant, "", 1)
+                .expect("valid")
+                .with_tool_call_id("c1"),
+            TranscriptTurn::new("t", Role::Tool, "out", 2)
+                .expect("valid")
+                .with_tool_call_id("c1"),
+            turn("u", 3),
+        ];
+        let refs: Vec<&TranscriptTurn> = held.iter().collect();
+        let t = Transcript::from_copies(&refs).expect("unique ids");
+        assert_eq!(t, Transcript::new(held.clone()).expect("unique ids"));
+        for (copy, orig) in t.turns().iter().zip(&held) {
+            assert!(!Arc::ptr_eq(copy.turn_id_arc(), orig.turn_id_arc()));
+            assert!(
+                Arc::ptr_eq(&copy.content, &orig.content),
+                "contents are shared"
+            );
+        }
+        let (Some(ca), Some(cr)) = (&t.turns()[0].tool_call_id, &t.turns()[1].tool_call_id) else {
+            panic!("tool_call_ids are kept");
+        };
+        assert!(Arc::ptr_eq(ca, cr), "a result shares its call's copy");
+        let e = Transcript::from_copies(&[&held[2], &held[0], &held[2]]).expect_err("a repeat");
+        assert_eq!(e.details()["duplicate_turn_ids"], serde_json::json!(["u"]));
+    }
+
+    #[test]
+    fn different_ids_of_equal_hash_are_unique() {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let build = BuildHasherDefault::<crate::idmap::IdHasher>::default();
+        // Two 16-byte ids hash alike when their second words make up for their first: the
+        // hash of [a, b] mixes b into a function of a alone. Search for a first word whose
+        // matching second word is ASCII.
+        let word = |s: &[u8]| u64::from_le_bytes(s.try_into().expect("eight bytes"));
+        let mixed = |a: u64| a.wrapping_mul(0x51_7c_c1_b7_27_22_0a_95).rotate_left(5);
+        let first = "ids-0000:second!";
+        let (a, b) = (word(&first.as_bytes()[..8]), word(&first.as_bytes()[8..]));
+        let other = (1..1_000_000_u32)
+            .find_map(|n| {
+                let head = format!("id{n:06}");
+                let tail = (b ^ mixed(a) ^ mixed(word(head.as_bytes()))).to_le_bytes();
+                let tail = String::from_utf8(tail.to_vec()).ok()?;
+                (!tail.contains('\0')).then(|| head + &tail)
+            })
+            .expect("a colliding id among a million");
+        assert_ne!(first, other);
+        assert_eq!(build.hash_one(first), build.hash_one(other.as_str()));
+        let t = Transcript::new(vec![turn(first, 1), turn(&other, 2)]).expect("unique ids");
+        assert_eq!(t.turn_ids().collect::<Vec<_>>(), [first, other.as_str()]);
+        assert!(Transcript::new(vec![turn(&other, 1), turn(&other, 2)]).is_err());
     }
 
     #[test]

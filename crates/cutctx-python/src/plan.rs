@@ -1,7 +1,7 @@
 //! Plans, reports, compacted views, and applying a plan.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cutctx::model::{CompactionReport, PlanDraft, SummarizationRequest, TurnAction};
 use cutctx::{CompactionPlan, executor};
@@ -246,9 +246,64 @@ impl PyPlan {
 }
 
 /// What was done to a transcript: the `context.compacted` event body. Frozen; hashable.
+///
+/// A report `apply` makes carries its plan's hash only once it is read: hashing a large plan
+/// costs more than the rest of applying it, and a caller sending the view on may never read
+/// the report.
 #[pyclass(frozen, module = "cutctx.types", name = "CompactionReport")]
 pub(crate) struct PyReport {
-    pub(crate) inner: CompactionReport,
+    /// The report; its `plan_hash` is empty while `plan` is set.
+    inner: CompactionReport,
+    /// The plan whose hash the report carries, when not hashed yet.
+    plan: Option<Py<PyPlan>>,
+    /// `plan`'s hash, made on first read.
+    hash: OnceLock<String>,
+}
+
+impl PyReport {
+    /// The plan's hash, made now if it was left for later.
+    fn plan_hash_str(&self) -> &str {
+        match &self.plan {
+            Some(plan) => self.hash.get_or_init(|| plan.get().inner.plan_hash()),
+            None => &self.inner.plan_hash,
+        }
+    }
+
+    /// Equal by value, the plan's hash included however it was made.
+    fn same(&self, other: &Self) -> bool {
+        // Every field but the hash, by name: a field added to the report cannot be missed.
+        let CompactionReport {
+            budget_unmet,
+            dropped_turn_ids,
+            estimator_ratio,
+            kept_turn_ids,
+            masked_turn_ids,
+            plan_hash: _,
+            policy_name,
+            policy_version,
+            summarized_turn_ids,
+            summary_turn_ids,
+            tokens_after_estimate,
+            tokens_before,
+            turns_after,
+            turns_before,
+        } = &self.inner;
+        let o = &other.inner;
+        *budget_unmet == o.budget_unmet
+            && *dropped_turn_ids == o.dropped_turn_ids
+            && *estimator_ratio == o.estimator_ratio
+            && *kept_turn_ids == o.kept_turn_ids
+            && *masked_turn_ids == o.masked_turn_ids
+            && *policy_name == o.policy_name
+            && *policy_version == o.policy_version
+            && *summarized_turn_ids == o.summarized_turn_ids
+            && *summary_turn_ids == o.summary_turn_ids
+            && *tokens_after_estimate == o.tokens_after_estimate
+            && *tokens_before == o.tokens_before
+            && *turns_after == o.turns_after
+            && *turns_before == o.turns_before
+            && self.plan_hash_str() == other.plan_hash_str()
+    }
 }
 
 fn ids(items: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<str>>> {
@@ -264,13 +319,14 @@ fn ids(items: &Bound<'_, PyAny>) -> PyResult<Vec<Arc<str>>> {
 /// The report's fields, in the reference's order, as `(name, value)`.
 fn report_items<'py>(
     py: Python<'py>,
-    r: &CompactionReport,
+    report: &PyReport,
 ) -> PyResult<Vec<(&'static str, Bound<'py, PyAny>)>> {
+    let r = &report.inner;
     let list = |v: &[Arc<str>]| registry::str_list(py, v.iter()).map(Bound::into_any);
     Ok(vec![
         (
             "plan_hash",
-            r.plan_hash.as_str().into_pyobject(py)?.into_any(),
+            report.plan_hash_str().into_pyobject(py)?.into_any(),
         ),
         (
             "policy_name",
@@ -353,13 +409,15 @@ impl PyReport {
                 turns_after,
                 turns_before,
             },
+            plan: None,
+            hash: OnceLock::new(),
         })
     }
 
     /// The plan's hash: the audit link back to the plan.
     #[getter]
     fn plan_hash(&self) -> &str {
-        &self.inner.plan_hash
+        self.plan_hash_str()
     }
 
     /// From the plan.
@@ -443,7 +501,7 @@ impl PyReport {
     /// The `context.compacted` event body, ready to serialize.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let dict = PyDict::new(py);
-        for (key, value) in report_items(py, &self.inner)? {
+        for (key, value) in report_items(py, self)? {
             dict.set_item(key, value)?;
         }
         Ok(dict)
@@ -452,7 +510,8 @@ impl PyReport {
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         let py = other.py();
         Ok(match other.cast::<Self>() {
-            Ok(other) => (self.inner == other.get().inner)
+            Ok(other) => self
+                .same(other.get())
                 .into_pyobject(py)?
                 .to_owned()
                 .into_any()
@@ -462,13 +521,13 @@ impl PyReport {
     }
 
     fn __hash__(&self) -> u64 {
-        u64::from_str_radix(self.inner.plan_hash.get(..15).unwrap_or("0"), 16)
+        u64::from_str_radix(self.plan_hash_str().get(..15).unwrap_or("0"), 16)
             .unwrap_or(0)
             .wrapping_add(self.inner.turns_after)
     }
 
     fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let parts = report_items(py, &self.inner)?
+        let parts = report_items(py, self)?
             .into_iter()
             .map(|(key, value)| {
                 // The id lists are tuples on the report itself.
@@ -515,7 +574,7 @@ impl PyCompacted {
             Ok(other) => {
                 let other = other.get();
                 let same = self.transcript.get().inner == other.transcript.get().inner
-                    && self.report.get().inner == other.report.get().inner;
+                    && self.report.get().same(other.report.get());
                 same.into_pyobject(py)?.to_owned().into_any().unbind()
             }
             Err(_) => py.NotImplemented(),
@@ -551,18 +610,24 @@ pub(crate) fn apply(
             supplied.insert(key.to_owned(), text);
         }
     }
-    let compacted = executor::apply(&source.inner, &planned.inner, &supplied).py(py)?;
+    // Pure Rust from here: other Python threads run meanwhile. The plan's hash is made when the
+    // report's is first read.
+    let compacted = py
+        .detach(|| executor::apply_unhashed(&source.inner, &planned.inner, &supplied))
+        .py(py)?;
     Ok(PyCompacted {
         transcript: PyTranscript::view(
             py,
             compacted.transcript,
             transcript.unbind(),
-            plan.unbind(),
+            plan.clone().unbind(),
         )?,
         report: Py::new(
             py,
             PyReport {
                 inner: compacted.report,
+                plan: Some(plan.unbind()),
+                hash: OnceLock::new(),
             },
         )?,
     })

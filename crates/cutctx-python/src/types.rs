@@ -275,15 +275,18 @@ impl PyTranscript {
                 Err(_) => PyTuple::new(py, turns.try_iter()?.collect::<PyResult<Vec<_>>>()?)?,
             },
         };
-        let mut core = Vec::with_capacity(tuple.len());
-        for item in tuple.iter() {
-            // The turn was validated when it was made: only its shared values are copied.
-            let turn = item.cast::<PyTurn>().map_err(|_| {
+        // Borrowed from the tuple, which holds them: no reference count is changed per turn.
+        let mut held = Vec::with_capacity(tuple.len());
+        for item in tuple.iter_borrowed() {
+            held.push(item.cast::<PyTurn>().map_err(|_| {
                 PyTypeError::new_err("a Transcript's turns must be TranscriptTurn values")
-            })?;
-            core.push(turn.get().inner.clone());
+            })?);
         }
-        let inner = Transcript::new(core).py(py)?;
+        // The turns were validated when they were made; the core copies their ids into its
+        // own layout and shares their contents, without the interpreter lock: the turns are
+        // frozen, and the tuple keeps them alive.
+        let refs: Vec<&TranscriptTurn> = held.iter().map(|turn| &turn.get().inner).collect();
+        let inner = py.detach(|| Transcript::from_copies(&refs)).py(py)?;
         let cell = PyOnceLock::new();
         let _ = cell.set(py, tuple.unbind());
         Ok(Self {

@@ -177,6 +177,23 @@ def test_to_dict_round_trips_through_the_constructors() -> None:
     assert cutctx.CompactionReport(**report.to_dict()) == report
 
 
+def test_a_reports_plan_hash_is_its_plans_whenever_it_is_read() -> None:
+    transcript = chat(6)
+    plan = default_chain(prompt_id="p.v1").decide(transcript, CompactionBudget(150))
+    summaries = {r.group_id: "earlier turns" for r in plan.summarization_requests}
+    executor = CompactionExecutor()
+    first, second = (executor.apply(transcript, plan, summaries) for _ in range(2))
+    # Compared before either hash is read, then after, and against one built with its hash.
+    assert first == second and first.report == second.report
+    assert hash(first.report) == hash(second.report)
+    assert first.report.plan_hash == plan.plan_hash() == first.report.to_dict()["plan_hash"]
+    assert f"plan_hash={plan.plan_hash()!r}" in repr(second.report)
+    given = cutctx.CompactionReport(**first.report.to_dict())
+    assert given == first.report and hash(given) == hash(first.report)
+    other = cutctx.CompactionReport(**{**first.report.to_dict(), "plan_hash": "0" * 64})
+    assert other != first.report
+
+
 def test_a_view_makes_its_turns_on_first_read_and_keeps_the_inputs() -> None:
     transcript = chat(6)
     plan = DropOldestPolicy().decide(transcript, CompactionBudget(150))
