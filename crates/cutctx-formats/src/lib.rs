@@ -826,8 +826,18 @@ fn map_messages(
         }
         Format::OpenAiResponses => {
             let mut check = openai_responses::Check::start(shell).ok()?;
-            let mut build = openai_responses::Build::start(shell, estimator).ok()?;
+            let mut build = openai_responses::Build::start(shell, estimator)
+                .ok()?
+                .sized(n);
             for (i, span) in layout.items.iter().enumerate() {
+                let plain = quick
+                    .then(|| openai_responses::Plain::read(text.get(span.clone())?))
+                    .flatten();
+                if let Some(item) = plain {
+                    check.plain(i, &item);
+                    build.plain(i, &item, estimator).ok()?;
+                    continue;
+                }
                 let m = value(span)?;
                 check.item(i, &m).ok()?;
                 build.item(i, &m, estimator).ok()?;
