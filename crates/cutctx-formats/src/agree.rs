@@ -25,8 +25,18 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
         .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, true));
     assert_eq!(by_value, reference, "values: {text}");
     assert_eq!(quick, reference, "quick: {text}");
-    // Where a masked message's fields lie, by hand and by the parser.
-    if let Some(r) = &read {
+    // The hand-written scan of the top level finds what the parser finds, where both read.
+    let parsed = text::parsed(text, list_key(format));
+    if let (Some(p), Some(top)) = (&parsed, crate::scan::top(text, list_key(format))) {
+        let s = text::scanned(text, top).expect("a field the parser read");
+        assert_eq!((&s.shell, &s.layout), (&p.shell, &p.layout), "scan: {text}");
+    }
+    if parsed.is_none() {
+        assert!(reference.is_none(), "not JSON, yet mapped: {text}");
+    }
+    // Where a masked message's fields lie, by hand and by the parser (in a request that is
+    // JSON: the hand-written search relies on it).
+    if let (Some(r), Some(_)) = (&read, &parsed) {
         for span in &r.layout.items {
             let message = &text[span.clone()];
             for key in ["content", "role", "output", "tool_calls", "none"] {
@@ -572,4 +582,55 @@ fn generated_responses_requests_are_mostly_valid_and_read_by_hand() {
     }
     assert!(mapped >= 60, "{mapped}");
     assert!(plain >= 300, "{plain}");
+}
+
+#[test]
+fn requests_broken_around_or_inside_the_list_are_refused_by_every_path() {
+    let good = r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#;
+    assert!(agreed(Format::OpenAiChat, good).is_some());
+    let broken = [
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"} x {"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]} x"#,
+        r#"{"model":m,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m" "messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"]]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo",}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"y\qo"}]}"#,
+        r#"{"model":"m","model":"n","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}],}"#,
+        r#"{"model":[1}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+    ];
+    for text in broken {
+        assert!(agreed(Format::OpenAiChat, text).is_none(), "{text}");
+        let est = CharRatioEstimator::default();
+        assert!(
+            crate::ProviderTranscript::from_text_with(Format::OpenAiChat, text, &est).is_none(),
+            "{text}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn requests_with_one_byte_changed_map_alike_by_every_path(
+        steps in proptest::collection::vec(step(), 1..4),
+        at in any::<proptest::sample::Index>(),
+        byte in proptest::sample::select(b",:[]{}\" x0-\\ \n".to_vec()),
+        pretty in any::<bool>(),
+    ) {
+        let messages: Vec<Value> = steps.into_iter().flatten().collect();
+        let request = json!({"model": "m", "n": [1, {"a": null}], "messages": messages});
+        let text = if pretty {
+            serde_json::to_string_pretty(&request).expect("JSON")
+        } else {
+            request.to_string()
+        };
+        let mut bytes = text.into_bytes();
+        let i = at.index(bytes.len());
+        bytes[i] = byte;
+        if let Ok(text) = String::from_utf8(bytes) {
+            agreed(Format::OpenAiChat, &text);
+        }
+    }
 }

@@ -95,6 +95,7 @@ mod quick;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
+mod scan;
 mod text;
 mod validate;
 
