@@ -343,6 +343,14 @@ impl ProviderTranscript {
         PromptCount::of(&self.transcript, self.tools_tokens, reserve)
     }
 
+    /// As [`ProviderTranscript::prompt_count`], the parts' sums only: its `turns` is empty,
+    /// for a caller that plans against the sums and reports them (the list of turns is a
+    /// copy of every turn id, as large as the transcript's own).
+    #[must_use]
+    pub fn prompt_totals(&self, reserve: u64) -> PromptCount {
+        PromptCount::totals(&self.transcript, self.tools_tokens, reserve)
+    }
+
     /// The format.
     #[must_use]
     pub const fn format(&self) -> Format {

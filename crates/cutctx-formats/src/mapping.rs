@@ -174,7 +174,7 @@ pub(crate) fn walk(
 #[derive(Debug, Clone)]
 pub(crate) enum Positions {
     /// Each turn's numbers, in transcript order, strictly increasing.
-    Ordered(Vec<(u8, usize, usize)>),
+    Ordered(Vec<(u8, u32, u32)>),
     /// Any other ids.
     Map(BTreeMap<String, usize>),
 }
@@ -182,7 +182,16 @@ pub(crate) enum Positions {
 impl Positions {
     /// The positions of `transcript`'s turns.
     pub(crate) fn of(transcript: &Transcript) -> Self {
-        let keys: Option<Vec<_>> = transcript.turn_ids().map(id_key).collect();
+        // Sized ahead: collected through an `Option`, the list would grow by doubling.
+        let mut keys = Vec::with_capacity(transcript.len());
+        for id in transcript.turn_ids() {
+            let Some(key) = id_key(id) else {
+                keys = Vec::new();
+                break;
+            };
+            keys.push(key);
+        }
+        let keys = (keys.len() == transcript.len()).then_some(keys);
         match keys {
             Some(keys) if keys.windows(2).all(|w| w[0] < w[1]) => Self::Ordered(keys),
             _ => Self::Map(
@@ -208,13 +217,14 @@ impl Positions {
 }
 
 /// The numbers of a turn id the formats give: `(0, 0, 0)` for the system turn, `(1, i, 0)`
-/// for `m{i}`, `(1, i, j + 1)` for `m{i}.{j}`.
-fn id_key(id: &str) -> Option<(u8, usize, usize)> {
+/// for `m{i}`, `(1, i, j + 1)` for `m{i}.{j}`; `None` for any other id, and for numbers
+/// beyond `u32` (half the size of `usize`: the list is held for the whole run).
+fn id_key(id: &str) -> Option<(u8, u32, u32)> {
     if id == "system" || id == "instructions" {
         return Some((0, 0, 0));
     }
     let rest = id.strip_prefix('m')?;
-    let number = |s: &str| -> Option<usize> {
+    let number = |s: &str| -> Option<u32> {
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }

@@ -127,6 +127,9 @@ impl Scan<'_> {
                 b',' => self.at += 1,
                 b']' => {
                     self.at += 1;
+                    // The spans are held for the whole run: the room doubling left is given
+                    // back.
+                    items.shrink_to_fit();
                     return Some(items);
                 }
                 _ => return None,
