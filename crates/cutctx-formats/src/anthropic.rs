@@ -714,14 +714,15 @@ pub(crate) fn render(
     list: Source<'_>,
     turns: &[TranscriptTurn],
     sources: &[TurnSource],
-    items: &[ViewItem],
+    items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
     let mut doc = crate::mapping::shell(document, "messages");
     let mut system_kept = false;
     let mut outs: Vec<Out> = Vec::with_capacity(items.len());
     let mut pending: Option<Pending> = None;
     for item in items {
-        let (position, stub) = match item {
+        let item = item?;
+        let (position, stub) = match &item {
             ViewItem::Summary { text } => {
                 flush(list, sources, &mut pending, &mut outs);
                 let mut m = Map::new();

@@ -572,7 +572,11 @@ impl ProviderTranscript {
         view: &Transcript,
         source: Option<Source<'_>>,
     ) -> Result<Rendered, FormatError> {
-        let items = mapping::walk(&self.positions, &self.transcript, view)?;
+        // The view is checked whole first, so that its errors come before any other, then
+        // read again as it is rendered rather than held as a list beside the output's.
+        mapping::view_items(&self.positions, &self.transcript, view)
+            .try_for_each(|i| i.map(drop))?;
+        let items = mapping::view_items(&self.positions, &self.transcript, view);
         let document = &self.document;
         let key = list_key(self.format);
         let list = match source {
@@ -592,14 +596,14 @@ impl ProviderTranscript {
         match self.format {
             Format::OpenAiChat => {
                 let list = list.ok_or_else(|| no_list(self.format, document))?;
-                openai_chat::render(document, list, &self.sources, &items)
+                openai_chat::render(document, list, &self.sources, items)
             }
             Format::OpenAiResponses => {
-                openai_responses::render(document, list, turns, &self.sources, &items)
+                openai_responses::render(document, list, turns, &self.sources, items)
             }
             Format::Anthropic => {
                 let list = list.ok_or_else(|| no_list(self.format, document))?;
-                anthropic::render(document, list, turns, &self.sources, &items)
+                anthropic::render(document, list, turns, &self.sources, items)
             }
         }
     }

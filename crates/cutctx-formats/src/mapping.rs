@@ -118,26 +118,25 @@ pub(crate) enum ViewItem {
     Summary { text: Arc<str> },
 }
 
-/// Reads `view` against the source transcript whose turn ids map to positions in `positions`.
+/// Reads `view` against the source transcript whose turn ids map to positions in `positions`,
+/// one turn at a time (a renderer takes each as it comes: the view is not held twice).
 ///
 /// A turn whose metadata says `cutctx.kind = "summary"` is a summary; a turn with
 /// `cutctx.kind = "masked"` is its source turn with the stub; any other turn must be a source
 /// turn, in source order.
-pub(crate) fn walk(
-    positions: &Positions,
-    source: &Transcript,
-    view: &Transcript,
-) -> Result<Vec<ViewItem>, FormatError> {
-    let mut items = Vec::with_capacity(view.len());
+pub(crate) fn view_items<'a>(
+    positions: &'a Positions,
+    source: &'a Transcript,
+    view: &'a Transcript,
+) -> impl ExactSizeIterator<Item = Result<ViewItem, FormatError>> + 'a {
     let mut next = 0_usize;
-    for turn in view.turns() {
+    view.turns().iter().map(move |turn| {
         let kind = turn.metadata().get(META_KIND).map(String::as_str);
         let found = positions.get(source, turn.turn_id());
         if kind == Some("summary") && found.is_none() {
-            items.push(ViewItem::Summary {
+            return Ok(ViewItem::Summary {
                 text: Arc::clone(turn.content_arc()),
             });
-            continue;
         }
         let Some(position) = found else {
             return Err(FormatError::view(
@@ -160,9 +159,18 @@ pub(crate) fn walk(
         }
         next = position + 1;
         let stub = (kind == Some("masked")).then(|| Arc::clone(turn.content_arc()));
-        items.push(ViewItem::Source { position, stub });
-    }
-    Ok(items)
+        Ok(ViewItem::Source { position, stub })
+    })
+}
+
+/// [`view_items`], as a list.
+#[cfg(test)]
+pub(crate) fn walk(
+    positions: &Positions,
+    source: &Transcript,
+    view: &Transcript,
+) -> Result<Vec<ViewItem>, FormatError> {
+    view_items(positions, source, view).collect()
 }
 
 /// Turn id -> position in a source transcript.

@@ -676,14 +676,15 @@ pub(crate) fn render(
     listed: Option<Source<'_>>,
     turns: &[TranscriptTurn],
     sources: &[TurnSource],
-    items: &[ViewItem],
+    items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
     let mut doc = crate::mapping::shell(document, "input");
     let mut out: Vec<Piece> = Vec::with_capacity(items.len());
     let mut instructions_kept = false;
     let mut only_input_text = true;
     for item in items {
-        match item {
+        let item = item?;
+        match &item {
             ViewItem::Source { position, stub } => match sources.get(*position) {
                 Some(TurnSource::System) => {
                     instructions_kept = true;
