@@ -132,7 +132,7 @@ pub(crate) fn view_items<'a>(
     let mut next = 0_usize;
     view.turns().iter().map(move |turn| {
         let kind = turn.metadata().get(META_KIND).map(String::as_str);
-        let found = positions.get(source, turn.turn_id());
+        let found = positions.get_near(source, turn.turn_id(), next);
         if kind == Some("summary") && found.is_none() {
             return Ok(ViewItem::Summary {
                 text: Arc::clone(turn.content_arc()),
@@ -209,6 +209,20 @@ impl Positions {
                     .map(|(p, id)| (id.to_owned(), p))
                     .collect(),
             ),
+        }
+    }
+
+    /// [`Positions::get`], trying `near` first: a view's turns come in source order, most
+    /// often each right after the one before.
+    pub(crate) fn get_near(&self, transcript: &Transcript, id: &str, near: usize) -> Option<usize> {
+        let hit = transcript
+            .turns()
+            .get(near)
+            .is_some_and(|t| t.turn_id() == id);
+        if hit {
+            Some(near)
+        } else {
+            self.get(transcript, id)
         }
     }
 

@@ -445,7 +445,10 @@ fn write_piece(
                     for (span, patch) in spans.iter().zip(patches) {
                         message.get(at..span.start)?;
                         out.input(range.start + at..range.start + span.start);
-                        if let Err(e) = out.value(&Value::from(&*patch.stub)) {
+                        // A string is written as its value would be, without the copy.
+                        if let Err(e) = serde_json::to_string(&*patch.stub)
+                            .map(|stub| out.parts.push(Part::New(stub)))
+                        {
                             return Some(Err(e));
                         }
                         at = span.end;
