@@ -68,7 +68,10 @@ impl<'a> Lex<'a> {
             self.at = start + n + 1;
             return self.text.get(start..start + n).map(Cow::Borrowed);
         }
-        let mut out = String::with_capacity(n + 16);
+        // Room for the whole string at once (its escaped length bounds the decoded one):
+        // a tool result grown piece by piece would be moved and copied several times.
+        let escaped = string_end(b, start - 1).map_or(n + 16, |end| end - start);
+        let mut out = String::with_capacity(escaped);
         let mut at = start + n;
         out.push_str(self.text.get(start..at)?);
         loop {
