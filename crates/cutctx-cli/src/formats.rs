@@ -451,7 +451,8 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
         Some(n) => n,
         None => pt.requested_output().map_err(from_format)?.unwrap_or(0),
     };
-    let count = pt.prompt_count(reserve);
+    // The sums only: nothing of the compaction reads the count turn by turn.
+    let count = pt.prompt_totals(reserve);
     representable(&count, max_tokens)?;
     let turn_budget = count.turn_budget(max_tokens).map_err(from_format)?;
     let policy = policy(args, spec)?;

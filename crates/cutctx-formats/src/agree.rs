@@ -25,8 +25,18 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
         .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, true));
     assert_eq!(by_value, reference, "values: {text}");
     assert_eq!(quick, reference, "quick: {text}");
-    // Where a masked message's fields lie, by hand and by the parser.
-    if let Some(r) = &read {
+    // The hand-written scan of the top level finds what the parser finds, where both read.
+    let parsed = text::parsed(text, list_key(format));
+    if let (Some(p), Some(top)) = (&parsed, crate::scan::top(text, list_key(format))) {
+        let s = text::scanned(text, top).expect("a field the parser read");
+        assert_eq!((&s.shell, &s.layout), (&p.shell, &p.layout), "scan: {text}");
+    }
+    if parsed.is_none() {
+        assert!(reference.is_none(), "not JSON, yet mapped: {text}");
+    }
+    // Where a masked message's fields lie, by hand and by the parser (in a request that is
+    // JSON: the hand-written search relies on it).
+    if let (Some(r), Some(_)) = (&read, &parsed) {
         for span in &r.layout.items {
             let message = &text[span.clone()];
             for key in ["content", "role", "output", "tool_calls", "none"] {
@@ -418,4 +428,209 @@ fn generated_anthropic_requests_are_mostly_valid_and_read_by_hand() {
     }
     assert!(mapped >= 60, "{mapped}");
     assert!(plain >= 300, "{plain}");
+}
+
+#[test]
+fn common_responses_shapes_are_read_by_hand_and_others_declined() {
+    use crate::openai_responses::Plain;
+    let taken = [
+        r#"{"role":"user","content":"hi"}"#,
+        r#"{"type":"message","role":"assistant","id":"msg_1","status":"completed","content":[{"type":"output_text","text":"a\nb","annotations":[]}]}"#,
+        r#"{"type":"message","role":"developer","content":[{"type":"input_text","text":"\u00e9"},{"type":"input_text","text":""}]}"#,
+        r#"{ "type" : "function_call" , "call_id" : "c" , "name" : "f" , "arguments" : "{\"a\":1}" }"#,
+        r#"{"type":"function_call_output","call_id":"c","output":"done \ud83d\ude00"}"#,
+        r#"{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}"#,
+    ];
+    for m in taken {
+        assert!(Plain::read(m).is_some(), "{m}");
+    }
+    let declined = [
+        r#"{"role":"narrator","content":"hi"}"#,
+        r#"{"type":"message","content":"hi"}"#,
+        r#"{"role":"user","content":null}"#,
+        r#"{"role":"user","content":[{"type":"input_image","image_url":"u"}]}"#,
+        r#"{"role":"user","status":null,"content":"hi"}"#,
+        r#"{"type":"function_call","name":"f","arguments":"{}"}"#,
+        r#"{"type":"function_call","call_id":"c","arguments":{}}"#,
+        r#"{"type":"function_call","call_id":"c","call_id":"d"}"#,
+        r#"{"type":"function_call_output","call_id":"c","output":"x","name":"f"}"#,
+        r#"{"type":"custom_tool_call","call_id":"c","input":"x"}"#,
+        r#"{"type":"reasoning","summary":[]}"#,
+        r#"{"role":"user","content":"hi","call_id":"c"}"#,
+        r#"{"role":"user","content":"hi"} x"#,
+    ];
+    for m in declined {
+        assert!(Plain::read(m).is_none(), "{m}");
+    }
+}
+
+/// Text content of a Responses message or output: a string, or parts, sometimes odd.
+fn responses_text(text: String, odd: u8) -> Value {
+    match odd {
+        0 => {
+            json!([{"type": "input_text", "text": text}, {"type": "output_text", "text": "b", "annotations": []}])
+        }
+        1 => json!([{"type": "input_image", "image_url": text}]),
+        2 => Value::Null,
+        3 => json!(7),
+        _ => Value::from(text),
+    }
+}
+
+/// A step of a Responses conversation: a message, or reasoning and function calls followed
+/// by their outputs (in order or reversed, one sometimes missing or answering no call).
+fn responses_step() -> impl Strategy<Value = Vec<Value>> {
+    let role = prop_oneof![
+        2 => Just("system"),
+        2 => Just("developer"),
+        4 => Just("user"),
+        4 => Just("assistant"),
+        1 => Just("narrator"),
+    ];
+    let message =
+        (role, awkward(), 0..24_u8, any::<bool>()).prop_map(|(role, text, odd, typed)| {
+            let mut m = json!({"role": role, "content": responses_text(text, odd)});
+            if typed {
+                m["type"] = Value::from("message");
+            }
+            match odd {
+                5 => m["status"] = Value::from("completed"),
+                6 => m["status"] = Value::Null,
+                7 => m["id"] = Value::from("msg_1"),
+                _ => {}
+            }
+            vec![m]
+        });
+    let calls = proptest::collection::vec((awkward(), awkward(), awkward(), 0..16_u8), 1..4);
+    let exchange = (calls, any::<bool>(), any::<bool>(), 0..24_u8).prop_map(
+        |(calls, reasoning, reversed, odd)| {
+            let mut list = Vec::new();
+            if reasoning {
+                list.push(json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]}));
+            }
+            let mut outputs = Vec::new();
+            for (k, (name, args, result, odd)) in calls.into_iter().enumerate() {
+                let id = format!("c{k}\u{e9}\"");
+                let mut call = json!({"type": "function_call", "call_id": id, "name": name, "arguments": args});
+                match odd {
+                    0 => call["arguments"] = json!({"a": 1}),
+                    1 => call["status"] = Value::from("completed"),
+                    2 => call["extra"] = Value::from(true),
+                    _ => {}
+                }
+                list.push(call);
+                outputs.push(json!({"type": "function_call_output", "call_id": id,
+                    "output": responses_text(result, odd)}));
+            }
+            match odd {
+                0 => drop(outputs.pop()),
+                1 => outputs.push(json!({"type": "function_call_output", "call_id": "nobody", "output": "x"})),
+                2 => outputs.insert(0, json!({"role": "user", "content": "between"})),
+                _ => {}
+            }
+            if reversed {
+                outputs.reverse();
+            }
+            list.extend(outputs);
+            list
+        },
+    );
+    prop_oneof![1 => message, 2 => exchange]
+}
+
+proptest! {
+    #[test]
+    fn generated_responses_requests_map_alike_by_every_path(
+        steps in proptest::collection::vec(responses_step(), 1..6),
+        spelling in 0..4_u8,
+        instructions in any::<bool>(),
+    ) {
+        let items: Vec<Value> = steps.into_iter().flatten().collect();
+        let mut request = json!({"model": "m", "input": items});
+        if instructions {
+            request["instructions"] = Value::from("be brief");
+        }
+        let text = match spelling {
+            0 => serde_json::to_string_pretty(&request).expect("JSON"),
+            1 => ascii_escaped(&request.to_string()),
+            2 => Value::from(items.clone()).to_string(),
+            _ => request.to_string(),
+        };
+        agreed(Format::OpenAiResponses, &text);
+    }
+}
+
+#[test]
+fn generated_responses_requests_are_mostly_valid_and_read_by_hand() {
+    let mut runner = proptest::test_runner::TestRunner::deterministic();
+    let strategy = proptest::collection::vec(responses_step(), 1..6);
+    let (mut mapped, mut plain) = (0, 0);
+    for _ in 0..200 {
+        let steps = strategy.new_tree(&mut runner).expect("a value").current();
+        let items: Vec<Value> = steps.into_iter().flatten().collect();
+        let text = json!({"input": items}).to_string();
+        if agreed(Format::OpenAiResponses, &text).is_some() {
+            mapped += 1;
+        }
+        let read = text::read(&text, "input").expect("a request");
+        plain += read
+            .layout
+            .items
+            .iter()
+            .filter(|span| crate::openai_responses::Plain::read(&text[(*span).clone()]).is_some())
+            .count();
+    }
+    assert!(mapped >= 60, "{mapped}");
+    assert!(plain >= 300, "{plain}");
+}
+
+#[test]
+fn requests_broken_around_or_inside_the_list_are_refused_by_every_path() {
+    let good = r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#;
+    assert!(agreed(Format::OpenAiChat, good).is_some());
+    let broken = [
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"} x {"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"},]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]} x"#,
+        r#"{"model":m,"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m" "messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"]]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo",}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"y\qo"}]}"#,
+        r#"{"model":"m","model":"n","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}],}"#,
+        r#"{"model":[1}],"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"yo"}]}"#,
+    ];
+    for text in broken {
+        assert!(agreed(Format::OpenAiChat, text).is_none(), "{text}");
+        let est = CharRatioEstimator::default();
+        assert!(
+            crate::ProviderTranscript::from_text_with(Format::OpenAiChat, text, &est).is_none(),
+            "{text}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn requests_with_one_byte_changed_map_alike_by_every_path(
+        steps in proptest::collection::vec(step(), 1..4),
+        at in any::<proptest::sample::Index>(),
+        byte in proptest::sample::select(b",:[]{}\" x0-\\ \n".to_vec()),
+        pretty in any::<bool>(),
+    ) {
+        let messages: Vec<Value> = steps.into_iter().flatten().collect();
+        let request = json!({"model": "m", "n": [1, {"a": null}], "messages": messages});
+        let text = if pretty {
+            serde_json::to_string_pretty(&request).expect("JSON")
+        } else {
+            request.to_string()
+        };
+        let mut bytes = text.into_bytes();
+        let i = at.index(bytes.len());
+        bytes[i] = byte;
+        if let Ok(text) = String::from_utf8(bytes) {
+            agreed(Format::OpenAiChat, &text);
+        }
+    }
 }

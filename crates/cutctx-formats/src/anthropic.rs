@@ -714,14 +714,15 @@ pub(crate) fn render(
     list: Source<'_>,
     turns: &[TranscriptTurn],
     sources: &[TurnSource],
-    items: &[ViewItem],
+    items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
     let mut doc = crate::mapping::shell(document, "messages");
     let mut system_kept = false;
     let mut outs: Vec<Out> = Vec::with_capacity(items.len());
     let mut pending: Option<Pending> = None;
     for item in items {
-        let (position, stub) = match item {
+        let item = item?;
+        let (position, stub) = match &item {
             ViewItem::Summary { text } => {
                 flush(list, sources, &mut pending, &mut outs);
                 let mut m = Map::new();
@@ -930,24 +931,25 @@ fn maskable(i: usize, original: &Value) -> Result<(), FormatError> {
 }
 
 /// Merges consecutive messages of one role that did not meet in the input.
-fn reconcile(outs: Vec<Out>, list: Source<'_>) -> Vec<Out> {
-    let mut merged: Vec<Out> = Vec::with_capacity(outs.len());
-    for out in outs {
-        if let Some(prev) = merged.last_mut()
-            && prev.assistant == out.assistant
-        {
-            let met_in_input = matches!(
-                (prev.last, out.first),
-                (Some(last), Some(first)) if last + 1 == first
-            );
-            if !met_in_input {
-                merge(prev, out, list);
-                continue;
-            }
+fn reconcile(mut outs: Vec<Out>, list: Source<'_>) -> Vec<Out> {
+    // In place (a request's worth of messages is not held twice): a message merged into the
+    // one kept before it is removed.
+    outs.dedup_by(|out, prev| {
+        let met_in_input = matches!(
+            (prev.last, out.first),
+            (Some(last), Some(first)) if last + 1 == first
+        );
+        if prev.assistant != out.assistant || met_in_input {
+            return false;
         }
-        merged.push(out);
-    }
-    merged
+        let next = Out {
+            piece: std::mem::replace(&mut out.piece, Piece::New(Value::Null)),
+            ..*out
+        };
+        merge(prev, next, list);
+        true
+    });
+    outs
 }
 
 /// A piece as a value: merging looks inside the messages it joins.

@@ -95,6 +95,7 @@ mod quick;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
+mod scan;
 mod text;
 mod validate;
 
@@ -342,6 +343,14 @@ impl ProviderTranscript {
         PromptCount::of(&self.transcript, self.tools_tokens, reserve)
     }
 
+    /// As [`ProviderTranscript::prompt_count`], the parts' sums only: its `turns` is empty,
+    /// for a caller that plans against the sums and reports them (the list of turns is a
+    /// copy of every turn id, as large as the transcript's own).
+    #[must_use]
+    pub fn prompt_totals(&self, reserve: u64) -> PromptCount {
+        PromptCount::totals(&self.transcript, self.tools_tokens, reserve)
+    }
+
     /// The format.
     #[must_use]
     pub const fn format(&self) -> Format {
@@ -563,7 +572,11 @@ impl ProviderTranscript {
         view: &Transcript,
         source: Option<Source<'_>>,
     ) -> Result<Rendered, FormatError> {
-        let items = mapping::walk(&self.positions, &self.transcript, view)?;
+        // The view is checked whole first, so that its errors come before any other, then
+        // read again as it is rendered rather than held as a list beside the output's.
+        mapping::view_items(&self.positions, &self.transcript, view)
+            .try_for_each(|i| i.map(drop))?;
+        let items = mapping::view_items(&self.positions, &self.transcript, view);
         let document = &self.document;
         let key = list_key(self.format);
         let list = match source {
@@ -583,14 +596,14 @@ impl ProviderTranscript {
         match self.format {
             Format::OpenAiChat => {
                 let list = list.ok_or_else(|| no_list(self.format, document))?;
-                openai_chat::render(document, list, &self.sources, &items)
+                openai_chat::render(document, list, &self.sources, items)
             }
             Format::OpenAiResponses => {
-                openai_responses::render(document, list, turns, &self.sources, &items)
+                openai_responses::render(document, list, turns, &self.sources, items)
             }
             Format::Anthropic => {
                 let list = list.ok_or_else(|| no_list(self.format, document))?;
-                anthropic::render(document, list, turns, &self.sources, &items)
+                anthropic::render(document, list, turns, &self.sources, items)
             }
         }
     }
@@ -826,8 +839,18 @@ fn map_messages(
         }
         Format::OpenAiResponses => {
             let mut check = openai_responses::Check::start(shell).ok()?;
-            let mut build = openai_responses::Build::start(shell, estimator).ok()?;
+            let mut build = openai_responses::Build::start(shell, estimator)
+                .ok()?
+                .sized(n);
             for (i, span) in layout.items.iter().enumerate() {
+                let plain = quick
+                    .then(|| openai_responses::Plain::read(text.get(span.clone())?))
+                    .flatten();
+                if let Some(item) = plain {
+                    check.plain(i, &item);
+                    build.plain(i, &item, estimator).ok()?;
+                    continue;
+                }
                 let m = value(span)?;
                 check.item(i, &m).ok()?;
                 build.item(i, &m, estimator).ok()?;

@@ -118,26 +118,25 @@ pub(crate) enum ViewItem {
     Summary { text: Arc<str> },
 }
 
-/// Reads `view` against the source transcript whose turn ids map to positions in `positions`.
+/// Reads `view` against the source transcript whose turn ids map to positions in `positions`,
+/// one turn at a time (a renderer takes each as it comes: the view is not held twice).
 ///
 /// A turn whose metadata says `cutctx.kind = "summary"` is a summary; a turn with
 /// `cutctx.kind = "masked"` is its source turn with the stub; any other turn must be a source
 /// turn, in source order.
-pub(crate) fn walk(
-    positions: &Positions,
-    source: &Transcript,
-    view: &Transcript,
-) -> Result<Vec<ViewItem>, FormatError> {
-    let mut items = Vec::with_capacity(view.len());
+pub(crate) fn view_items<'a>(
+    positions: &'a Positions,
+    source: &'a Transcript,
+    view: &'a Transcript,
+) -> impl ExactSizeIterator<Item = Result<ViewItem, FormatError>> + 'a {
     let mut next = 0_usize;
-    for turn in view.turns() {
+    view.turns().iter().map(move |turn| {
         let kind = turn.metadata().get(META_KIND).map(String::as_str);
-        let found = positions.get(source, turn.turn_id());
+        let found = positions.get_near(source, turn.turn_id(), next);
         if kind == Some("summary") && found.is_none() {
-            items.push(ViewItem::Summary {
+            return Ok(ViewItem::Summary {
                 text: Arc::clone(turn.content_arc()),
             });
-            continue;
         }
         let Some(position) = found else {
             return Err(FormatError::view(
@@ -160,9 +159,18 @@ pub(crate) fn walk(
         }
         next = position + 1;
         let stub = (kind == Some("masked")).then(|| Arc::clone(turn.content_arc()));
-        items.push(ViewItem::Source { position, stub });
-    }
-    Ok(items)
+        Ok(ViewItem::Source { position, stub })
+    })
+}
+
+/// [`view_items`], as a list.
+#[cfg(test)]
+pub(crate) fn walk(
+    positions: &Positions,
+    source: &Transcript,
+    view: &Transcript,
+) -> Result<Vec<ViewItem>, FormatError> {
+    view_items(positions, source, view).collect()
 }
 
 /// Turn id -> position in a source transcript.
@@ -174,7 +182,7 @@ pub(crate) fn walk(
 #[derive(Debug, Clone)]
 pub(crate) enum Positions {
     /// Each turn's numbers, in transcript order, strictly increasing.
-    Ordered(Vec<(u8, usize, usize)>),
+    Ordered(Vec<(u8, u32, u32)>),
     /// Any other ids.
     Map(BTreeMap<String, usize>),
 }
@@ -182,7 +190,16 @@ pub(crate) enum Positions {
 impl Positions {
     /// The positions of `transcript`'s turns.
     pub(crate) fn of(transcript: &Transcript) -> Self {
-        let keys: Option<Vec<_>> = transcript.turn_ids().map(id_key).collect();
+        // Sized ahead: collected through an `Option`, the list would grow by doubling.
+        let mut keys = Vec::with_capacity(transcript.len());
+        for id in transcript.turn_ids() {
+            let Some(key) = id_key(id) else {
+                keys = Vec::new();
+                break;
+            };
+            keys.push(key);
+        }
+        let keys = (keys.len() == transcript.len()).then_some(keys);
         match keys {
             Some(keys) if keys.windows(2).all(|w| w[0] < w[1]) => Self::Ordered(keys),
             _ => Self::Map(
@@ -192,6 +209,20 @@ impl Positions {
                     .map(|(p, id)| (id.to_owned(), p))
                     .collect(),
             ),
+        }
+    }
+
+    /// [`Positions::get`], trying `near` first: a view's turns come in source order, most
+    /// often each right after the one before.
+    pub(crate) fn get_near(&self, transcript: &Transcript, id: &str, near: usize) -> Option<usize> {
+        let hit = transcript
+            .turns()
+            .get(near)
+            .is_some_and(|t| t.turn_id() == id);
+        if hit {
+            Some(near)
+        } else {
+            self.get(transcript, id)
         }
     }
 
@@ -208,13 +239,14 @@ impl Positions {
 }
 
 /// The numbers of a turn id the formats give: `(0, 0, 0)` for the system turn, `(1, i, 0)`
-/// for `m{i}`, `(1, i, j + 1)` for `m{i}.{j}`.
-fn id_key(id: &str) -> Option<(u8, usize, usize)> {
+/// for `m{i}`, `(1, i, j + 1)` for `m{i}.{j}`; `None` for any other id, and for numbers
+/// beyond `u32` (half the size of `usize`: the list is held for the whole run).
+fn id_key(id: &str) -> Option<(u8, u32, u32)> {
     if id == "system" || id == "instructions" {
         return Some((0, 0, 0));
     }
     let rest = id.strip_prefix('m')?;
-    let number = |s: &str| -> Option<usize> {
+    let number = |s: &str| -> Option<u32> {
         if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
             return None;
         }

@@ -514,11 +514,12 @@ pub(crate) fn render(
     document: &Value,
     list: Source<'_>,
     sources: &[TurnSource],
-    items: &[ViewItem],
+    items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
     let mut out: Vec<Piece> = Vec::with_capacity(items.len());
     for item in items {
-        match item {
+        let item = item?;
+        match &item {
             ViewItem::Source { position, stub } => {
                 let Some(TurnSource::Message(i)) = sources.get(*position) else {
                     return Err(crate::mapping::bad_position(*position));

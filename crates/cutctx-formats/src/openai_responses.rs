@@ -27,6 +27,7 @@
 //! message in between, and every output such a call before it; a reasoning item is followed
 //! directly by a model item (reasoning, an assistant message, a call, or another model item).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -35,7 +36,8 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Piece, Rendered, Source, TurnSource, ViewItem};
+use crate::mapping::{Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem};
+use crate::quick::{Lex, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -242,21 +244,32 @@ impl Check {
     /// Item `i`, in order: its shape now, its pairing rules unless one broke before.
     pub(crate) fn item(&mut self, i: usize, item: &Value) -> Result<(), Violation> {
         let k = kind(i, item)?;
-        if self.broken.is_none()
-            && let Err(v) = self.rules(i, item, k)
-        {
-            self.broken = Some(v);
-        }
+        self.of_kind(i, k, item.get("status").is_some_and(Value::is_null));
         Ok(())
     }
 
-    fn rules(&mut self, i: usize, item: &Value, k: Kind<'_>) -> Result<(), Violation> {
+    /// Item `i`, read as a [`Plain`] item: what [`Check::item`] does with its value (a plain
+    /// item is always well formed, and its `status` never null).
+    pub(crate) fn plain(&mut self, i: usize, item: &Plain<'_>) {
+        self.of_kind(i, item.kind(), false);
+    }
+
+    /// The pairing rules for item `i` of kind `k`, unless one broke before.
+    fn of_kind(&mut self, i: usize, k: Kind<'_>, null_status: bool) {
+        if self.broken.is_none()
+            && let Err(v) = self.rules(i, k, null_status)
+        {
+            self.broken = Some(v);
+        }
+    }
+
+    fn rules(&mut self, i: usize, k: Kind<'_>, null_status: bool) -> Result<(), Violation> {
         if let Some(r) = self.reasoning.take()
             && !k.is_model_item()
         {
             return Err(reasoning_alone(r));
         }
-        if !matches!(k, Kind::Output(..)) && item.get("status").is_some_and(Value::is_null) {
+        if !matches!(k, Kind::Output(..)) && null_status {
             return Err(Violation::new(
                 FORMAT,
                 Rule::NullStatus,
@@ -387,9 +400,19 @@ pub(crate) struct Build {
     /// The keys of the steps that began with reasoning.
     reasoning_steps: BTreeSet<Arc<str>>,
     step: Option<Step>,
+    ids: MessageIds,
 }
 
 impl Build {
+    /// The same, with room for the turns of `n` items and their ids made ahead (a step's
+    /// key is then its first turn's id, shared).
+    pub(crate) fn sized(mut self, n: usize) -> Self {
+        self.built.turns.reserve(n);
+        self.built.sources.reserve(n);
+        self.ids = MessageIds::ahead(n);
+        self
+    }
+
     /// The turns of a request's top-level fields: `instructions`, the system turn.
     pub(crate) fn start(
         document: &Value,
@@ -415,17 +438,48 @@ impl Build {
         item: &Value,
         estimator: &dyn TokenEstimator,
     ) -> Result<(), FormatError> {
-        let id = format!("m{i}");
         let k = kind(i, item)?;
         let mut text = Text::default();
+        match k {
+            Kind::Prompt(_) => text.push_content(item.get("content").unwrap_or(&Value::Null)),
+            Kind::Output(..) => text.push_content(item.get("output").unwrap_or(&Value::Null)),
+            _ => model_text(&mut text, item),
+        }
+        self.push(i, k, text, estimator)
+    }
+
+    /// The turn of item `i`, read as a [`Plain`] item: the turn [`Build::item`] makes of its
+    /// value.
+    pub(crate) fn plain(
+        &mut self,
+        i: usize,
+        item: &Plain<'_>,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        let mut text = Text::default();
+        // The pieces in the order the value path reads them: content (or output), then a
+        // call's name and arguments.
+        for piece in item.content.iter().chain(&item.name).chain(&item.arguments) {
+            text.push(piece);
+        }
+        self.push(i, item.kind(), text, estimator)
+    }
+
+    /// Adds the turn of item `i`, of kind `k` and text `text`, to its step.
+    fn push(
+        &mut self,
+        i: usize,
+        k: Kind<'_>,
+        text: Text<'_>,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        let id = self.ids.get(i);
         let (role, key) = match k {
             Kind::Prompt(role) => {
                 self.step = None;
-                text.push_content(item.get("content").unwrap_or(&Value::Null));
                 (role, None)
             }
             Kind::Output(_, call_id) => {
-                text.push_content(item.get("output").unwrap_or(&Value::Null));
                 let key = self.calls.get(call_id).cloned();
                 // The open step is the step of the previous item.
                 self.step = key.as_ref().map(|key| Step {
@@ -436,7 +490,6 @@ impl Build {
                 (Role::Tool, key)
             }
             Kind::Reasoning | Kind::Call(..) | Kind::Answer | Kind::Other => {
-                model_text(&mut text, item);
                 let joins = self.step.as_ref().is_some_and(|s| match (s.last, k) {
                     // Consecutive reasoning, or whatever the reasoning precedes.
                     (Kind::Reasoning, _) => true,
@@ -455,7 +508,7 @@ impl Build {
                         Some(Arc::clone(&s.key))
                     }
                     _ if grouped => {
-                        let key: Arc<str> = Arc::from(id.as_str());
+                        let key = Arc::clone(&id);
                         if k == Kind::Reasoning {
                             self.reasoning_steps.insert(Arc::clone(&key));
                         }
@@ -501,6 +554,120 @@ fn model_text<'a>(text: &mut Text<'a>, item: &'a Value) {
     }
 }
 
+/// A Responses item of the shapes most requests are made of, read from its text without a
+/// value: a message (a `role`, and string content or `input_text`/`output_text` parts), a
+/// `function_call` (string `call_id`, `name`, `arguments`) or a `function_call_output`
+/// (string `call_id`, string output or text parts), each with an optional string `id` and
+/// `status`. Anything else is declined.
+#[derive(Debug)]
+pub(crate) struct Plain<'a> {
+    /// What the item is: `Call` and `Output` of `function_call` only.
+    shape: Shape,
+    call_id: Cow<'a, str>,
+    /// A message's text pieces, or an output's.
+    content: Vec<Cow<'a, str>>,
+    name: Option<Cow<'a, str>>,
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// The kinds of item a [`Plain`] item can be.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Message(Kind<'static>),
+    Call,
+    Output,
+}
+
+impl<'a> Plain<'a> {
+    /// Reads `text`, one item; `None` when it is not of these shapes.
+    pub(crate) fn read(text: &'a str) -> Option<Self> {
+        let mut lex = Lex::new(text);
+        let (mut ty, mut role, mut content, mut output) = (None, None, None, None);
+        let (mut call_id, mut name, mut arguments, mut id, mut status) =
+            (None, None, None, None, None);
+        lex.object(|lex, key| match key {
+            "type" => once(&mut ty, lex.string()),
+            "role" => once(&mut role, lex.string()),
+            "content" => once(&mut content, read_text(lex)),
+            "output" => once(&mut output, read_text(lex)),
+            "call_id" => once(&mut call_id, lex.string()),
+            "name" => once(&mut name, lex.string()),
+            "arguments" => once(&mut arguments, lex.string()),
+            // Neither the check nor the turn reads an item's id, nor a status that is set.
+            "id" => once(&mut id, lex.string()),
+            "status" => once(&mut status, lex.string()),
+            _ => None,
+        })?;
+        lex.at_end().then_some(())?;
+        let shape = match ty.as_deref() {
+            None | Some("message") => {
+                let kind = match role?.as_ref() {
+                    "user" => Kind::Prompt(Role::User),
+                    "system" | "developer" => Kind::Prompt(Role::System),
+                    "assistant" => Kind::Answer,
+                    _ => return None,
+                };
+                let other = call_id.is_some() || name.is_some() || arguments.is_some();
+                if other || output.is_some() {
+                    return None;
+                }
+                return Some(Self {
+                    shape: Shape::Message(kind),
+                    call_id: Cow::Borrowed(""),
+                    content: content.unwrap_or_default(),
+                    name: None,
+                    arguments: None,
+                });
+            }
+            Some("function_call") if output.is_none() => Shape::Call,
+            Some("function_call_output") if name.is_none() && arguments.is_none() => Shape::Output,
+            _ => return None,
+        };
+        if role.is_some() || content.is_some() {
+            return None;
+        }
+        Some(Self {
+            shape,
+            call_id: call_id?,
+            content: output.unwrap_or_default(),
+            name,
+            arguments,
+        })
+    }
+
+    /// What the item is, as [`kind`] says of its value.
+    fn kind(&self) -> Kind<'_> {
+        match self.shape {
+            Shape::Message(kind) => kind,
+            Shape::Call => Kind::Call("function_call", &self.call_id),
+            Shape::Output => Kind::Output("function_call", &self.call_id),
+        }
+    }
+}
+
+/// A string, or an array of `input_text`, `output_text` or `text` parts (each with a string
+/// `text`, and `annotations`, which no turn reads): the pieces of text it holds.
+fn read_text<'a>(lex: &mut Lex<'a>) -> Option<Vec<Cow<'a, str>>> {
+    // A string, else (nothing consumed) an array.
+    if let Some(text) = lex.string_or_null().flatten() {
+        return Some(vec![text]);
+    }
+    let mut pieces = Vec::new();
+    lex.array(|lex| {
+        let (mut ty, mut text, mut annotations) = (None, None, None);
+        lex.object(|lex, key| match key {
+            "type" => once(&mut ty, lex.string()),
+            "text" => once(&mut text, lex.string()),
+            "annotations" => once(&mut annotations, lex.value()),
+            _ => None,
+        })?;
+        matches!(ty?.as_ref(), "input_text" | "output_text" | "text").then_some(())?;
+        pieces.push(text?);
+        Some(())
+    })?;
+    Some(pieces)
+}
+
 /// Renders the view items of a Responses transcript: each kept item as it was, a masked
 /// output with the stub as its `output` (a message, as its `content`), each summary a new
 /// item; `instructions` stays only when its turn does.
@@ -509,14 +676,15 @@ pub(crate) fn render(
     listed: Option<Source<'_>>,
     turns: &[TranscriptTurn],
     sources: &[TurnSource],
-    items: &[ViewItem],
+    items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
     let mut doc = crate::mapping::shell(document, "input");
     let mut out: Vec<Piece> = Vec::with_capacity(items.len());
     let mut instructions_kept = false;
     let mut only_input_text = true;
     for item in items {
-        match item {
+        let item = item?;
+        match &item {
             ViewItem::Source { position, stub } => match sources.get(*position) {
                 Some(TurnSource::System) => {
                     instructions_kept = true;

@@ -53,36 +53,43 @@ impl PromptCount {
     /// Counts `transcript`'s turns beside `tools` tokens of tool definitions and `reserve`.
     #[must_use]
     pub fn of(transcript: &Transcript, tools: u64, reserve: u64) -> Self {
-        let mut system = 0_u64;
-        let mut messages = 0_u64;
-        let turns: Vec<TurnCount> = transcript
+        let turns = transcript
             .turns()
             .iter()
-            .map(|t| {
-                let part = if t.role() == Role::System {
-                    &mut system
-                } else {
-                    &mut messages
-                };
-                *part = part.saturating_add(t.token_estimate());
-                TurnCount {
-                    turn_id: t.turn_id().to_owned(),
-                    role: t.role(),
-                    tokens: t.token_estimate(),
-                }
+            .map(|t| TurnCount {
+                turn_id: t.turn_id().to_owned(),
+                role: t.role(),
+                tokens: t.token_estimate(),
             })
             .collect();
-        let total = tools
-            .saturating_add(system)
-            .saturating_add(messages)
-            .saturating_add(reserve);
+        Self {
+            turns,
+            ..Self::totals(transcript, tools, reserve)
+        }
+    }
+
+    /// As [`PromptCount::of`], without the list of turns (`turns` is empty).
+    #[must_use]
+    pub fn totals(transcript: &Transcript, tools: u64, reserve: u64) -> Self {
+        let (mut system, mut messages) = (0_u64, 0_u64);
+        for t in transcript.turns() {
+            let part = if t.role() == Role::System {
+                &mut system
+            } else {
+                &mut messages
+            };
+            *part = part.saturating_add(t.token_estimate());
+        }
         Self {
             tools,
             system,
             messages,
             reserve,
-            total,
-            turns,
+            total: tools
+                .saturating_add(system)
+                .saturating_add(messages)
+                .saturating_add(reserve),
+            turns: Vec::new(),
         }
     }
 

@@ -68,7 +68,10 @@ impl<'a> Lex<'a> {
             self.at = start + n + 1;
             return self.text.get(start..start + n).map(Cow::Borrowed);
         }
-        let mut out = String::with_capacity(n + 16);
+        // Room for the whole string at once (its escaped length bounds the decoded one):
+        // a tool result grown piece by piece would be moved and copied several times.
+        let escaped = string_end(b, start - 1).map_or(n + 16, |end| end - start);
+        let mut out = String::with_capacity(escaped);
         let mut at = start + n;
         out.push_str(self.text.get(start..at)?);
         loop {
@@ -189,49 +192,10 @@ impl<'a> Lex<'a> {
     /// knows it to be JSON). Declined when it nests deeper than a message's field ever needs
     /// to, so that no nesting limit comes near.
     fn skip(&mut self) -> Option<Range<usize>> {
-        let first = self.peek()?;
-        let b = self.bytes();
+        self.peek()?;
         let start = self.at;
-        let mut at = start;
-        match first {
-            b'"' => at = string_end(b, at)?,
-            b'[' | b'{' => {
-                let mut depth = 0_usize;
-                loop {
-                    match *b.get(at)? {
-                        b'"' => {
-                            at = string_end(b, at)?;
-                            continue;
-                        }
-                        b'[' | b'{' => {
-                            depth += 1;
-                            if depth > SMALL_DEPTH {
-                                return None;
-                            }
-                        }
-                        b']' | b'}' => {
-                            depth = depth.checked_sub(1)?;
-                            if depth == 0 {
-                                at += 1;
-                                break;
-                            }
-                        }
-                        _ => {}
-                    }
-                    at += 1;
-                }
-            }
-            _ => {
-                while !matches!(
-                    b.get(at),
-                    None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-                ) {
-                    at += 1;
-                }
-            }
-        }
-        self.at = at;
-        Some(start..at)
+        self.at = value_end(self.bytes(), start, SMALL_DEPTH)?;
+        Some(start..self.at)
     }
 
     /// A small value of any type, parsed as the value path parses it: for the few fields a
@@ -250,8 +214,51 @@ impl<'a> Lex<'a> {
     }
 }
 
+/// Just past the value starting at `start` in `b` (not whitespace), skipped without being
+/// checked; `None` when it nests deeper than `max_depth` or is cut short.
+pub(crate) fn value_end(b: &[u8], start: usize, max_depth: usize) -> Option<usize> {
+    let mut at = start;
+    match *b.get(start)? {
+        b'"' => string_end(b, at),
+        b'[' | b'{' => {
+            let mut depth = 0_usize;
+            loop {
+                match *b.get(at)? {
+                    b'"' => {
+                        at = string_end(b, at)?;
+                        continue;
+                    }
+                    b'[' | b'{' => {
+                        depth += 1;
+                        if depth > max_depth {
+                            return None;
+                        }
+                    }
+                    b']' | b'}' => {
+                        depth = depth.checked_sub(1)?;
+                        if depth == 0 {
+                            return Some(at + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                at += 1;
+            }
+        }
+        _ => {
+            while !matches!(
+                b.get(at),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            ) {
+                at += 1;
+            }
+            Some(at)
+        }
+    }
+}
+
 /// Just past the string opening at `at` in `b`, its escapes skipped unchecked.
-fn string_end(b: &[u8], mut at: usize) -> Option<usize> {
+pub(crate) fn string_end(b: &[u8], mut at: usize) -> Option<usize> {
     at += 1;
     loop {
         at += cutctx_json::first_special(b.get(at..)?, false)?;

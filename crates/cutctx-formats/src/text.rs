@@ -38,6 +38,39 @@ pub(crate) struct Read {
 /// `None` when the text is not JSON, holds no list there, or repeats a top-level key: the
 /// caller then reads it as a value, which says what is wrong or handles the rare shape.
 pub(crate) fn read(text: &str, key: &str) -> Option<Read> {
+    match crate::scan::top(text, key) {
+        Some(top) => scanned(text, top),
+        None => parsed(text, key),
+    }
+}
+
+/// [`read`] from what the hand-written scan found: each field parsed as a value (the
+/// messages are checked by whoever reads them).
+pub(crate) fn scanned(text: &str, top: crate::scan::Top<'_>) -> Option<Read> {
+    let layout = |items| Layout {
+        items,
+        text_len: text.len(),
+    };
+    match top {
+        crate::scan::Top::List(items) => Some(Read {
+            shell: Value::Array(Vec::new()),
+            layout: layout(items),
+        }),
+        crate::scan::Top::Object(fields, items) => {
+            let mut shell = Map::new();
+            for (name, span) in fields {
+                shell.insert(name.to_owned(), serde_json::from_str(text.get(span)?).ok()?);
+            }
+            Some(Read {
+                shell: Value::Object(shell),
+                layout: layout(items),
+            })
+        }
+    }
+}
+
+/// [`read`] by the parser, for any text.
+pub(crate) fn parsed(text: &str, key: &str) -> Option<Read> {
     let mut de = serde_json::Deserializer::from_str(text);
     let top = TopSeed { key: Some(key) }.deserialize(&mut de).ok()?;
     de.end().ok()?;
@@ -412,7 +445,10 @@ fn write_piece(
                     for (span, patch) in spans.iter().zip(patches) {
                         message.get(at..span.start)?;
                         out.input(range.start + at..range.start + span.start);
-                        if let Err(e) = out.value(&Value::from(&*patch.stub)) {
+                        // A string is written as its value would be, without the copy.
+                        if let Err(e) = serde_json::to_string(&*patch.stub)
+                            .map(|stub| out.parts.push(Part::New(stub)))
+                        {
                             return Some(Err(e));
                         }
                         at = span.end;

@@ -95,6 +95,16 @@ pub(crate) fn assert_count_adds_up(format: Format, document: &Value, what: &str)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
     }
     assert_eq!(sum + 7, pt.prompt_count(7).total, "{what}");
+    // The sums alone are the same sums.
+    let count = pt.prompt_count(7);
+    assert_eq!(
+        pt.prompt_totals(7),
+        cutctx_formats::PromptCount {
+            turns: Vec::new(),
+            ..count
+        },
+        "{what}"
+    );
 }
 
 /// Every shipped policy, in a few configurations.
