@@ -592,34 +592,52 @@ fn finish_text<'a>(
     let turns = pt.transcript().len();
     // Shares the turns' text with the request's transcript: a copy of the turn list only.
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
-    let (body, unchanged, out) = if pt.is_from_text() {
+    // The report's text, made only when asked for, before the plan is released.
+    let make_report = |plan: &CompactionPlan, report: &cutctx::CompactionReport| {
+        if want_report {
+            cutctx::formats::report_text(plan, report, &count, max_tokens, repairs.as_deref())
+        } else {
+            String::new()
+        }
+    };
+    let (body, unchanged, out, report) = if pt.is_from_text() {
         // The output is the request's own bytes wherever compaction did not change them,
-        // written from its text and the parts compaction changed.
-        let out = pt
-            .apply_parts(&plan, summaries, &input_text)
+        // written from its text and the parts compaction changed. Applying and rendering are
+        // two steps (as `apply_parts` takes them), so that what the rendering does not read
+        // is released before it runs: the rendering is where the run's memory peaks.
+        let mut applied =
+            cutctx::apply(pt.transcript(), &plan, summaries).map_err(|e| from_format(e.into()))?;
+        let report = make_report(&plan, &applied.report);
+        drop(plan);
+        let unchanged = applied.report.kept_turn_ids.len() == turns;
+        if input_transcript.is_none() {
+            // Only the report's figures are read from here on: its lists of ids go.
+            release_id_lists(&mut applied.report);
+        }
+        let parts = pt
+            .render_parts(&applied.transcript, &input_text)
             .map_err(from_format)?;
         if release == Release::AtExit {
             // As the compacted tree below: the process's end returns the turns at once.
             std::mem::forget(pt);
         }
-        let unchanged = out.report.kept_turn_ids.len() == turns;
         let body = if unchanged {
-            drop(out.parts);
+            drop(parts);
             Body::Whole(with_newline(input_text.into_owned()))
         } else {
-            let newline = out.parts.last_byte(&input_text) != Some(b'\n');
+            let newline = parts.last_byte(&input_text) != Some(b'\n');
             Body::Parts {
                 text: input_text,
-                parts: out.parts,
+                parts,
                 newline,
             }
         };
         let compacted = cutctx::formats::Compacted {
             document: Value::Null,
-            report: out.report,
-            view: out.view,
+            report: applied.report,
+            view: applied.transcript,
         };
-        (body, unchanged, compacted)
+        (body, unchanged, compacted, report)
     } else {
         // The transcript is consumed: its kept messages move into the output, not copied.
         let out = pt.apply_into(&plan, summaries).map_err(from_format)?;
@@ -659,12 +677,8 @@ fn finish_text<'a>(
                 )
             })?
         };
-        (Body::Whole(output), unchanged, out)
-    };
-    let report = if want_report {
-        cutctx::formats::report_text(&plan, &out.report, &count, max_tokens, repairs.as_deref())
-    } else {
-        String::new()
+        let report = make_report(&plan, &out.report);
+        (Body::Whole(output), unchanged, out, report)
     };
     let repairs = repairs
         .iter()
@@ -716,6 +730,18 @@ fn finish_text<'a>(
         tokens_after,
         compaction,
     })
+}
+
+/// Empties `report`'s lists of turn ids, leaving its figures: for a caller that reads only
+/// those. Freed, not left to the process's exit, so that the rendering's own allocations can
+/// reuse the room.
+fn release_id_lists(report: &mut cutctx::CompactionReport) {
+    drop([
+        std::mem::take(&mut report.kept_turn_ids),
+        std::mem::take(&mut report.masked_turn_ids),
+        std::mem::take(&mut report.summarized_turn_ids),
+        std::mem::take(&mut report.dropped_turn_ids),
+    ]);
 }
 
 /// `text` ending with a newline.
