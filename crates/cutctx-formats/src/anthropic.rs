@@ -336,7 +336,10 @@ pub(crate) fn build(
 #[derive(Debug, Default)]
 pub(crate) struct Build {
     pub(crate) built: Built,
-    /// tool_use id -> the key of the exchange its assistant message opened (the latest wins).
+    /// tool_use id -> the key of the exchange the latest assistant message with calls
+    /// opened. A valid list answers only those calls (in the message right after it), so the
+    /// map is emptied at each such message: it holds one message's calls rather than every
+    /// call of the request, each looked up among thousands.
     keys: BTreeMap<String, Arc<str>>,
 }
 
@@ -377,6 +380,7 @@ impl Build {
                 .any(|b| block_type(b) == "tool_use")
                 .then(|| Arc::from(id.as_str()));
             if let Some(key) = &key {
+                keys.clear();
                 for b in blocks.iter().filter(|b| block_type(b) == "tool_use") {
                     if let Some(use_id) = b.get("id").and_then(Value::as_str) {
                         keys.insert(use_id.to_owned(), Arc::clone(key));
@@ -463,6 +467,9 @@ impl Build {
                 .iter()
                 .any(|b| matches!(b, Block::ToolUse { .. }))
                 .then(|| Arc::from(id.as_str()));
+            if key.is_some() {
+                keys.clear();
+            }
             let mut t = Text::default();
             for b in blocks {
                 match b {

@@ -317,7 +317,10 @@ pub(crate) fn build(
 #[derive(Debug, Default)]
 pub(crate) struct Build {
     pub(crate) built: Built,
-    /// Call id -> the key of the exchange its assistant message opened (the latest wins).
+    /// Call id -> the key of the exchange the latest assistant message with calls opened.
+    /// A valid list answers only those calls (the check holds a tool message to the run of
+    /// calls before it), so the map is emptied at each such message: it holds one message's
+    /// calls rather than every call of the request, each looked up among thousands.
     keys: BTreeMap<String, Arc<str>>,
     ids: MessageIds,
 }
@@ -358,6 +361,9 @@ impl Build {
                 // The exchange's key is the message's id, shared.
                 let key: Option<Arc<str>> =
                     calls.filter(|c| !c.is_empty()).map(|_| Arc::clone(&id));
+                if key.is_some() {
+                    self.keys.clear();
+                }
                 for call in calls.into_iter().flatten() {
                     if let (Some(call_id), Some(k)) = (call.get("id").and_then(Value::as_str), &key)
                     {
@@ -401,6 +407,9 @@ impl Build {
             _ => {
                 let calls = m.calls.as_deref().unwrap_or_default();
                 let key: Option<Arc<str>> = (!calls.is_empty()).then(|| Arc::clone(&id));
+                if key.is_some() {
+                    self.keys.clear();
+                }
                 for call in calls {
                     if let Some(k) = &key {
                         self.keys

@@ -101,6 +101,62 @@ fn turn_ids_are_positional_and_exchanges_hold_calls_with_all_their_results() {
     }
 }
 
+/// A call id given again by a later assistant message names that message's exchange: each
+/// result joins the exchange of the calls right before it, by text and by value alike.
+#[test]
+fn a_call_id_given_again_joins_the_later_exchange() {
+    let chat = serde_json::json!({"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c0", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": "first"},
+        {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+            {"id": "c0", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": "second"},
+        {"role": "tool", "tool_call_id": "c1", "content": "third"}
+    ]});
+    let anthropic = serde_json::json!({"max_tokens": 10, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "c0", "name": "f", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c0", "content": "first"}]},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "c1", "name": "f", "input": {}},
+            {"type": "tool_use", "id": "c0", "name": "f", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "c0", "content": "second"},
+            {"type": "tool_result", "tool_use_id": "c1", "content": "third"}]}
+    ]});
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    for (format, document) in [(Format::OpenAiChat, chat), (Format::Anthropic, anthropic)] {
+        let text = document.to_string();
+        let by_text =
+            ProviderTranscript::from_text_with(format, &text, &estimator).expect("read as text");
+        let by_value = ProviderTranscript::from_document_with(format, document, &estimator)
+            .expect("read as a value");
+        for pt in [&by_text, &by_value] {
+            let keys: Vec<(&str, Option<&str>)> = pt
+                .transcript()
+                .turns()
+                .iter()
+                .filter(|t| t.role() == Role::Tool)
+                .map(|t| (t.content(), t.tool_call_id()))
+                .collect();
+            assert_eq!(
+                keys,
+                [
+                    ("first", Some("m1")),
+                    ("second", Some("m3")),
+                    ("third", Some("m3"))
+                ],
+                "{format}"
+            );
+        }
+    }
+}
+
 /// The consuming path (`from_document_with`, `apply_into`), which moves kept messages into
 /// the output, renders exactly what the borrowing path renders, for every corpus request,
 /// policy and a range of budgets, summaries and the lead-in included.
