@@ -580,7 +580,7 @@ fn finish_text<'a>(
     let Prepared {
         format,
         max_tokens,
-        pt,
+        mut pt,
         plan,
         count,
         repairs,
@@ -605,6 +605,12 @@ fn finish_text<'a>(
         // written from its text and the parts compaction changed. Applying and rendering are
         // two steps (as `apply_parts` takes them), so that what the rendering does not read
         // is released before it runs: the rendering is where the run's memory peaks.
+        if input_transcript.is_none() {
+            // Applying reads the contents of the turns kept as they are, and rendering from
+            // text reads none: the masked and dropped turns' contents (most of a large
+            // request) go before the view is built, where the run's memory would peak.
+            pt.release_unkept_contents(&plan);
+        }
         let mut applied =
             cutctx::apply(pt.transcript(), &plan, summaries).map_err(|e| from_format(e.into()))?;
         let report = make_report(&plan, &applied.report);

@@ -299,7 +299,12 @@ impl ProviderTranscript {
         estimator: &dyn TokenEstimator,
     ) -> Option<Self> {
         let text::Read { shell, layout } = text::read(text, list_key(format))?;
-        let built = map_messages(format, &shell, &layout, text, estimator, true)?;
+        let mut built = map_messages(format, &shell, &layout, text, estimator, true)?;
+        // An Anthropic message may hold several turns, so its lists are sized by messages
+        // and grow past that by doubling; the spare room would stay held to the end, through
+        // the rendering, where the run's memory peaks.
+        built.turns.shrink_to_fit();
+        built.sources.shrink_to_fit();
         let tools_tokens = prompt::tools_tokens(format, &shell, estimator);
 
         // The builders make each turn's id before its content, Chat's all ahead, and give a
@@ -457,6 +462,41 @@ impl ProviderTranscript {
     pub fn render_text(&self, view: &Transcript, text: &str) -> Result<String, FormatError> {
         let parts = self.render_parts(view, text)?;
         parts.to_text(text).ok_or_else(|| not_the_text(self.format))
+    }
+
+    /// Frees the contents of the turns `plan` does not keep as they are
+    /// ([`Transcript::release_contents`]), for a caller about to apply it and render from
+    /// text: applying reads only the kept turns' contents, and rendering from text
+    /// ([`ProviderTranscript::render_parts`]) reads the view and the turns' ids and roles.
+    /// [`ProviderTranscript::transcript`] and summarization inputs show those contents empty
+    /// afterwards. A plan of another length frees nothing (applying it fails).
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// use cutctx_model::CompactionBudget;
+    /// use cutctx_policies::{CharRatioEstimator, CompactionPolicy, DropOldestPolicy};
+    /// let text = r#"{"messages":[{"role":"user","content":"an old question"},{"role":"user","content":"hi"}]}"#;
+    /// let mut pt =
+    ///     ProviderTranscript::from_text_with(Format::OpenAiChat, text, &CharRatioEstimator::default())
+    ///         .expect("a plain request");
+    /// let budget = CompactionBudget::new(1).with_protected_recent_turns(1);
+    /// let plan = DropOldestPolicy.decide(pt.transcript(), &budget)?;
+    /// pt.release_unkept_contents(&plan);
+    /// assert_eq!(pt.transcript().turns()[0].content(), "");
+    /// let out = pt.apply_text(&plan, &BTreeMap::new(), text)?;
+    /// assert_eq!(out.text, r#"{"messages":[{"role":"user","content":"hi"}]}"#);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn release_unkept_contents(&mut self, plan: &CompactionPlan) {
+        if plan.actions.len() != self.transcript.len() {
+            return;
+        }
+        self.transcript.release_contents(|position| {
+            plan.actions
+                .get(position)
+                .is_some_and(|a| matches!(a.view(), cutctx_model::ActionView::Keep))
+        });
     }
 
     /// As [`ProviderTranscript::render_text`], the output as parts to write from `text`

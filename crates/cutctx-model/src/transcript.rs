@@ -246,6 +246,36 @@ impl Transcript {
         })
     }
 
+    /// Empties the content of every turn whose position `keep` refuses, keeping all else:
+    /// ids, roles, estimates, tool call ids, pins and metadata, and so everything derived
+    /// from them (the total, the exchanges, and a plan's link to them).
+    ///
+    /// For a caller done with some contents but not with the turns: applying a plan reads
+    /// the contents of the turns it keeps and nothing else, and a request rendered from its
+    /// own text reads none, so the masked and dropped turns' contents (most of a large
+    /// request) can be freed before the view is built. No invariant of a transcript rests on
+    /// its contents.
+    ///
+    /// ```
+    /// use cutctx_model::{Role, Transcript, TranscriptTurn};
+    /// let mut t = Transcript::new(vec![
+    ///     TranscriptTurn::new("u", Role::User, "hello", 5)?,
+    ///     TranscriptTurn::new("a", Role::Assistant, "hi", 2)?,
+    /// ])?;
+    /// t.release_contents(|position| position == 1);
+    /// assert_eq!((t.turns()[0].content(), t.turns()[1].content()), ("", "hi"));
+    /// assert_eq!((t.turns()[0].turn_id(), t.token_estimate()), ("u", 7));
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn release_contents(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let empty: Arc<str> = Arc::from("");
+        for (position, turn) in self.turns.iter_mut().enumerate() {
+            if !keep(position) {
+                turn.content = Arc::clone(&empty);
+            }
+        }
+    }
+
     /// The turns, oldest first.
     #[must_use]
     pub fn turns(&self) -> &[TranscriptTurn] {

@@ -239,3 +239,68 @@ fn the_parts_written_are_the_rendered_text() {
     }
     assert!(compared > 50, "only {compared} comparisons");
 }
+
+/// Freeing the contents of the turns a plan does not keep, as the command line does before it
+/// applies the plan and renders from text, changes neither the output's bytes nor the report:
+/// applying reads only the kept turns' contents and rendering from text reads none.
+#[test]
+fn freeing_what_a_plan_does_not_keep_changes_nothing_rendered() {
+    let estimator = CharRatioEstimator::default();
+    let mut released = 0;
+    for case in corpus() {
+        let text = case.document.to_string();
+        let Some(pt) = ProviderTranscript::from_text_with(case.format, &text, &estimator) else {
+            continue;
+        };
+        let total = pt.transcript().token_estimate();
+        for (name, policy) in policies() {
+            for budget in [total / 2, total / 4] {
+                let budget = CompactionBudget::new(budget).with_protected_recent_turns(1);
+                let Ok(plan) = policy.decide(pt.transcript(), &budget) else {
+                    continue;
+                };
+                let summaries: BTreeMap<String, String> = plan
+                    .summarization_requests
+                    .iter()
+                    .map(|r| {
+                        (
+                            r.group_id().to_owned(),
+                            format!("summary of {}", r.group_id()),
+                        )
+                    })
+                    .collect();
+                let whole = pt.apply_text(&plan, &summaries, &text);
+                let mut freed = pt.clone();
+                freed.release_unkept_contents(&plan);
+                let emptied = freed
+                    .transcript()
+                    .turns()
+                    .iter()
+                    .filter(|t| t.content().is_empty())
+                    .count();
+                let after = freed.apply_text(&plan, &summaries, &text);
+                match (whole, after) {
+                    (Ok(a), Ok(b)) => {
+                        assert_eq!(a.text, b.text, "{} / {name}", case.name);
+                        assert_eq!(a.report, b.report, "{} / {name}", case.name);
+                        assert_eq!(a.view, b.view, "{} / {name}", case.name);
+                    }
+                    (a, b) => assert_eq!(
+                        a.map(|o| o.text).map_err(|e| e.to_string()),
+                        b.map(|o| o.text).map_err(|e| e.to_string()),
+                        "{} / {name}",
+                        case.name
+                    ),
+                }
+                released += usize::from(
+                    emptied > 0
+                        && plan
+                            .actions
+                            .iter()
+                            .any(|a| !matches!(a.view(), cutctx_model::ActionView::Keep)),
+                );
+            }
+        }
+    }
+    assert!(released > 20, "only {released} plans freed any content");
+}
