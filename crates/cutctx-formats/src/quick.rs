@@ -80,7 +80,7 @@ impl<'a> Lex<'a> {
                     self.at = at + 1;
                     return Some(Cow::Owned(out));
                 }
-                b'\\' => at = self.escape(at + 1, &mut out)?,
+                b'\\' => at = cutctx_json::decode_escape(self.bytes(), at + 1, &mut out)?,
                 // A raw control byte: not JSON, which the scan did not let through.
                 _ => return None,
             }
@@ -88,50 +88,6 @@ impl<'a> Lex<'a> {
             out.push_str(self.text.get(at..at + n)?);
             at += n;
         }
-    }
-
-    /// Decodes the escape whose letter is at `at` into `out`; where the string goes on.
-    fn escape(&self, at: usize, out: &mut String) -> Option<usize> {
-        let c = match *self.bytes().get(at)? {
-            b'"' => '"',
-            b'\\' => '\\',
-            b'/' => '/',
-            b'b' => '\u{8}',
-            b'f' => '\u{c}',
-            b'n' => '\n',
-            b'r' => '\r',
-            b't' => '\t',
-            b'u' => {
-                let unit = self.hex4(at + 1)?;
-                if (0xD800..0xDC00).contains(&unit) {
-                    // A high surrogate: a low one must follow, as `\uXXXX`.
-                    if self.bytes().get(at + 5..at + 7) != Some(b"\\u") {
-                        return None;
-                    }
-                    let low = self.hex4(at + 7)?;
-                    if !(0xDC00..0xE000).contains(&low) {
-                        return None;
-                    }
-                    let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-                    out.push(char::from_u32(c)?);
-                    return Some(at + 11);
-                }
-                out.push(char::from_u32(unit)?);
-                return Some(at + 5);
-            }
-            _ => return None,
-        };
-        out.push(c);
-        Some(at + 1)
-    }
-
-    /// The four hex digits at `at`, as a number.
-    fn hex4(&self, at: usize) -> Option<u32> {
-        let digits = self.text.get(at..at + 4)?;
-        if !digits.bytes().all(|d| d.is_ascii_hexdigit()) {
-            return None;
-        }
-        u32::from_str_radix(digits, 16).ok()
     }
 
     /// A key without escapes, and its colon.

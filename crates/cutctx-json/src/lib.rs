@@ -40,6 +40,7 @@ mod repr;
 mod sink;
 mod special;
 mod turn;
+mod unescape;
 mod writer;
 
 pub use error::JsonError;
@@ -49,4 +50,5 @@ pub use repr::{py_printable, py_repr, py_repr_str};
 pub use sink::Sink;
 pub use special::first_special;
 pub use turn::{TurnFields, write_turn};
+pub use unescape::decode_escape;
 pub use writer::{LoneSurrogates, NegativeZero, NonFinite, Style, Writer};

@@ -248,7 +248,7 @@ fn string(s: &str, i: usize, scratch: &mut String) -> Option<(Text, usize)> {
             }
             b'\\' => {
                 scratch.push_str(&s[run..j]);
-                j = escape(b, j + 1, scratch)?;
+                j = cutctx_json::decode_escape(b, j + 1, scratch)?;
                 run = j;
             }
             // A control byte, which JSON does not allow in a string.
@@ -256,53 +256,6 @@ fn string(s: &str, i: usize, scratch: &mut String) -> Option<(Text, usize)> {
         }
         j += special(&b[j..])?;
     }
-}
-
-/// The escape after a backslash, its first byte at `i`, decoded onto `out`; the position
-/// after it.
-fn escape(b: &[u8], i: usize, out: &mut String) -> Option<usize> {
-    let c = match *b.get(i)? {
-        b'"' => '"',
-        b'\\' => '\\',
-        b'/' => '/',
-        b'b' => '\u{8}',
-        b'f' => '\u{c}',
-        b'n' => '\n',
-        b'r' => '\r',
-        b't' => '\t',
-        b'u' => {
-            let high = hex4(b, i + 1)?;
-            if (0xDC00..0xE000).contains(&high) {
-                return None;
-            }
-            if (0xD800..0xDC00).contains(&high) {
-                if b.get(i + 5..i + 7) != Some(b"\\u") {
-                    return None;
-                }
-                let low = hex4(b, i + 7)?;
-                if !(0xDC00..0xE000).contains(&low) {
-                    return None;
-                }
-                out.push(char::from_u32(
-                    0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00),
-                )?);
-                return Some(i + 11);
-            }
-            out.push(char::from_u32(high)?);
-            return Some(i + 5);
-        }
-        _ => return None,
-    };
-    out.push(c);
-    Some(i + 1)
-}
-
-/// The four hex digits at `i`, as a number.
-fn hex4(b: &[u8], i: usize) -> Option<u32> {
-    b.get(i..i + 4)?.iter().try_fold(0_u32, |n, &c| {
-        let d = char::from(c).to_digit(16)?;
-        Some(n * 16 + d)
-    })
 }
 
 /// The offset of the first `"`, `\` or control byte in `b`.
