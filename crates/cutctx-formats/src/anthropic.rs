@@ -422,30 +422,9 @@ impl Build {
             }
             let mut t = Text::default();
             t.push_content(b.get("content").unwrap_or(&Value::Null));
-            let (content, estimate) = t.finish(estimator);
-            let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
-                .with_tool_call_id_opt(key);
-            built.push(
-                turn,
-                TurnSource::Block {
-                    message: i,
-                    block: j,
-                },
-            );
+            push_result(built, (i, j), t, key, estimator)?;
         }
-        if let Some(&first) = rest.first() {
-            let (content, estimate) = rest_text.finish(estimator);
-            let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
-                .with_tool_call_id_opt(message_key);
-            built.push(
-                turn,
-                TurnSource::Blocks {
-                    message: i,
-                    blocks: rest,
-                },
-            );
-        }
-        Ok(())
+        push_rest(built, i, rest, rest_text, message_key, estimator)
     }
 }
 
@@ -524,36 +503,66 @@ impl Build {
             for piece in content {
                 t.push(piece);
             }
-            let (content, estimate) = t.finish(estimator);
-            let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
-                .with_tool_call_id_opt(key);
-            built.push(
-                turn,
-                TurnSource::Block {
-                    message: i,
-                    block: j,
-                },
-            );
+            push_result(built, (i, j), t, key, estimator)?;
         }
         if !results {
             // No results: the message is one user turn.
             let (content, estimate) = rest_text.finish(estimator);
             let turn = TranscriptTurn::new(id, Role::User, content, estimate)?;
             built.push(turn, TurnSource::Message(i));
-        } else if let Some(&first) = rest.first() {
-            let (content, estimate) = rest_text.finish(estimator);
-            let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
-                .with_tool_call_id_opt(message_key);
-            built.push(
-                turn,
-                TurnSource::Blocks {
-                    message: i,
-                    blocks: rest,
-                },
-            );
+            return Ok(());
         }
-        Ok(())
+        push_rest(built, i, rest, rest_text, message_key, estimator)
     }
+}
+
+/// The tool turn of result block `j` of message `i` (`m{i}.{j}`), in its call's exchange:
+/// the same from either reading of the message.
+fn push_result(
+    built: &mut Built,
+    (i, j): (usize, usize),
+    text: Text<'_>,
+    key: Option<Arc<str>>,
+    estimator: &dyn TokenEstimator,
+) -> Result<(), FormatError> {
+    let (content, estimate) = text.finish(estimator);
+    let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
+        .with_tool_call_id_opt(key);
+    built.push(
+        turn,
+        TurnSource::Block {
+            message: i,
+            block: j,
+        },
+    );
+    Ok(())
+}
+
+/// The one user turn of the other blocks `rest` of a message holding results (none when it
+/// has no others), named after the first of them and in the exchange of the message's first
+/// result: the same from either reading of the message.
+fn push_rest(
+    built: &mut Built,
+    i: usize,
+    rest: Vec<usize>,
+    text: Text<'_>,
+    key: Option<Arc<str>>,
+    estimator: &dyn TokenEstimator,
+) -> Result<(), FormatError> {
+    let Some(&first) = rest.first() else {
+        return Ok(());
+    };
+    let (content, estimate) = text.finish(estimator);
+    let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
+        .with_tool_call_id_opt(key);
+    built.push(
+        turn,
+        TurnSource::Blocks {
+            message: i,
+            blocks: rest,
+        },
+    );
+    Ok(())
 }
 
 /// An Anthropic message of the shapes most requests are made of, read from its text without
