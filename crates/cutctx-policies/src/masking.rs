@@ -89,15 +89,9 @@ impl StubJob {
             StubSource::Turn(p) => transcript.turns()[*p].content(),
             StubSource::Text(text) => text,
         };
-        let mut stub = String::with_capacity(self.placeholder.len() + STUB_FRAME_CHARS + 20);
-        stub.push_str(&self.placeholder);
-        stub.push_str(" (original: ");
-        // Writing to a `String` cannot fail.
-        let _ = write!(stub, "{}", self.original_tokens);
-        stub.push_str(" tokens, sha256:");
-        push_sha256_of_str(&mut stub, text);
-        stub.push(')');
-        Arc::from(stub)
+        stub(&self.placeholder, self.original_tokens, |out| {
+            push_sha256_of_str(out, text);
+        })
     }
 
     /// The length of the text the digest covers, to share hashing work out evenly.
@@ -107,6 +101,68 @@ impl StubJob {
             StubSource::Text(text) => text.len(),
         }
     }
+}
+
+/// `"{placeholder} (original: {original_tokens} tokens, sha256:{digest})"`, the digest's hex
+/// written by `digest`: the one spelling of a stub, whoever computes the digest.
+pub(crate) fn stub(
+    placeholder: &str,
+    original_tokens: u64,
+    digest: impl FnOnce(&mut String),
+) -> Arc<str> {
+    let mut stub = String::with_capacity(placeholder.len() + STUB_FRAME_CHARS + 20);
+    stub.push_str(placeholder);
+    stub.push_str(" (original: ");
+    // Writing to a `String` cannot fail.
+    let _ = write!(stub, "{original_tokens}");
+    stub.push_str(" tokens, sha256:");
+    digest(&mut stub);
+    stub.push(')');
+    Arc::from(stub)
+}
+
+/// The plan that masks the turns of `masks` (by strictly increasing position) with `stubs`, in
+/// the same order, and keeps every other turn of `t`.
+pub(crate) fn masks_plan(
+    t: &Transcript,
+    analysis: &Analysis,
+    masks: &[DeferredMask],
+    stubs: Vec<Arc<str>>,
+    estimator_ratio: Option<f64>,
+    policy: (&str, &str),
+) -> Result<CompactionPlan, CompactionError> {
+    let turns = t.turns();
+    let mut actions: Vec<TurnAction> = t
+        .turn_id_arcs()
+        .iter()
+        .map(|id| TurnAction::keep(id.clone()))
+        .collect();
+    for (m, content) in masks.iter().zip(stubs) {
+        let (Some(action), Some(turn)) = (actions.get_mut(m.position), turns.get(m.position))
+        else {
+            return Err(CompactionError::validation(
+                "A mask names a position the transcript does not have.",
+                details! { "position" => m.position, "turns" => turns.len() },
+            ));
+        };
+        *action = TurnAction::mask(
+            turn.turn_id_arc().clone(),
+            TurnReplacement {
+                content,
+                token_estimate: m.estimate,
+            },
+        );
+    }
+    let decisions = Decisions {
+        actions,
+        summarization_requests: Vec::new(),
+        estimator_ratio: if masks.is_empty() {
+            None
+        } else {
+            estimator_ratio
+        },
+    };
+    build_plan(t, analysis, decisions, policy.0, policy.1)
 }
 
 /// Code points of a stub besides the placeholder and the token count's digits.
@@ -353,26 +409,14 @@ impl CompactionPolicy for ObservationMaskingPolicy {
             })
             .collect();
         let stubs = realize_all(&jobs, t, self.parallelism);
-        let mut actions: Vec<TurnAction> = t
-            .turn_id_arcs()
-            .iter()
-            .map(|id| TurnAction::keep(id.clone()))
-            .collect();
-        for (m, content) in masks.iter().zip(stubs) {
-            actions[m.position] = TurnAction::mask(
-                turns[m.position].turn_id_arc().clone(),
-                TurnReplacement {
-                    content,
-                    token_estimate: m.estimate,
-                },
-            );
-        }
-        let decisions = Decisions {
-            actions,
-            summarization_requests: Vec::new(),
-            estimator_ratio: if masks.is_empty() { None } else { self.ratio() },
-        };
-        build_plan(t, analysis, decisions, Self::NAME, POLICY_VERSION)
+        masks_plan(
+            t,
+            analysis,
+            &masks,
+            stubs,
+            self.ratio(),
+            (Self::NAME, POLICY_VERSION),
+        )
     }
 
     /// Content only when the estimator needs a stub's text; the default estimator counts

@@ -532,3 +532,72 @@ proptest! {
         check(&specs, mode, r, protected, &spec)?;
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 300,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// A caller that computes the digests of deferred masks itself (as the formats path does,
+    /// from the request's text) gets exactly the plan the policy makes, or its error.
+    #[test]
+    fn deferred_masks_planned_with_outside_digests_are_the_policys_own_plan(
+        specs in prop::collection::vec(busy_turn_spec(), 1..16),
+        mode in 0..10_usize,
+        r in 0..100_000_u64,
+        protected in 0..3_u64,
+        keep in 0..3_usize,
+        placeholder in prop::sample::select(vec![DEFAULT_PLACEHOLDER, "[gone]", " odd  "]),
+    ) {
+        use sha2::{Digest, Sha256};
+        let t = build_transcript(&specs);
+        let budget = place_budget(&t, mode, r, protected);
+        let policy = ObservationMaskingPolicy::new(keep)
+            .and_then(|p| p.with_placeholder(placeholder))
+            .expect("a policy");
+        let analysis = cutctx_invariants::Analysis::of(&t, &budget);
+        let own = policy.decide_with_analysis(&t, &analysis);
+        let deferred = policy.decide_masks(&t, &analysis).expect("the default estimator defers");
+        let outside = deferred.and_then(|masks| {
+            let digests: Vec<[u8; 32]> = masks
+                .masks
+                .iter()
+                .map(|m| {
+                    let literal = cutctx_model::canonical::canonical_json_value(&json!(
+                        t.turns()[m.position].content()
+                    ));
+                    Sha256::digest(literal.as_bytes()).into()
+                })
+                .collect();
+            masks.plan(&t, &analysis, &policy, &digests)
+        });
+        match (own, outside) {
+            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+            (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
+            (a, b) => prop_assert!(false, "one failed: {:?} / {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
+    }
+}
+
+#[test]
+fn deferred_masks_refuse_a_wrong_number_of_digests() {
+    let t = build_transcript(&[
+        (2, Some(0), false, 10, String::new()),
+        (3, Some(0), false, 900, "x".repeat(3600)),
+        (1, None, false, 5, "thanks".into()),
+    ]);
+    let budget = CompactionBudget::new(100).with_protected_recent_turns(1);
+    let policy = ObservationMaskingPolicy::new(0).expect("a policy");
+    let analysis = cutctx_invariants::Analysis::of(&t, &budget);
+    let masks = policy
+        .decide_masks(&t, &analysis)
+        .expect("deferred")
+        .expect("satisfiable");
+    assert_eq!(masks.masks.len(), 1);
+    let err = masks
+        .plan(&t, &analysis, &policy, &[])
+        .expect_err("no digest for the mask");
+    assert_eq!(err.code(), ErrorCode::Validation);
+}
