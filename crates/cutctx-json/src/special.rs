@@ -49,9 +49,139 @@ pub fn first_special(b: &[u8], controls: bool) -> Option<usize> {
         .map(|p| offset + p)
 }
 
+/// Flags each byte of `word` (eight bytes read little-endian, first byte lowest) that is `"`
+/// or `\` (with `controls`, or below 0x20): bit `8k + 7` for byte `k`. Exact for every byte,
+/// not only the first, so that a reader may take every flagged byte of a word in turn.
+///
+/// ```
+/// use cutctx_json::special_mask;
+/// let word = u64::from_le_bytes(*b"a\"b\\c\nde");
+/// assert_eq!(special_mask(word, false), 0x80 << 8 | 0x80 << 24);
+/// assert_eq!(special_mask(word, true), 0x80 << 8 | 0x80 << 24 | 0x80 << 40);
+/// ```
+#[inline]
+#[must_use]
+pub const fn special_mask(word: u64, controls: bool) -> u64 {
+    const LOW7: u64 = u64::from_le_bytes([0x7f; 8]);
+    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
+    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
+    const TOP3: u64 = u64::from_le_bytes([0xe0; 8]);
+    // The high bit of each zero byte of `y`: adding 0x7f to the low seven bits carries into
+    // the high bit unless they are all zero, and no carry crosses a byte.
+    const fn zeros(y: u64) -> u64 {
+        !(((y & LOW7) + LOW7) | y | LOW7)
+    }
+    let mut found = zeros(word ^ QUOTES) | zeros(word ^ BACKSLASHES);
+    if controls {
+        // A byte below 0x20 has its top three bits clear.
+        found |= zeros(word & TOP3);
+    }
+    found
+}
+
+/// Just past the closing quote of the JSON string whose opening quote is at `open` in `b`,
+/// its escapes skipped unchecked (a backslash escapes the byte after it); `None` when the
+/// string is not closed. Many escapes cost little: each word is read once, and every quote
+/// and backslash in it taken in turn.
+///
+/// ```
+/// use cutctx_json::string_end;
+/// let b = br#"x "a \"quoted\" \\ word" y"#;
+/// assert_eq!(string_end(b, 2), Some(24));
+/// assert_eq!(string_end(br#""open \""#, 0), None);
+/// ```
+#[must_use]
+pub fn string_end(b: &[u8], open: usize) -> Option<usize> {
+    let mut at = open.checked_add(1)?;
+    // The first byte that is not escaped: the one after a backslash is.
+    let mut free = at;
+    while let Some(chunk) = b.get(at..at + 8) {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        let mut found = special_mask(u64::from_le_bytes(word), false);
+        while found != 0 {
+            let k = at + (found.trailing_zeros() / 8) as usize;
+            found &= found - 1;
+            if k < free {
+                continue;
+            }
+            if b[k] == b'"' {
+                return Some(k + 1);
+            }
+            free = k + 2;
+        }
+        at = (at + 8).max(free);
+    }
+    let mut k = at.max(free);
+    while let Some(&c) = b.get(k) {
+        match c {
+            b'"' => return Some(k + 1),
+            b'\\' => k += 2,
+            _ => k += 1,
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The byte-at-a-time end of the string opening at `open`.
+    fn naive_end(b: &[u8], open: usize) -> Option<usize> {
+        let mut k = open + 1;
+        while let Some(&c) = b.get(k) {
+            match c {
+                b'"' => return Some(k + 1),
+                b'\\' => k += 2,
+                _ => k += 1,
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_mask_flags_exactly_the_special_bytes_whatever_their_neighbours() {
+        for special in 0..=255_u8 {
+            for neighbour in [0_u8, b'"', b'\\', 0x1f, 0x20, 0x7f, 0x80, 0xff] {
+                for at in 0..8 {
+                    let mut bytes = [neighbour; 8];
+                    bytes[at] = special;
+                    for controls in [false, true] {
+                        let expected = bytes.iter().enumerate().fold(0, |m, (k, &c)| {
+                            let hit = c == b'"' || c == b'\\' || (controls && c < 0x20);
+                            m | (u64::from(hit) << (8 * k + 7))
+                        });
+                        let mask = special_mask(u64::from_le_bytes(bytes), controls);
+                        assert_eq!(mask, expected, "{bytes:?} {controls}");
+                    }
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn string_end_finds_the_end_as_one_byte_at_a_time_does(
+            body in proptest::collection::vec(
+                prop_oneof![
+                    4 => Just(b'a'),
+                    2 => Just(b'\\'),
+                    2 => Just(b'"'),
+                    1 => Just(b'u'),
+                    1 => any::<u8>(),
+                ],
+                0..40,
+            ),
+            open in 0..3_usize,
+        ) {
+            let mut b = vec![b' '; open];
+            b.push(b'"');
+            b.extend(&body);
+            prop_assert_eq!(string_end(&b, open), naive_end(&b, open));
+        }
+    }
 
     /// The byte-at-a-time answer.
     fn naive(b: &[u8], controls: bool) -> Option<usize> {

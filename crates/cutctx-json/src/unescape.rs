@@ -19,6 +19,21 @@
 /// ```
 #[must_use]
 pub fn decode_escape(b: &[u8], at: usize, out: &mut String) -> Option<usize> {
+    let (c, end) = escaped_char(b, at)?;
+    out.push(c);
+    Some(end)
+}
+
+/// As [`decode_escape`], the character returned instead of pushed: for a reader that checks
+/// and counts a string's characters without writing them out.
+///
+/// ```
+/// use cutctx_json::escaped_char;
+/// assert_eq!(escaped_char(br#"\u00e9"#, 1), Some(('é', 6)));
+/// assert_eq!(escaped_char(br#"\ude00"#, 1), None); // a lone low surrogate
+/// ```
+#[must_use]
+pub fn escaped_char(b: &[u8], at: usize) -> Option<(char, usize)> {
     let c = match *b.get(at)? {
         b'"' => '"',
         b'\\' => '\\',
@@ -39,19 +54,15 @@ pub fn decode_escape(b: &[u8], at: usize, out: &mut String) -> Option<usize> {
                 if !(0xDC00..0xE000).contains(&low) {
                     return None;
                 }
-                out.push(char::from_u32(
-                    0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00),
-                )?);
-                return Some(at + 11);
+                let c = char::from_u32(0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00))?;
+                return Some((c, at + 11));
             }
             // A lone low surrogate is no `char`: refused here.
-            out.push(char::from_u32(unit)?);
-            return Some(at + 5);
+            return Some((char::from_u32(unit)?, at + 5));
         }
         _ => return None,
     };
-    out.push(c);
-    Some(at + 1)
+    Some((c, at + 1))
 }
 
 /// The four hex digits at `at`, as a number.
