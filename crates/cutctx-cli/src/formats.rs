@@ -435,8 +435,10 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
     // The request's text is read without a tree of the whole document, and the output will
     // copy its bytes; a request that path does not take (one that is not valid, a Responses
     // `input` string) or a repair goes through a value, whose errors are the catalogue's.
+    // The turns' contents stay in the text until a step needs them (the plan reads what its
+    // policy reads): most of a large request is output that is dropped or masked unread.
     let from_text = (!args.repair)
-        .then(|| ProviderTranscript::from_text_with(format, input_text, estimator.as_ref()))
+        .then(|| ProviderTranscript::from_text_deferred(format, input_text, estimator.as_ref()))
         .flatten();
     let (pt, repairs) = match from_text {
         Some(pt) => (pt, None),
@@ -460,7 +462,10 @@ pub fn prepare(args: &FormatArgs, input_text: &str) -> Result<Prepared, CliError
         args.protected_recent
             .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
     );
-    let plan = policy.decide(pt.transcript(), &budget)?;
+    let mut pt = pt;
+    let plan = pt
+        .plan(policy.as_ref(), &budget, input_text)
+        .map_err(from_format)?;
     Ok(Prepared {
         format,
         max_tokens,
@@ -590,7 +595,12 @@ fn finish_text<'a>(
     drop(originals);
     require_summaries(&plan, summaries)?;
     let turns = pt.transcript().len();
-    // Shares the turns' text with the request's transcript: a copy of the turn list only.
+    // Shares the turns' text with the request's transcript: a copy of the turn list only,
+    // with every content read in.
+    if keep_compaction {
+        pt.read_deferred_contents(&input_text)
+            .map_err(from_format)?;
+    }
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
     // The report's text, made only when asked for, before the plan is released.
     let make_report = |plan: &CompactionPlan, report: &cutctx::CompactionReport| {

@@ -2,13 +2,37 @@
 //! mapped with them, without them, and by the streaming value parse of the whole document
 //! ([`each_message`]) are the same, or all three decline.
 
+use std::collections::BTreeMap;
+
 use cutctx_policies::CharRatioEstimator;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
 
 use crate::mapping::Built;
-use crate::{Format, each_message, list_key, map_messages, text};
+use crate::{Format, Reading, each_message, list_key, map_messages, text};
+
+/// `built` with the contents it left in `text` read in, each checked to have been left
+/// empty and its canonical mark checked against the canonical writer.
+fn read_in(mut built: Built, text: &str) -> Built {
+    for d in std::mem::take(&mut built.deferred) {
+        let written = &text[d.span.clone()];
+        let mut content = String::new();
+        crate::quick::decode_into(written, &mut content).expect("decodes");
+        let canonical = cutctx_model::canonical::canonical_json_value(&content.as_str().into());
+        assert_eq!(
+            d.canonical,
+            canonical == format!("\"{written}\""),
+            "{written}"
+        );
+        let turn = &mut built.turns[d.position];
+        assert_eq!(turn.content(), "", "left empty");
+        *turn = turn
+            .clone()
+            .with_content(content.into(), turn.token_estimate());
+    }
+    built
+}
 
 /// The turns of `text` by the three paths, checked to agree.
 fn agreed(format: Format, text: &str) -> Option<Built> {
@@ -17,14 +41,36 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
     let reference = read
         .as_ref()
         .and_then(|r| each_message(format, &r.shell, &r.layout, text, Some(&estimator)).ok());
-    let by_value = read
-        .as_ref()
-        .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, false));
+    let by_value = read.as_ref().and_then(|r| {
+        map_messages(
+            format,
+            &r.shell,
+            &r.layout,
+            text,
+            &estimator,
+            Reading::Values,
+        )
+    });
     let quick = read
         .as_ref()
-        .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, true));
+        .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, Reading::Hand));
+    let deferring = read.as_ref().and_then(|r| {
+        map_messages(
+            format,
+            &r.shell,
+            &r.layout,
+            text,
+            &estimator,
+            Reading::HandDeferring,
+        )
+    });
     assert_eq!(by_value, reference, "values: {text}");
     assert_eq!(quick, reference, "quick: {text}");
+    assert_eq!(
+        deferring.map(|b| read_in(b, text)),
+        reference,
+        "deferring: {text}"
+    );
     // The hand-written scan of the top level finds what the parser finds, where both read.
     let parsed = text::parsed(text, list_key(format));
     if let (Some(p), Some(top)) = (&parsed, crate::scan::top(text, list_key(format))) {
@@ -72,7 +118,7 @@ fn plain_count(text: &str) -> usize {
     read.layout
         .items
         .iter()
-        .filter(|span| crate::openai_chat::Plain::read(&text[(*span).clone()]).is_some())
+        .filter(|span| crate::openai_chat::Plain::read(&text[(*span).clone()], 0, false).is_some())
         .count()
 }
 
@@ -129,6 +175,39 @@ fn the_format_corpus_maps_alike_by_every_path() {
 }
 
 #[test]
+fn the_corpus_leaves_contents_in_the_text_in_every_format_canonical_or_not() {
+    let estimator = CharRatioEstimator::default();
+    let (mut left, mut canonical) = (BTreeMap::new(), 0);
+    for (format, text) in CORPUS {
+        for text in [text.to_owned(), ascii_escaped(text)] {
+            // The Responses `input` string is left to the value path.
+            let Some(r) = text::read(&text, list_key(format)) else {
+                continue;
+            };
+            let Some(built) = map_messages(
+                format,
+                &r.shell,
+                &r.layout,
+                &text,
+                &estimator,
+                Reading::HandDeferring,
+            ) else {
+                continue;
+            };
+            *left.entry(format).or_insert(0) += built.deferred.len();
+            canonical += built.deferred.iter().filter(|d| d.canonical).count();
+            // Not one turn with content of its own is left: each left one is empty.
+            for d in &built.deferred {
+                assert_eq!(built.turns[d.position].content(), "");
+            }
+        }
+    }
+    assert_eq!(left.len(), 3, "{left:?}");
+    let total: usize = left.values().sum();
+    assert!(canonical > 0 && canonical < total, "{canonical} of {total}");
+}
+
+#[test]
 fn nesting_counts_from_the_top_of_the_document_as_the_whole_parse_counts_it() {
     let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
     let mut taken = Vec::new();
@@ -161,7 +240,10 @@ fn common_chat_shapes_are_read_by_hand_and_others_declined() {
         r#"{"content":"x","role":"system"}"#,
     ];
     for m in taken {
-        assert!(crate::openai_chat::Plain::read(m).is_some(), "{m}");
+        assert!(
+            crate::openai_chat::Plain::read(m, 0, false).is_some(),
+            "{m}"
+        );
     }
     let declined = [
         r#"{"role":"user","content":[{"type":"text","text":"hi"}]}"#,
@@ -175,7 +257,10 @@ fn common_chat_shapes_are_read_by_hand_and_others_declined() {
         r#"["role","user"]"#,
     ];
     for m in declined {
-        assert!(crate::openai_chat::Plain::read(m).is_none(), "{m}");
+        assert!(
+            crate::openai_chat::Plain::read(m, 0, false).is_none(),
+            "{m}"
+        );
     }
 }
 
@@ -322,7 +407,7 @@ fn anthropic_plain_count(text: &str) -> usize {
     read.layout
         .items
         .iter()
-        .filter(|span| crate::anthropic::Plain::read(&text[(*span).clone()]).is_some())
+        .filter(|span| crate::anthropic::Plain::read(&text[(*span).clone()], 0, false).is_some())
         .count()
 }
 
@@ -442,7 +527,7 @@ fn common_responses_shapes_are_read_by_hand_and_others_declined() {
         r#"{"type":"function_call_output","call_id":"c","output":[{"type":"input_text","text":"x"}]}"#,
     ];
     for m in taken {
-        assert!(Plain::read(m).is_some(), "{m}");
+        assert!(Plain::read(m, 0, false).is_some(), "{m}");
     }
     let declined = [
         r#"{"role":"narrator","content":"hi"}"#,
@@ -460,7 +545,7 @@ fn common_responses_shapes_are_read_by_hand_and_others_declined() {
         r#"{"role":"user","content":"hi"} x"#,
     ];
     for m in declined {
-        assert!(Plain::read(m).is_none(), "{m}");
+        assert!(Plain::read(m, 0, false).is_none(), "{m}");
     }
 }
 
@@ -577,7 +662,9 @@ fn generated_responses_requests_are_mostly_valid_and_read_by_hand() {
             .layout
             .items
             .iter()
-            .filter(|span| crate::openai_responses::Plain::read(&text[(*span).clone()]).is_some())
+            .filter(|span| {
+                crate::openai_responses::Plain::read(&text[(*span).clone()], 0, false).is_some()
+            })
             .count();
     }
     assert!(mapped >= 60, "{mapped}");

@@ -43,7 +43,7 @@ use serde_json::{Map, Value};
 use crate::content::Text;
 use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::openai_chat::with_field;
-use crate::quick::{Lex, once};
+use crate::quick::{Lex, Str, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -452,7 +452,7 @@ impl Build {
             let mut t = Text::default();
             for b in blocks {
                 match b {
-                    Block::Text(text) => t.push(text),
+                    Block::Text(text) => t.push_str(text),
                     Block::ToolUse {
                         id: use_id,
                         name,
@@ -468,19 +468,19 @@ impl Build {
                 }
             }
             if let Content::Text(text) = &m.content {
-                t.push(text);
+                t.push_str(text);
             }
-            let (content, estimate) = t.finish(estimator);
+            let (content, estimate, written) = t.finish_deferring(estimator);
             let turn = TranscriptTurn::new(id, Role::Assistant, content, estimate)?
                 .with_tool_call_id_opt(key);
-            built.push(turn, TurnSource::Message(i));
+            built.push_deferring(turn, TurnSource::Message(i), written);
             return Ok(());
         }
         let mut message_key: Option<Arc<str>> = None;
         let mut rest: Vec<usize> = Vec::new();
         let mut rest_text = Text::default();
         if let Content::Text(text) = &m.content {
-            rest_text.push(text);
+            rest_text.push_str(text);
         }
         let results = blocks.iter().any(|b| matches!(b, Block::ToolResult { .. }));
         for (j, b) in blocks.iter().enumerate() {
@@ -490,7 +490,7 @@ impl Build {
             } = b
             else {
                 if let Block::Text(text) = b {
-                    rest_text.push(text);
+                    rest_text.push_str(text);
                 }
                 rest.push(j);
                 continue;
@@ -501,15 +501,15 @@ impl Build {
             }
             let mut t = Text::default();
             for piece in content {
-                t.push(piece);
+                t.push_str(piece);
             }
             push_result(built, (i, j), t, key, estimator)?;
         }
         if !results {
             // No results: the message is one user turn.
-            let (content, estimate) = rest_text.finish(estimator);
+            let (content, estimate, written) = rest_text.finish_deferring(estimator);
             let turn = TranscriptTurn::new(id, Role::User, content, estimate)?;
-            built.push(turn, TurnSource::Message(i));
+            built.push_deferring(turn, TurnSource::Message(i), written);
             return Ok(());
         }
         push_rest(built, i, rest, rest_text, message_key, estimator)
@@ -525,15 +525,16 @@ fn push_result(
     key: Option<Arc<str>>,
     estimator: &dyn TokenEstimator,
 ) -> Result<(), FormatError> {
-    let (content, estimate) = text.finish(estimator);
+    let (content, estimate, written) = text.finish_deferring(estimator);
     let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
         .with_tool_call_id_opt(key);
-    built.push(
+    built.push_deferring(
         turn,
         TurnSource::Block {
             message: i,
             block: j,
         },
+        written,
     );
     Ok(())
 }
@@ -552,15 +553,16 @@ fn push_rest(
     let Some(&first) = rest.first() else {
         return Ok(());
     };
-    let (content, estimate) = text.finish(estimator);
+    let (content, estimate, written) = text.finish_deferring(estimator);
     let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
         .with_tool_call_id_opt(key);
-    built.push(
+    built.push_deferring(
         turn,
         TurnSource::Blocks {
             message: i,
             blocks: rest,
         },
+        written,
     );
     Ok(())
 }
@@ -578,7 +580,7 @@ pub(crate) struct Plain<'a> {
 /// The content of a [`Plain`] message.
 #[derive(Debug)]
 enum Content<'a> {
-    Text(Cow<'a, str>),
+    Text(Str<'a>),
     Blocks(Vec<Block<'a>>),
 }
 
@@ -601,7 +603,7 @@ impl Content<'_> {
 /// A block of a [`Plain`] message.
 #[derive(Debug)]
 enum Block<'a> {
-    Text(Cow<'a, str>),
+    Text(Str<'a>),
     ToolUse {
         id: Cow<'a, str>,
         name: Cow<'a, str>,
@@ -610,14 +612,15 @@ enum Block<'a> {
     /// A result: its call's id and the pieces of its content.
     ToolResult {
         id: Cow<'a, str>,
-        content: Vec<Cow<'a, str>>,
+        content: Vec<Str<'a>>,
     },
 }
 
 impl<'a> Plain<'a> {
-    /// Reads `text`, one message; `None` when it is not of these shapes.
-    pub(crate) fn read(text: &'a str) -> Option<Self> {
-        let mut lex = Lex::new(text);
+    /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
+    /// these shapes. Its texts are left as written when `defer`.
+    pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
+        let mut lex = Lex::message(text, base, defer);
         let (mut role, mut content) = (None, None);
         lex.object(|lex, key| match key {
             "role" => once(&mut role, lex.string()),
@@ -635,7 +638,7 @@ impl<'a> Plain<'a> {
 /// String content, or an array of blocks (with `tool_use` and `tool_result` blocks when
 /// `calls`, else of `text` blocks only).
 fn read_content<'a>(lex: &mut Lex<'a>, calls: bool) -> Option<Content<'a>> {
-    if let Some(text) = lex.string_or_null().flatten() {
+    if let Some(text) = lex.text_or_null().flatten() {
         return Some(Content::Text(text));
     }
     let mut blocks = Vec::new();
@@ -651,7 +654,7 @@ fn read_block<'a>(lex: &mut Lex<'a>, calls: bool) -> Option<Block<'a>> {
     let (mut use_id, mut content, mut is_error) = (None, None, None);
     lex.object(|lex, key| match key {
         "type" => once(&mut kind, lex.string()),
-        "text" => once(&mut text, lex.string()),
+        "text" => once(&mut text, lex.text()),
         "id" if calls => once(&mut id, lex.string()),
         "name" if calls => once(&mut name, lex.string()),
         "input" if calls => once(&mut input, lex.value()),

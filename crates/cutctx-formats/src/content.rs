@@ -5,10 +5,12 @@
 //! a marker such as `[image]` for each media part. Its estimate is the estimator's count for the
 //! text alone plus [`MEDIA_TOKEN_ESTIMATE`] for each media part.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
+
+use crate::quick::{Str, Written};
 
 /// The fixed estimate of one image, file, document or audio part, in tokens.
 ///
@@ -16,6 +18,16 @@ use serde_json::Value;
 /// what Anthropic bills a 1,000 × 750 image (about width × height / 750). Media sizes are not
 /// read: a fixed figure keeps estimates stable and independent of the encoding.
 pub const MEDIA_TOKEN_ESTIMATE: u64 = 765;
+
+/// The content of every turn whose content is left in the request: one allocation, shared.
+static EMPTY: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
+
+/// Decodes a written piece onto `out`. [`Lex::written`](crate::quick::Lex::written) checked
+/// that it decodes: a piece that does not is a broken invariant.
+fn decode_written(piece: Written<'_>, out: &mut String) {
+    let decoded = piece.decode_onto(out);
+    debug_assert!(decoded.is_some(), "a written piece was checked to decode");
+}
 
 /// The text of one turn under construction.
 ///
@@ -25,6 +37,10 @@ pub const MEDIA_TOKEN_ESTIMATE: u64 = 765;
 pub(crate) struct Text<'a> {
     /// The only piece so far, borrowed; `text` is empty while it is set.
     single: Option<&'a str>,
+    /// The only piece so far, left as the request writes it (see [`Written`]): decoded only
+    /// when another piece joins it, else the turn's content is read from the request when
+    /// needed. `text` is empty while it is set.
+    written: Option<Written<'a>>,
     /// What the model reads, pieces joined by `\n`.
     text: String,
     /// The same with media markers (the turn's content), once there is a marker; until then
@@ -40,17 +56,59 @@ impl<'a> Text<'a> {
         if piece.is_empty() {
             return;
         }
-        if self.single.is_none() && self.text.is_empty() && self.content.is_none() {
+        if self.is_unstarted() {
             self.single = Some(piece);
             return;
         }
         self.append(piece);
     }
 
-    /// The borrowed piece, copied into `text` before another joins it.
+    /// A string of a message, decoded or as written.
+    pub(crate) fn push_str(&mut self, piece: &'a Str<'_>) {
+        match piece {
+            Str::Decoded(text) => self.push(text),
+            Str::Written(written) => self.push_written(*written),
+        }
+    }
+
+    /// A piece as the request writes it: held so while it is the only one.
+    pub(crate) fn push_written(&mut self, piece: Written<'a>) {
+        if piece.is_empty() {
+            return;
+        }
+        if self.is_unstarted() {
+            self.written = Some(piece);
+            return;
+        }
+        self.own();
+        if !self.text.is_empty() {
+            self.text.push('\n');
+        }
+        let from = self.text.len();
+        decode_written(piece, &mut self.text);
+        if let Some(content) = &mut self.content {
+            if !content.is_empty() {
+                content.push('\n');
+            }
+            content.push_str(&self.text[from..]);
+        }
+    }
+
+    /// Whether nothing was pushed yet.
+    fn is_unstarted(&self) -> bool {
+        self.single.is_none()
+            && self.written.is_none()
+            && self.text.is_empty()
+            && self.content.is_none()
+    }
+
+    /// The borrowed or written piece, copied into `text` before another joins it.
     fn own(&mut self) {
         if let Some(single) = self.single.take() {
             self.text.push_str(single);
+        }
+        if let Some(written) = self.written.take() {
+            decode_written(written, &mut self.text);
         }
     }
 
@@ -148,8 +206,26 @@ impl<'a> Text<'a> {
         }
     }
 
+    /// The turn's content and its estimate under `estimator`; with the piece left as written
+    /// when it is the only one and the estimate needs only its length (the content is then
+    /// empty, to be read from the request).
+    pub(crate) fn finish_deferring(
+        mut self,
+        estimator: &dyn TokenEstimator,
+    ) -> (Arc<str>, u64, Option<Written<'a>>) {
+        if let Some(written) = self.written
+            && let Some(estimate) = estimator.estimate_chars(written.chars())
+        {
+            return (Arc::clone(&EMPTY), estimate, Some(written));
+        }
+        self.own();
+        let (content, estimate) = self.finish(estimator);
+        (content, estimate, None)
+    }
+
     /// The turn's content and its estimate under `estimator`.
-    pub(crate) fn finish(self, estimator: &dyn TokenEstimator) -> (Arc<str>, u64) {
+    pub(crate) fn finish(mut self, estimator: &dyn TokenEstimator) -> (Arc<str>, u64) {
+        self.own();
         let read = self.single.unwrap_or(&self.text);
         let estimate = estimator
             .estimate_tokens(read)

@@ -84,6 +84,7 @@ pub mod anthropic;
 #[cfg(feature = "bpe")]
 mod bpe;
 mod content;
+mod deferred;
 mod error;
 mod estimate;
 mod mapping;
@@ -190,6 +191,9 @@ pub struct ProviderTranscript {
     /// When read from text ([`ProviderTranscript::from_text_with`]): where the messages lie
     /// in it; `document` is then the request without its list.
     layout: Option<text::Layout>,
+    /// The turns whose content is left in that text, by position
+    /// ([`ProviderTranscript::from_text_deferred`]).
+    deferred: Vec<mapping::Deferred>,
 }
 
 /// A compacted provider request as text, with cutctx's report and view: what
@@ -280,6 +284,7 @@ impl ProviderTranscript {
             sources: built.sources,
             tools_tokens,
             layout: None,
+            deferred: Vec::new(),
         })
     }
 
@@ -298,8 +303,18 @@ impl ProviderTranscript {
         text: &str,
         estimator: &dyn TokenEstimator,
     ) -> Option<Self> {
+        Self::read_text(format, text, estimator, Reading::Hand)
+    }
+
+    /// [`ProviderTranscript::from_text_with`], its messages read as `reading` says.
+    fn read_text(
+        format: Format,
+        text: &str,
+        estimator: &dyn TokenEstimator,
+        reading: Reading,
+    ) -> Option<Self> {
         let text::Read { shell, layout } = text::read(text, list_key(format))?;
-        let mut built = map_messages(format, &shell, &layout, text, estimator, true)?;
+        let mut built = map_messages(format, &shell, &layout, text, estimator, reading)?;
         // An Anthropic message may hold several turns, so its lists are sized by messages
         // and grow past that by doubling; the spare room would stay held to the end, through
         // the rendering, where the run's memory peaks.
@@ -318,6 +333,7 @@ impl ProviderTranscript {
             sources: built.sources,
             tools_tokens,
             layout: Some(layout),
+            deferred: built.deferred,
         })
     }
 
@@ -827,6 +843,18 @@ fn depth(v: &Value) -> usize {
     }
 }
 
+/// How [`map_messages`] reads a request's messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Each parsed as a value.
+    Values,
+    /// The common shapes by hand ([`quick`]), the others as values.
+    Hand,
+    /// As `Hand`, each turn made of one string of the request left as written there (see
+    /// [`ProviderTranscript::from_text_deferred`]).
+    HandDeferring,
+}
+
 /// Checks and maps the messages of a request read from text, each from its own span: a
 /// message of a common shape is read by hand ([`quick`], with `quick`), any other parsed as
 /// a value and checked and mapped as [`each_message`] does. `None` exactly when
@@ -838,8 +866,10 @@ fn map_messages(
     layout: &text::Layout,
     text: &str,
     estimator: &dyn TokenEstimator,
-    quick: bool,
+    reading: Reading,
 ) -> Option<mapping::Built> {
+    let hand = reading != Reading::Values;
+    let defer = reading == Reading::HandDeferring;
     // The arrays and objects around a message (the list, and the request object around it)
     // and around another field (the request object).
     let around = match shell {
@@ -861,8 +891,8 @@ fn map_messages(
             let mut check = openai_chat::Check::start(n).ok()?;
             let mut build = openai_chat::Build::of(n);
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = quick
-                    .then(|| openai_chat::Plain::read(text.get(span.clone())?))
+                let plain = hand
+                    .then(|| openai_chat::Plain::read(text.get(span.clone())?, span.start, defer))
                     .flatten();
                 if let Some(m) = plain
                     && check.plain(i, &m).is_some()
@@ -883,8 +913,10 @@ fn map_messages(
                 .ok()?
                 .sized(n);
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = quick
-                    .then(|| openai_responses::Plain::read(text.get(span.clone())?))
+                let plain = hand
+                    .then(|| {
+                        openai_responses::Plain::read(text.get(span.clone())?, span.start, defer)
+                    })
                     .flatten();
                 if let Some(item) = plain {
                     check.plain(i, &item);
@@ -903,8 +935,8 @@ fn map_messages(
             let mut check = anthropic::Check::start(n).ok()?;
             let mut build = anthropic::Build::start(shell, estimator).ok()?;
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = quick
-                    .then(|| anthropic::Plain::read(text.get(span.clone())?))
+                let plain = hand
+                    .then(|| anthropic::Plain::read(text.get(span.clone())?, span.start, defer))
                     .flatten();
                 if let Some(m) = plain
                     && check.plain(i, &m).is_some()

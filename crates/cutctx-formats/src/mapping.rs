@@ -2,6 +2,7 @@
 //! back into kept, masked and summary items before a format re-emits them.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use cutctx_executor::META_KIND;
@@ -9,6 +10,7 @@ use cutctx_model::{Transcript, TranscriptTurn, details};
 use serde_json::{Map, Value};
 
 use crate::FormatError;
+use crate::quick::Written;
 
 /// The text of the user message inserted when compaction would otherwise leave a request
 /// without a message, or (Anthropic) starting with an assistant message.
@@ -58,6 +60,21 @@ impl TurnSource {
 pub(crate) struct Built {
     pub(crate) turns: Vec<TranscriptTurn>,
     pub(crate) sources: Vec<TurnSource>,
+    /// The turns whose content is left in the request, by increasing position.
+    pub(crate) deferred: Vec<Deferred>,
+}
+
+/// A turn whose content is left in the request (its transcript turn shows it empty): the
+/// content is the string written at `span`, decoded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Deferred {
+    /// The turn's position.
+    pub(crate) position: usize,
+    /// Where the string lies in the request, between its quotes.
+    pub(crate) span: Range<usize>,
+    /// Whether it is written as the canonical writer would write it: its digest is then that
+    /// of the bytes at `span` between quotes.
+    pub(crate) canonical: bool,
 }
 
 impl Built {
@@ -66,12 +83,34 @@ impl Built {
         Self {
             turns: Vec::with_capacity(n),
             sources: Vec::with_capacity(n),
+            deferred: Vec::new(),
         }
     }
 
     pub(crate) fn push(&mut self, turn: TranscriptTurn, source: TurnSource) {
         self.turns.push(turn);
         self.sources.push(source);
+    }
+
+    /// [`Built::push`], noting where the turn's content lies when it is left in the request.
+    pub(crate) fn push_deferring(
+        &mut self,
+        turn: TranscriptTurn,
+        source: TurnSource,
+        written: Option<Written<'_>>,
+    ) {
+        if let Some(w) = written {
+            debug_assert!(
+                turn.content().is_empty(),
+                "a deferred content is left empty"
+            );
+            self.deferred.push(Deferred {
+                position: self.turns.len(),
+                span: w.span(),
+                canonical: w.is_canonical(),
+            });
+        }
+        self.push(turn, source);
     }
 }
 

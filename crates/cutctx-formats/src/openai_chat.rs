@@ -35,7 +35,7 @@ use crate::content::Text;
 use crate::mapping::{
     Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
 };
-use crate::quick::{Lex, once};
+use crate::quick::{Lex, Str, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -395,7 +395,7 @@ impl Build {
         let id = self.ids.get(i);
         let mut text = Text::default();
         if let Some(Some(content)) = &m.content {
-            text.push(content);
+            text.push_str(content);
         }
         let (role, key) = match &*m.role {
             "system" | "developer" => (Role::System, None),
@@ -434,9 +434,10 @@ impl Build {
         key: Option<Arc<str>>,
         estimator: &dyn TokenEstimator,
     ) -> Result<(), FormatError> {
-        let (content, estimate) = text.finish(estimator);
+        let (content, estimate, written) = text.finish_deferring(estimator);
         let turn = TranscriptTurn::new(id, role, content, estimate)?.with_tool_call_id_opt(key);
-        self.built.push(turn, TurnSource::Message(i));
+        self.built
+            .push_deferring(turn, TurnSource::Message(i), written);
         Ok(())
     }
 }
@@ -448,7 +449,7 @@ impl Build {
 pub(crate) struct Plain<'a> {
     role: Cow<'a, str>,
     /// Absent, null (`Some(None)`) or a string.
-    content: Option<Option<Cow<'a, str>>>,
+    content: Option<Option<Str<'a>>>,
     tool_call_id: Option<Cow<'a, str>>,
     calls: Option<Vec<PlainCall<'a>>>,
 }
@@ -462,14 +463,15 @@ struct PlainCall<'a> {
 }
 
 impl<'a> Plain<'a> {
-    /// Reads `text`, one message; `None` when it is not of these shapes.
-    pub(crate) fn read(text: &'a str) -> Option<Self> {
-        let mut lex = Lex::new(text);
+    /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
+    /// these shapes. Its content is left as written when `defer`.
+    pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
+        let mut lex = Lex::message(text, base, defer);
         let (mut role, mut content, mut tool_call_id, mut calls, mut name) =
             (None, None, None, None, None);
         lex.object(|lex, key| match key {
             "role" => once(&mut role, lex.string()),
-            "content" => once(&mut content, lex.string_or_null()),
+            "content" => once(&mut content, lex.text_or_null()),
             "tool_call_id" => once(&mut tool_call_id, lex.string()),
             // Neither the check nor the turn reads a participant's name.
             "name" => once(&mut name, lex.string()),

@@ -37,7 +37,7 @@ use serde_json::{Map, Value};
 
 use crate::content::Text;
 use crate::mapping::{Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem};
-use crate::quick::{Lex, once};
+use crate::quick::{Lex, Str, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -459,7 +459,10 @@ impl Build {
         let mut text = Text::default();
         // The pieces in the order the value path reads them: content (or output), then a
         // call's name and arguments.
-        for piece in item.content.iter().chain(&item.name).chain(&item.arguments) {
+        for piece in &item.content {
+            text.push_str(piece);
+        }
+        for piece in item.name.iter().chain(&item.arguments) {
             text.push(piece);
         }
         self.push(i, item.kind(), text, estimator)
@@ -530,9 +533,10 @@ impl Build {
                 (Role::Assistant, key)
             }
         };
-        let (content, estimate) = text.finish(estimator);
+        let (content, estimate, written) = text.finish_deferring(estimator);
         let turn = TranscriptTurn::new(id, role, content, estimate)?.with_tool_call_id_opt(key);
-        self.built.push(turn, TurnSource::Message(i));
+        self.built
+            .push_deferring(turn, TurnSource::Message(i), written);
         Ok(())
     }
 }
@@ -565,7 +569,7 @@ pub(crate) struct Plain<'a> {
     shape: Shape,
     call_id: Cow<'a, str>,
     /// A message's text pieces, or an output's.
-    content: Vec<Cow<'a, str>>,
+    content: Vec<Str<'a>>,
     name: Option<Cow<'a, str>>,
     arguments: Option<Cow<'a, str>>,
 }
@@ -579,9 +583,10 @@ enum Shape {
 }
 
 impl<'a> Plain<'a> {
-    /// Reads `text`, one item; `None` when it is not of these shapes.
-    pub(crate) fn read(text: &'a str) -> Option<Self> {
-        let mut lex = Lex::new(text);
+    /// Reads `text`, one item starting at `base` in the request; `None` when it is not of
+    /// these shapes. Its texts are left as written when `defer`.
+    pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
+        let mut lex = Lex::message(text, base, defer);
         let (mut ty, mut role, mut content, mut output) = (None, None, None, None);
         let (mut call_id, mut name, mut arguments, mut id, mut status) =
             (None, None, None, None, None);
@@ -647,9 +652,9 @@ impl<'a> Plain<'a> {
 
 /// A string, or an array of `input_text`, `output_text` or `text` parts (each with a string
 /// `text`, and `annotations`, which no turn reads): the pieces of text it holds.
-fn read_text<'a>(lex: &mut Lex<'a>) -> Option<Vec<Cow<'a, str>>> {
+fn read_text<'a>(lex: &mut Lex<'a>) -> Option<Vec<Str<'a>>> {
     // A string, else (nothing consumed) an array.
-    if let Some(text) = lex.string_or_null().flatten() {
+    if let Some(text) = lex.text_or_null().flatten() {
         return Some(vec![text]);
     }
     let mut pieces = Vec::new();
@@ -657,7 +662,7 @@ fn read_text<'a>(lex: &mut Lex<'a>) -> Option<Vec<Cow<'a, str>>> {
         let (mut ty, mut text, mut annotations) = (None, None, None);
         lex.object(|lex, key| match key {
             "type" => once(&mut ty, lex.string()),
-            "text" => once(&mut text, lex.string()),
+            "text" => once(&mut text, lex.text()),
             "annotations" => once(&mut annotations, lex.value()),
             _ => None,
         })?;

@@ -18,11 +18,139 @@ const SMALL_DEPTH: usize = 16;
 pub(crate) struct Lex<'a> {
     text: &'a str,
     at: usize,
+    /// Where `text` starts in the request, for the spans of [`Written`] strings.
+    base: usize,
+    /// Whether [`Lex::text`] leaves strings as written.
+    defer: bool,
+}
+
+/// A string a turn's text is made of: decoded, or left as written.
+#[derive(Debug)]
+pub(crate) enum Str<'a> {
+    Decoded(Cow<'a, str>),
+    Written(Written<'a>),
+}
+
+impl Str<'_> {
+    /// Whether the decoded string is empty.
+    pub(crate) fn is_empty(&self) -> bool {
+        match self {
+            Str::Decoded(text) => text.is_empty(),
+            Str::Written(w) => w.is_empty(),
+        }
+    }
+}
+
+/// A string as the request writes it, checked to decode but left undecoded: a turn's content,
+/// which the text path may never need (see [`crate::ProviderTranscript::from_text_deferred`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Written<'a> {
+    /// The string between its quotes, as written.
+    text: &'a str,
+    /// Where `text` starts in the request.
+    at: usize,
+    /// Code points once decoded.
+    chars: usize,
+    /// Whether `text` is already the canonical spelling of the decoded string, every escape
+    /// the one the canonical writer uses: its digest is then that of its own bytes.
+    canonical: bool,
+}
+
+impl<'a> Written<'a> {
+    /// The decoded string pushed onto `out`.
+    pub(crate) fn decode_onto(&self, out: &mut String) -> Option<()> {
+        decode_into(self.text, out)
+    }
+
+    /// Whether the decoded string is empty (as the written one is).
+    pub(crate) const fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// The decoded string's length in code points.
+    pub(crate) const fn chars(&self) -> usize {
+        self.chars
+    }
+
+    /// Where the written string lies in the request, quotes excluded.
+    pub(crate) const fn span(&self) -> Range<usize> {
+        self.at..self.at + self.text.len()
+    }
+
+    /// See [`Written::canonical`](Written).
+    pub(crate) const fn is_canonical(&self) -> bool {
+        self.canonical
+    }
+}
+
+/// Whether `escape`, standing for `c`, is how the canonical writer escapes `c`: by name where
+/// JSON has one (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`), as `\u00xx` in lower-case
+/// hex for the other controls, and not at all for anything else (`\/` included).
+fn is_canonical_escape(c: char, escape: &[u8]) -> bool {
+    match escape.get(1) {
+        Some(b'/') => false,
+        Some(b'u') => {
+            c < ' '
+                && !matches!(c, '\u{8}' | '\t' | '\n' | '\u{c}' | '\r')
+                && !escape.iter().any(u8::is_ascii_uppercase)
+        }
+        _ => true,
+    }
+}
+
+/// Decodes `written` (a string's text between its quotes, with valid escapes) onto `out`;
+/// `None` at an escape that does not decode or a byte that may not stand raw.
+pub(crate) fn decode_into(written: &str, out: &mut String) -> Option<()> {
+    let b = written.as_bytes();
+    let mut at = 0;
+    loop {
+        let n = cutctx_json::first_special(b.get(at..)?, true).unwrap_or(b.len() - at);
+        out.push_str(written.get(at..at + n)?);
+        at += n;
+        match b.get(at) {
+            None => return Some(()),
+            Some(b'\\') => at = cutctx_json::decode_escape(b, at + 1, out)?,
+            Some(_) => return None,
+        }
+    }
 }
 
 impl<'a> Lex<'a> {
     pub(crate) const fn new(text: &'a str) -> Self {
-        Self { text, at: 0 }
+        Self {
+            text,
+            at: 0,
+            base: 0,
+            defer: false,
+        }
+    }
+
+    /// A cursor over `text`, a message starting at `base` in the request, whose turn text is
+    /// left as written when `defer`.
+    pub(crate) const fn message(text: &'a str, base: usize, defer: bool) -> Self {
+        Self {
+            text,
+            at: 0,
+            base,
+            defer,
+        }
+    }
+
+    /// A string of a turn's text: left as written when the cursor defers, else decoded.
+    pub(crate) fn text(&mut self) -> Option<Str<'a>> {
+        if self.defer {
+            self.written().map(Str::Written)
+        } else {
+            self.string().map(Str::Decoded)
+        }
+    }
+
+    /// [`Lex::text`], or `null` (`Some(None)`).
+    pub(crate) fn text_or_null(&mut self) -> Option<Option<Str<'a>>> {
+        if self.null() {
+            return Some(None);
+        }
+        self.text().map(Some)
     }
 
     fn bytes(&self) -> &'a [u8] {
@@ -70,7 +198,7 @@ impl<'a> Lex<'a> {
         }
         // Room for the whole string at once (its escaped length bounds the decoded one):
         // a tool result grown piece by piece would be moved and copied several times.
-        let escaped = string_end(b, start - 1).map_or(n + 16, |end| end - start);
+        let escaped = cutctx_json::string_end(b, start - 1).map_or(n + 16, |end| end - start);
         let mut out = String::with_capacity(escaped);
         let mut at = start + n;
         out.push_str(self.text.get(start..at)?);
@@ -88,6 +216,67 @@ impl<'a> Lex<'a> {
             out.push_str(self.text.get(at..at + n)?);
             at += n;
         }
+    }
+
+    /// A string left as written, checked as [`Lex::string`] checks it (declining what it
+    /// declines), its code points counted.
+    pub(crate) fn written(&mut self) -> Option<Written<'a>> {
+        self.eat(b'"')?;
+        let b = self.bytes();
+        let start = self.at;
+        // Escapes are ASCII: each stands for one code point, so the decoded string has as
+        // many fewer as its escapes' lengths beyond one.
+        let mut fewer = 0;
+        let mut canonical = true;
+        let mut escape = |at: usize| -> Option<usize> {
+            let (c, end) = cutctx_json::escaped_char(b, at + 1)?;
+            canonical &= is_canonical_escape(c, b.get(at..end)?);
+            fewer += end - at - 1;
+            Some(end)
+        };
+        // Each word is read once and every special byte in it taken in turn: tool output
+        // escapes a quote or a newline every few bytes.
+        let mut at = start;
+        // The first byte not yet consumed by an escape.
+        let mut free = start;
+        let end = 'walk: {
+            while let Some(chunk) = b.get(at..at + 8) {
+                let mut word = [0; 8];
+                word.copy_from_slice(chunk);
+                let mut found = cutctx_json::special_mask(u64::from_le_bytes(word), true);
+                while found != 0 {
+                    let k = at + (found.trailing_zeros() / 8) as usize;
+                    found &= found - 1;
+                    if k < free {
+                        continue;
+                    }
+                    match b[k] {
+                        b'"' => break 'walk k,
+                        b'\\' => free = escape(k)?,
+                        // A raw control byte: not JSON, which the scan did not let through.
+                        _ => return None,
+                    }
+                }
+                at = (at + 8).max(free);
+            }
+            let mut k = at.max(free);
+            loop {
+                match *b.get(k)? {
+                    b'"' => break 'walk k,
+                    b'\\' => k = escape(k)?,
+                    c if c < 0x20 => return None,
+                    _ => k += 1,
+                }
+            }
+        };
+        let text = self.text.get(start..end)?;
+        self.at = end + 1;
+        Some(Written {
+            text,
+            at: self.base + start,
+            chars: text.chars().count() - fewer,
+            canonical,
+        })
     }
 
     /// A key without escapes, and its colon.
@@ -160,14 +349,6 @@ impl<'a> Lex<'a> {
         let span = self.skip()?;
         serde_json::from_str(self.text.get(span)?).ok()
     }
-
-    /// A string or `null` (`Some(None)`).
-    pub(crate) fn string_or_null(&mut self) -> Option<Option<Cow<'a, str>>> {
-        if self.null() {
-            return Some(None);
-        }
-        self.string().map(Some)
-    }
 }
 
 /// Just past the value starting at `start` in `b` (not whitespace), skipped without being
@@ -175,13 +356,13 @@ impl<'a> Lex<'a> {
 pub(crate) fn value_end(b: &[u8], start: usize, max_depth: usize) -> Option<usize> {
     let mut at = start;
     match *b.get(start)? {
-        b'"' => string_end(b, at),
+        b'"' => cutctx_json::string_end(b, at),
         b'[' | b'{' => {
             let mut depth = 0_usize;
             loop {
                 match *b.get(at)? {
                     b'"' => {
-                        at = string_end(b, at)?;
+                        at = cutctx_json::string_end(b, at)?;
                         continue;
                     }
                     b'[' | b'{' => {
@@ -209,18 +390,6 @@ pub(crate) fn value_end(b: &[u8], start: usize, max_depth: usize) -> Option<usiz
                 at += 1;
             }
             Some(at)
-        }
-    }
-}
-
-/// Just past the string opening at `at` in `b`, its escapes skipped unchecked.
-pub(crate) fn string_end(b: &[u8], mut at: usize) -> Option<usize> {
-    at += 1;
-    loop {
-        at += cutctx_json::first_special(b.get(at..)?, false)?;
-        match *b.get(at)? {
-            b'\\' => at += 2,
-            _ => return Some(at + 1),
         }
     }
 }
@@ -296,7 +465,75 @@ mod tests {
         assert!(matches!(read(r#""plain""#), Some(Cow::Borrowed("plain"))));
     }
 
+    /// `text` (one string) read as written, and the same read decoded, agree.
+    fn written(text: &str) -> Option<Written<'_>> {
+        let mut lex = Lex::message(text, 7, true);
+        let w = lex.written()?;
+        lex.at_end().then_some(())?;
+        let decoded = read(text);
+        let mut out = String::new();
+        assert_eq!(
+            w.decode_onto(&mut out),
+            decoded.as_ref().map(|_| ()),
+            "{text}"
+        );
+        assert_eq!(Some(out.as_str()), decoded.as_deref(), "{text}");
+        let decoded = decoded.expect("read both ways");
+        assert_eq!(w.chars(), decoded.chars().count(), "{text}");
+        assert_eq!(w.span(), 8..7 + text.len() - 1, "{text}");
+        assert_eq!(w.is_empty(), decoded.is_empty(), "{text}");
+        // Canonical exactly when the canonical writer spells the decoded string as written.
+        let canonical = cutctx_model::canonical::canonical_json_value(&decoded.as_ref().into());
+        assert_eq!(w.is_canonical(), canonical == text, "{text}");
+        Some(w)
+    }
+
+    #[test]
+    fn strings_read_as_written_decline_what_decoding_declines() {
+        for text in [
+            r#""plain""#,
+            r#""""#,
+            r#""a\"b\\c\/d\b\f\n\r\t""#,
+            r#""\u00e9\u0000\u001f\uFFFF""#,
+            r#""\u0001 and \u001f""#,
+            r#""\ud83d\ude00 and é""#,
+            r#""\ud83d""#,
+            r#""\ude00""#,
+            r#""\x""#,
+            "\"raw\tcontrol\"",
+            r#""unterminated"#,
+        ] {
+            let mut lex = Lex::new(text);
+            let w = lex.written().filter(|_| lex.at_end());
+            assert_eq!(w.is_some(), read(text).is_some(), "{text}");
+            if w.is_some() {
+                written(text);
+            }
+        }
+        assert!(
+            written(r#""a\"b\\c\n\u0001""#)
+                .expect("reads")
+                .is_canonical()
+        );
+        assert!(!written(r#""a\/b""#).expect("reads").is_canonical());
+        assert!(!written(r#""\u0041""#).expect("reads").is_canonical());
+        assert!(!written(r#""\u001F""#).expect("reads").is_canonical());
+    }
+
     proptest! {
+        #[test]
+        fn any_string_reads_back_as_written_in_every_spelling(s in any::<String>()) {
+            let text = serde_json::to_string(&s).expect("a string");
+            prop_assert!(written(&text).is_some());
+            let escaped: String = std::iter::once("\"".to_owned())
+                .chain(s.encode_utf16().map(|u| format!("\\u{u:04x}")))
+                .chain(std::iter::once("\"".to_owned()))
+                .collect();
+            prop_assert!(written(&escaped).is_some());
+            let canonical = cutctx_model::canonical::canonical_json_value(&s.as_str().into());
+            prop_assert!(written(&canonical).expect("reads").is_canonical());
+        }
+
         #[test]
         fn any_string_written_by_serde_json_reads_back(s in any::<String>()) {
             let text = serde_json::to_string(&s).expect("a string");

@@ -276,6 +276,43 @@ impl Transcript {
         }
     }
 
+    /// Gives the turn at each position of `contents` its content: for a transcript built with
+    /// its contents left elsewhere (empty here) and read in later. Ids, estimates and
+    /// everything else stay as they are: no invariant of a transcript rests on its contents.
+    ///
+    /// ```
+    /// use cutctx_model::{Role, Transcript, TranscriptTurn};
+    /// let mut t = Transcript::new(vec![
+    ///     TranscriptTurn::new("u", Role::User, "", 5)?,
+    ///     TranscriptTurn::new("a", Role::Assistant, "hi", 2)?,
+    /// ])?;
+    /// t.set_contents([(0, "hello".into())])?;
+    /// assert_eq!((t.turns()[0].content(), t.turns()[1].content()), ("hello", "hi"));
+    /// assert!(t.set_contents([(2, "no such turn".into())]).is_err());
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` naming the position and the transcript's length when a position is
+    /// past its end; the contents before it are set.
+    pub fn set_contents(
+        &mut self,
+        contents: impl IntoIterator<Item = (usize, Arc<str>)>,
+    ) -> Result<(), CompactionError> {
+        let len = self.turns.len();
+        for (position, content) in contents {
+            let Some(turn) = self.turns.get_mut(position) else {
+                return Err(CompactionError::validation(
+                    "A content was given for a position past the transcript's end.",
+                    details! { "position" => position, "turns" => len },
+                ));
+            };
+            turn.content = content;
+        }
+        Ok(())
+    }
+
     /// The turns, oldest first.
     #[must_use]
     pub fn turns(&self) -> &[TranscriptTurn] {

@@ -15,9 +15,12 @@
 //!   drop-and-revalidate loop) on random broken histories;
 //! * `text`: the text path (`from_text_with`, `apply_text`) maps and renders what the value
 //!   path does, keeping the input's bytes where nothing changed;
+//! * `deferred`: the text path with contents left in the request (`from_text_deferred`,
+//!   `plan`) plans and renders what the text path does;
 //! * `bpe` (feature `bpe`): BPE counts against tiktoken-rs's own.
 
 mod compaction;
+mod deferred;
 mod errors;
 mod properties;
 mod realworld;
@@ -35,6 +38,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use cutctx_formats::{Compacted, Format, FormatError, ProviderTranscript};
+use cutctx_invariants::CompactionPlan;
 use cutctx_model::{CompactionBudget, ErrorCode};
 use cutctx_policies::{
     CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, SummarizingPolicy, default_chain,
@@ -140,6 +144,17 @@ pub(crate) fn summary_text(group: &str, turns: usize) -> String {
     format!("Summary of {turns} earlier turns ({group}).")
 }
 
+/// A summary ([`summary_text`]) for every summarization request of `plan`, by group id.
+pub(crate) fn summaries_for(plan: &CompactionPlan) -> BTreeMap<String, String> {
+    plan.summarization_requests
+        .iter()
+        .map(|r| {
+            let text = summary_text(r.group_id(), r.turn_ids().len());
+            (r.group_id().to_owned(), text)
+        })
+        .collect()
+}
+
 /// Plans with `policy`, fulfils every summarization request, applies and renders. `None` when
 /// the budget is unsatisfiable.
 pub(crate) fn compact(
@@ -152,17 +167,7 @@ pub(crate) fn compact(
         Err(e) if e.code() == ErrorCode::BudgetUnsatisfiable => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let summaries: BTreeMap<String, String> = plan
-        .summarization_requests
-        .iter()
-        .map(|r| {
-            (
-                r.group_id().to_owned(),
-                summary_text(r.group_id(), r.turn_ids().len()),
-            )
-        })
-        .collect();
-    pt.apply(&plan, &summaries).map(Some)
+    pt.apply(&plan, &summaries_for(&plan)).map(Some)
 }
 
 /// Compacts the request `text` through the text path and through the value path, and says
@@ -196,14 +201,7 @@ pub(crate) fn compare_text(
         Err(e) if e.code() == ErrorCode::BudgetUnsatisfiable => return Ok(()),
         Err(e) => return Err(e.to_string()),
     };
-    let summaries: BTreeMap<String, String> = plan
-        .summarization_requests
-        .iter()
-        .map(|r| {
-            let text = summary_text(r.group_id(), r.turn_ids().len());
-            (r.group_id().to_owned(), text)
-        })
-        .collect();
+    let summaries = summaries_for(&plan);
     let by_value = pt.apply(&plan, &summaries).map_err(|e| e.to_string())?;
     let by_text = tp
         .apply_text(&plan, &summaries, text)

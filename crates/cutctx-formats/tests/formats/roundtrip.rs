@@ -1,7 +1,5 @@
 //! With a budget that fits, every corpus request comes back identical, whatever the policy.
 
-use std::collections::BTreeMap;
-
 use cutctx_formats::{Format, ProviderTranscript, validate};
 use cutctx_model::{CompactionBudget, Role};
 
@@ -184,14 +182,7 @@ fn the_consuming_path_renders_what_the_borrowing_path_renders() {
                 let Ok(plan) = policy.decide(pt.transcript(), &budget) else {
                     continue;
                 };
-                let summaries: BTreeMap<String, String> = plan
-                    .summarization_requests
-                    .iter()
-                    .map(|r| {
-                        let text = crate::summary_text(r.group_id(), r.turn_ids().len());
-                        (r.group_id().to_owned(), text)
-                    })
-                    .collect();
+                let summaries = crate::summaries_for(&plan);
                 let borrowed = pt.apply(&plan, &summaries).expect("applies");
                 let consumed = owned
                     .clone()

@@ -259,16 +259,7 @@ fn freeing_what_a_plan_does_not_keep_changes_nothing_rendered() {
                 let Ok(plan) = policy.decide(pt.transcript(), &budget) else {
                     continue;
                 };
-                let summaries: BTreeMap<String, String> = plan
-                    .summarization_requests
-                    .iter()
-                    .map(|r| {
-                        (
-                            r.group_id().to_owned(),
-                            format!("summary of {}", r.group_id()),
-                        )
-                    })
-                    .collect();
+                let summaries = crate::summaries_for(&plan);
                 let whole = pt.apply_text(&plan, &summaries, &text);
                 let mut freed = pt.clone();
                 freed.release_unkept_contents(&plan);
