@@ -11,6 +11,7 @@
 pub mod batch;
 mod error;
 pub mod formats;
+pub mod input;
 pub mod ledger;
 pub mod output;
 pub mod request;

@@ -442,9 +442,7 @@ fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
     let read = if path == Path::new("-") {
         std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
     } else {
-        std::fs::File::open(path)
-            .and_then(|mut f| f.read_to_end(&mut bytes))
-            .map(|_| ())
+        cutctx_cli::input::read_file(path).map(|read| bytes = read)
     };
     read.map_err(|e| {
         CliError::input(
