@@ -41,7 +41,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem};
+use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem, message_id};
 use crate::openai_chat::with_field;
 use crate::quick::{Lex, Str, once};
 use crate::validate::{Rule, Violation, shape};
@@ -371,14 +371,14 @@ impl Build {
     ) -> Result<(), FormatError> {
         let built = &mut self.built;
         let keys = &mut self.keys;
-        let id = format!("m{i}");
+        let id = message_id(i, None);
         let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
         let blocks = blocks(m);
         if assistant {
             let key: Option<Arc<str>> = blocks
                 .iter()
                 .any(|b| block_type(b) == "tool_use")
-                .then(|| Arc::from(id.as_str()));
+                .then(|| Arc::clone(&id));
             if let Some(key) = &key {
                 keys.clear();
                 for b in blocks.iter().filter(|b| block_type(b) == "tool_use") {
@@ -439,13 +439,13 @@ impl Build {
     ) -> Result<(), FormatError> {
         let built = &mut self.built;
         let keys = &mut self.keys;
-        let id = format!("m{i}");
+        let id = message_id(i, None);
         let blocks = m.content.blocks();
         if m.role == "assistant" {
             let key: Option<Arc<str>> = blocks
                 .iter()
                 .any(|b| matches!(b, Block::ToolUse { .. }))
-                .then(|| Arc::from(id.as_str()));
+                .then(|| Arc::clone(&id));
             if key.is_some() {
                 keys.clear();
             }
@@ -526,7 +526,7 @@ fn push_result(
     estimator: &dyn TokenEstimator,
 ) -> Result<(), FormatError> {
     let (content, estimate, written) = text.finish_deferring(estimator);
-    let turn = TranscriptTurn::new(format!("m{i}.{j}"), Role::Tool, content, estimate)?
+    let turn = TranscriptTurn::new(message_id(i, Some(j)), Role::Tool, content, estimate)?
         .with_tool_call_id_opt(key);
     built.push_deferring(
         turn,
@@ -554,7 +554,7 @@ fn push_rest(
         return Ok(());
     };
     let (content, estimate, written) = text.finish_deferring(estimator);
-    let turn = TranscriptTurn::new(format!("m{i}.{first}"), Role::User, content, estimate)?
+    let turn = TranscriptTurn::new(message_id(i, Some(first)), Role::User, content, estimate)?
         .with_tool_call_id_opt(key);
     built.push_deferring(
         turn,

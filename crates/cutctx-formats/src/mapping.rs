@@ -125,23 +125,70 @@ pub(crate) struct MessageIds {
 impl MessageIds {
     /// The ids of `n` messages.
     pub(crate) fn ahead(n: usize) -> Self {
-        let mut name = String::new();
-        let ids = (0..n)
-            .map(|i| {
-                name.clear();
-                name.push('m');
-                name.push_str(&i.to_string());
-                Arc::from(name.as_str())
-            })
-            .collect();
-        Self { ids }
+        Self {
+            ids: (0..n).map(|i| message_id(i, None)).collect(),
+        }
     }
 
     /// The id of message `i`: the one made ahead, else a new one.
     pub(crate) fn get(&self, i: usize) -> Arc<str> {
         self.ids
             .get(i)
-            .map_or_else(|| Arc::from(format!("m{i}")), Arc::clone)
+            .map_or_else(|| message_id(i, None), Arc::clone)
+    }
+}
+
+/// The turn id of message `i` (`m{i}`), or of its block `block` (`m{i}.{block}`): written
+/// digit by digit into one allocation, as a large request makes one per turn.
+pub(crate) fn message_id(i: usize, block: Option<usize>) -> Arc<str> {
+    /// Appends the decimal digits of `n` at `buf[at..]`; returns where they end.
+    fn digits(buf: &mut [u8], at: usize, mut n: usize) -> usize {
+        let mut reversed = [0_u8; 20];
+        let mut k = 0;
+        loop {
+            // A digit: below 10, so the cast keeps it.
+            reversed[k] = b'0' + (n % 10) as u8;
+            k += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for (slot, &d) in buf[at..at + k].iter_mut().zip(reversed[..k].iter().rev()) {
+            *slot = d;
+        }
+        at + k
+    }
+    // "m", two numbers of at most 20 digits, and the dot.
+    let mut buf = [0_u8; 42];
+    buf[0] = b'm';
+    let mut end = digits(&mut buf, 1, i);
+    if let Some(j) = block {
+        buf[end] = b'.';
+        end = digits(&mut buf, end + 1, j);
+    }
+    // ASCII throughout; the formatted spelling is the same id, should it ever not be.
+    std::str::from_utf8(&buf[..end]).map_or_else(
+        |_| match block {
+            Some(j) => Arc::from(format!("m{i}.{j}")),
+            None => Arc::from(format!("m{i}")),
+        },
+        Arc::from,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_ids_are_spelled_as_formatting_spells_them() {
+        for i in [0, 1, 9, 10, 99, 100, 12_345, usize::MAX] {
+            assert_eq!(&*message_id(i, None), format!("m{i}"));
+            for j in [0, 7, 10, usize::MAX] {
+                assert_eq!(&*message_id(i, Some(j)), format!("m{i}.{j}"));
+            }
+        }
     }
 }
 

@@ -410,6 +410,22 @@ pub(crate) fn field_span(message: &str, key: &str) -> Option<Option<Range<usize>
     lex.at_end().then_some(found)
 }
 
+/// Where, within `array` (an array's text), its item `j` lies; `None` (declined) when it has
+/// no such item or anything is unusual, as [`field_span`] declines.
+pub(crate) fn item_span(array: &str, j: usize) -> Option<Range<usize>> {
+    let mut lex = Lex::new(array);
+    let (mut found, mut k) = (None, 0);
+    lex.array(|lex| {
+        let span = lex.skip()?;
+        if k == j {
+            found = Some(span);
+        }
+        k += 1;
+        Some(())
+    })?;
+    lex.at_end().then_some(found?)
+}
+
 /// Sets `slot` to `value`, declining a key given twice (a parsed value keeps the last one,
 /// which the value path handles).
 pub(crate) fn once<T>(slot: &mut Option<T>, value: Option<T>) -> Option<()> {
@@ -518,6 +534,20 @@ mod tests {
         assert!(!written(r#""a\/b""#).expect("reads").is_canonical());
         assert!(!written(r#""\u0041""#).expect("reads").is_canonical());
         assert!(!written(r#""\u001F""#).expect("reads").is_canonical());
+    }
+
+    #[test]
+    fn an_items_span_is_where_the_parser_finds_it() {
+        let array = r#" [ {"a": [1, {"b": "]"}]} , "x\"]" ,3,[ ] ] "#;
+        let items: Vec<&serde_json::value::RawValue> =
+            serde_json::from_str(array).expect("an array");
+        for (j, item) in items.iter().enumerate() {
+            let span = item_span(array, j).expect("found");
+            assert_eq!(&array[span], item.get(), "{j}");
+        }
+        assert_eq!(item_span(array, items.len()), None);
+        assert_eq!(item_span("[1,", 0), None);
+        assert_eq!(item_span("{}", 0), None);
     }
 
     proptest! {

@@ -483,9 +483,14 @@ fn patch_spans(message: &str, patches: &[Patch]) -> Option<Vec<Range<usize>>> {
             None => field_span(message, patch.key)?,
             Some(j) => {
                 let content = field_span(message, "content")?;
-                let blocks: Vec<&RawValue> =
-                    serde_json::from_str(message.get(content.clone())?).ok()?;
-                let block = span(message, blocks.get(j)?.get());
+                let array = message.get(content.clone())?;
+                let block = match crate::quick::item_span(array, j) {
+                    Some(item) => content.start + item.start..content.start + item.end,
+                    None => {
+                        let blocks: Vec<&RawValue> = serde_json::from_str(array).ok()?;
+                        span(message, blocks.get(j)?.get())
+                    }
+                };
                 let inner = field_span(message.get(block.clone())?, patch.key)?;
                 block.start + inner.start..block.start + inner.end
             }
