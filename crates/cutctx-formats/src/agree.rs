@@ -10,7 +10,7 @@ use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
 
 use crate::mapping::Built;
-use crate::{Format, Reading, each_message, list_key, map_messages, text};
+use crate::{Format, Plains, Reading, each_message, list_key, map_messages, read_and_map, text};
 
 /// `built` with the contents it left in `text` read in, each checked to have been left
 /// empty and its canonical mark checked against the canonical writer.
@@ -49,11 +49,20 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
             text,
             &estimator,
             Reading::Values,
+            Plains::None,
         )
     });
-    let quick = read
-        .as_ref()
-        .and_then(|r| map_messages(format, &r.shell, &r.layout, text, &estimator, Reading::Hand));
+    let quick = read.as_ref().and_then(|r| {
+        map_messages(
+            format,
+            &r.shell,
+            &r.layout,
+            text,
+            &estimator,
+            Reading::Hand,
+            Plains::None,
+        )
+    });
     let deferring = read.as_ref().and_then(|r| {
         map_messages(
             format,
@@ -62,8 +71,12 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
             text,
             &estimator,
             Reading::HandDeferring,
+            Plains::None,
         )
     });
+    // Read as the scan of the list finds each message, whole and deferring.
+    let scanned = read_and_map(format, text, &estimator, Reading::Hand);
+    let scanned_deferring = read_and_map(format, text, &estimator, Reading::HandDeferring);
     assert_eq!(by_value, reference, "values: {text}");
     assert_eq!(quick, reference, "quick: {text}");
     assert_eq!(
@@ -71,6 +84,17 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
         reference,
         "deferring: {text}"
     );
+    for (path, scanned) in [
+        ("scanned", scanned),
+        ("scanned deferring", scanned_deferring),
+    ] {
+        if let Some((r, _)) = &scanned {
+            let expected = read.as_ref().map(|r| (&r.shell, &r.layout));
+            assert_eq!(Some((&r.shell, &r.layout)), expected, "{path}: {text}");
+        }
+        let built = scanned.map(|(_, b)| read_in(b, text));
+        assert_eq!(built, reference, "{path}: {text}");
+    }
     // The hand-written scan of the top level finds what the parser finds, where both read.
     let parsed = text::parsed(text, list_key(format));
     if let (Some(p), Some(top)) = (&parsed, crate::scan::top(text, list_key(format))) {
@@ -191,6 +215,7 @@ fn the_corpus_leaves_contents_in_the_text_in_every_format_canonical_or_not() {
                 &text,
                 &estimator,
                 Reading::HandDeferring,
+                Plains::None,
             ) else {
                 continue;
             };

@@ -313,8 +313,8 @@ impl ProviderTranscript {
         estimator: &dyn TokenEstimator,
         reading: Reading,
     ) -> Option<Self> {
-        let text::Read { shell, layout } = text::read(text, list_key(format))?;
-        let mut built = map_messages(format, &shell, &layout, text, estimator, reading)?;
+        let (text::Read { shell, layout }, mut built) =
+            read_and_map(format, text, estimator, reading)?;
         // An Anthropic message may hold several turns, so its lists are sized by messages
         // and grow past that by doubling; the spare room would stay held to the end, through
         // the rendering, where the run's memory peaks.
@@ -843,6 +843,86 @@ fn depth(v: &Value) -> usize {
     }
 }
 
+/// Messages the hand-written reader read as the scan of the list found them, by index
+/// (`None` where it declined).
+enum Plains<'a> {
+    /// None read: each message is read from its span.
+    None,
+    Chat(Vec<Option<openai_chat::Plain<'a>>>),
+    Responses(Vec<Option<openai_responses::Plain<'a>>>),
+    Anthropic(Vec<Option<anthropic::Plain<'a>>>),
+}
+
+/// The request `text` read ([`text::read`]) and its messages checked and mapped
+/// ([`map_messages`]): the common messages read by hand as the scan of the list finds them,
+/// so that each is walked once.
+fn read_and_map(
+    format: Format,
+    text: &str,
+    estimator: &dyn TokenEstimator,
+    reading: Reading,
+) -> Option<(text::Read, mapping::Built)> {
+    /// Reads the list with `read` taking each message it can, and those it took.
+    fn scan_reading<'a, P>(
+        text: &'a str,
+        key: &str,
+        read: impl Fn(usize) -> Option<(P, usize)>,
+        wrap: fn(Vec<Option<P>>) -> Plains<'a>,
+    ) -> Option<(text::Read, Plains<'a>)> {
+        let mut taken = Vec::new();
+        let (read, scanned) = text::read_with(text, key, &mut |start| match read(start) {
+            Some((plain, end)) => {
+                taken.push(Some(plain));
+                Some(end)
+            }
+            None => {
+                taken.push(None);
+                None
+            }
+        })?;
+        // Messages of a scan given up for the parser's are not the parser's messages.
+        let plains = if scanned && taken.len() == read.layout.items.len() {
+            wrap(taken)
+        } else {
+            Plains::None
+        };
+        Some((read, plains))
+    }
+    let key = list_key(format);
+    let defer = reading == Reading::HandDeferring;
+    let (read, plains) = match (reading, format) {
+        (Reading::Values, _) => (text::read(text, key)?, Plains::None),
+        (_, Format::OpenAiChat) => scan_reading(
+            text,
+            key,
+            |start| openai_chat::Plain::read_at(text, start, defer),
+            Plains::Chat,
+        )?,
+        (_, Format::OpenAiResponses) => scan_reading(
+            text,
+            key,
+            |start| openai_responses::Plain::read_at(text, start, defer),
+            Plains::Responses,
+        )?,
+        (_, Format::Anthropic) => scan_reading(
+            text,
+            key,
+            |start| anthropic::Plain::read_at(text, start, defer),
+            Plains::Anthropic,
+        )?,
+    };
+    let built = map_messages(
+        format,
+        &read.shell,
+        &read.layout,
+        text,
+        estimator,
+        reading,
+        plains,
+    )?;
+    Some((read, built))
+}
+
 /// How [`map_messages`] reads a request's messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reading {
@@ -867,6 +947,7 @@ fn map_messages(
     text: &str,
     estimator: &dyn TokenEstimator,
     reading: Reading,
+    plains: Plains<'_>,
 ) -> Option<mapping::Built> {
     let hand = reading != Reading::Values;
     let defer = reading == Reading::HandDeferring;
@@ -890,10 +971,19 @@ fn map_messages(
         Format::OpenAiChat => {
             let mut check = openai_chat::Check::start(n).ok()?;
             let mut build = openai_chat::Build::of(n);
+            let mut taken = match plains {
+                Plains::Chat(taken) => Some(taken),
+                _ => None,
+            };
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = hand
-                    .then(|| openai_chat::Plain::read(text.get(span.clone())?, span.start, defer))
-                    .flatten();
+                let plain = match &mut taken {
+                    Some(taken) => taken.get_mut(i).and_then(Option::take),
+                    None => hand
+                        .then(|| {
+                            openai_chat::Plain::read(text.get(span.clone())?, span.start, defer)
+                        })
+                        .flatten(),
+                };
                 if let Some(m) = plain
                     && check.plain(i, &m).is_some()
                 {
@@ -912,12 +1002,23 @@ fn map_messages(
             let mut build = openai_responses::Build::start(shell, estimator)
                 .ok()?
                 .sized(n);
+            let mut taken = match plains {
+                Plains::Responses(taken) => Some(taken),
+                _ => None,
+            };
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = hand
-                    .then(|| {
-                        openai_responses::Plain::read(text.get(span.clone())?, span.start, defer)
-                    })
-                    .flatten();
+                let plain = match &mut taken {
+                    Some(taken) => taken.get_mut(i).and_then(Option::take),
+                    None => hand
+                        .then(|| {
+                            openai_responses::Plain::read(
+                                text.get(span.clone())?,
+                                span.start,
+                                defer,
+                            )
+                        })
+                        .flatten(),
+                };
                 if let Some(item) = plain {
                     check.plain(i, &item);
                     build.plain(i, &item, estimator).ok()?;
@@ -934,10 +1035,17 @@ fn map_messages(
             anthropic::system_shape(shell).ok()?;
             let mut check = anthropic::Check::start(n).ok()?;
             let mut build = anthropic::Build::start(shell, estimator).ok()?;
+            let mut taken = match plains {
+                Plains::Anthropic(taken) => Some(taken),
+                _ => None,
+            };
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = hand
-                    .then(|| anthropic::Plain::read(text.get(span.clone())?, span.start, defer))
-                    .flatten();
+                let plain = match &mut taken {
+                    Some(taken) => taken.get_mut(i).and_then(Option::take),
+                    None => hand
+                        .then(|| anthropic::Plain::read(text.get(span.clone())?, span.start, defer))
+                        .flatten(),
+                };
                 if let Some(m) = plain
                     && check.plain(i, &m).is_some()
                 {

@@ -464,9 +464,23 @@ struct PlainCall<'a> {
 
 impl<'a> Plain<'a> {
     /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
-    /// these shapes. Its content is left as written when `defer`.
+    /// these shapes. Its turn text is left as written when `defer`.
     pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
         let mut lex = Lex::message(text, base, defer);
+        let plain = Self::read_lex(&mut lex)?;
+        lex.at_end().then_some(plain)
+    }
+
+    /// Reads the message starting at `start` in `request`, as [`Self::read`] reads it, and
+    /// where it ends: for the scan of the list, which then need not walk the message itself.
+    pub(crate) fn read_at(request: &'a str, start: usize, defer: bool) -> Option<(Self, usize)> {
+        let mut lex = Lex::message(request.get(start..)?, start, defer);
+        let plain = Self::read_lex(&mut lex)?;
+        Some((plain, start + lex.offset()))
+    }
+
+    /// One message, from the cursor.
+    fn read_lex(lex: &mut Lex<'a>) -> Option<Self> {
         let (mut role, mut content, mut tool_call_id, mut calls, mut name) =
             (None, None, None, None, None);
         lex.object(|lex, key| match key {
@@ -478,7 +492,6 @@ impl<'a> Plain<'a> {
             "tool_calls" => once(&mut calls, read_calls(lex)),
             _ => None,
         })?;
-        lex.at_end().then_some(())?;
         Some(Self {
             role: role?,
             content,

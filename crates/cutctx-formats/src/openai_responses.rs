@@ -583,10 +583,24 @@ enum Shape {
 }
 
 impl<'a> Plain<'a> {
-    /// Reads `text`, one item starting at `base` in the request; `None` when it is not of
-    /// these shapes. Its texts are left as written when `defer`.
+    /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
+    /// these shapes. Its turn text is left as written when `defer`.
     pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
         let mut lex = Lex::message(text, base, defer);
+        let plain = Self::read_lex(&mut lex)?;
+        lex.at_end().then_some(plain)
+    }
+
+    /// Reads the message starting at `start` in `request`, as [`Self::read`] reads it, and
+    /// where it ends: for the scan of the list, which then need not walk the message itself.
+    pub(crate) fn read_at(request: &'a str, start: usize, defer: bool) -> Option<(Self, usize)> {
+        let mut lex = Lex::message(request.get(start..)?, start, defer);
+        let plain = Self::read_lex(&mut lex)?;
+        Some((plain, start + lex.offset()))
+    }
+
+    /// One message, from the cursor.
+    fn read_lex(lex: &mut Lex<'a>) -> Option<Self> {
         let (mut ty, mut role, mut content, mut output) = (None, None, None, None);
         let (mut call_id, mut name, mut arguments, mut id, mut status) =
             (None, None, None, None, None);
@@ -603,7 +617,6 @@ impl<'a> Plain<'a> {
             "status" => once(&mut status, lex.string()),
             _ => None,
         })?;
-        lex.at_end().then_some(())?;
         let shape = match ty.as_deref() {
             None | Some("message") => {
                 let kind = match role?.as_ref() {

@@ -171,6 +171,11 @@ impl<'a> Lex<'a> {
         (self.peek()? == c).then(|| self.at += 1)
     }
 
+    /// How far the cursor is into its text.
+    pub(crate) const fn offset(&self) -> usize {
+        self.at
+    }
+
     /// Whether only whitespace is left.
     pub(crate) fn at_end(&mut self) -> bool {
         self.peek().is_none()

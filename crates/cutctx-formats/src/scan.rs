@@ -29,12 +29,23 @@ pub(crate) enum Top<'a> {
 
 /// Scans `text` for a bare list or an object holding a list at `key`.
 pub(crate) fn top<'a>(text: &'a str, key: &str) -> Option<Top<'a>> {
+    top_with(text, key, &mut |_| None)
+}
+
+/// [`top`], handing the start of each message of the list to `take`, in order, which may
+/// read it and say where it ends (`Some`); the scan walks to the end of those it does not
+/// take itself. A message is then walked once, by whoever reads it.
+pub(crate) fn top_with<'a>(
+    text: &'a str,
+    key: &str,
+    take: &mut dyn FnMut(usize) -> Option<usize>,
+) -> Option<Top<'a>> {
     let mut s = Scan {
         b: text.as_bytes(),
         at: 0,
     };
     let top = match s.peek()? {
-        b'[' => Top::List(s.list()?),
+        b'[' => Top::List(s.list(take)?),
         b'{' => {
             s.at += 1;
             let mut fields: Vec<(&'a str, Range<usize>)> = Vec::new();
@@ -48,7 +59,7 @@ pub(crate) fn top<'a>(text: &'a str, key: &str) -> Option<Top<'a>> {
                     if list.is_some() || s.peek()? != b'[' {
                         return None;
                     }
-                    list = Some(s.list()?);
+                    list = Some(s.list(take)?);
                 } else {
                     if fields.iter().any(|(n, _)| *n == name) {
                         return None;
@@ -108,8 +119,9 @@ impl Scan<'_> {
         text.get(start..start + n)
     }
 
-    /// The list opening at the cursor: each object's span.
-    fn list(&mut self) -> Option<Vec<Range<usize>>> {
+    /// The list opening at the cursor: each object's span, as `take` reads it or as the
+    /// scan walks it.
+    fn list(&mut self, take: &mut dyn FnMut(usize) -> Option<usize>) -> Option<Vec<Range<usize>>> {
         self.at += 1;
         let mut items = Vec::new();
         if self.peek()? == b']' {
@@ -121,7 +133,10 @@ impl Scan<'_> {
                 return None;
             }
             let start = self.at;
-            self.at = value_end(self.b, start, DEPTH)?;
+            self.at = match take(start) {
+                Some(end) if end > start && end <= self.b.len() => end,
+                _ => value_end(self.b, start, DEPTH)?,
+            };
             items.push(start..self.at);
             match self.peek()? {
                 b',' => self.at += 1,

@@ -44,6 +44,20 @@ pub(crate) fn read(text: &str, key: &str) -> Option<Read> {
     }
 }
 
+/// [`read`], handing each message's start to `take` as the scan finds it (see
+/// [`crate::scan::top_with`]); with whether the scan read the list (`false`: the parser
+/// did, and `take` saw messages of a scan that was given up).
+pub(crate) fn read_with(
+    text: &str,
+    key: &str,
+    take: &mut dyn FnMut(usize) -> Option<usize>,
+) -> Option<(Read, bool)> {
+    match crate::scan::top_with(text, key, take) {
+        Some(top) => scanned(text, top).map(|read| (read, true)),
+        None => parsed(text, key).map(|read| (read, false)),
+    }
+}
+
 /// [`read`] from what the hand-written scan found: each field parsed as a value (the
 /// messages are checked by whoever reads them).
 pub(crate) fn scanned(text: &str, top: crate::scan::Top<'_>) -> Option<Read> {
