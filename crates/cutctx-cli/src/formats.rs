@@ -621,8 +621,15 @@ fn finish_text<'a>(
             // request) go before the view is built, where the run's memory would peak.
             pt.release_unkept_contents(&plan);
         }
+        // The plan's hash is read only by the report and the receipts: hashing a large plan
+        // for neither would cost a thread's work for nothing.
+        let apply = if want_report || input_transcript.is_some() {
+            cutctx::apply
+        } else {
+            cutctx::executor::apply_unhashed
+        };
         let mut applied =
-            cutctx::apply(pt.transcript(), &plan, summaries).map_err(|e| from_format(e.into()))?;
+            apply(pt.transcript(), &plan, summaries).map_err(|e| from_format(e.into()))?;
         let report = make_report(&plan, &applied.report);
         drop(plan);
         let unchanged = applied.report.kept_turn_ids.len() == turns;

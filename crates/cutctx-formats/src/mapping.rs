@@ -182,6 +182,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ids_read_back_as_their_numbers_or_not_at_all() {
+        assert_eq!(id_key("system"), Some((0, 0, 0)));
+        assert_eq!(id_key("m0"), Some((1, 0, 0)));
+        assert_eq!(id_key("m12.3"), Some((1, 12, 4)));
+        assert_eq!(id_key("m4294967295"), Some((1, u32::MAX, 0)));
+        for id in [
+            "m",
+            "m+1",
+            "m-1",
+            "m1.",
+            "m.1",
+            "m4294967296",
+            "m1.4294967295",
+            "x1",
+            "m1a",
+        ] {
+            assert_eq!(id_key(id), None, "{id}");
+        }
+    }
+
+    #[test]
     fn message_ids_are_spelled_as_formatting_spells_them() {
         for i in [0, 1, 9, 10, 99, 100, 12_345, usize::MAX] {
             assert_eq!(&*message_id(i, None), format!("m{i}"));
@@ -332,11 +353,16 @@ fn id_key(id: &str) -> Option<(u8, u32, u32)> {
         return Some((0, 0, 0));
     }
     let rest = id.strip_prefix('m')?;
+    // Digits only (no sign, as `parse` would take), in one pass: every turn id is read back
+    // this way when positions are indexed and again when a view is rendered.
     let number = |s: &str| -> Option<u32> {
-        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        if s.is_empty() {
             return None;
         }
-        s.parse().ok()
+        s.bytes().try_fold(0_u32, |n, b| {
+            let digit = b.checked_sub(b'0').filter(|d| *d < 10)?;
+            n.checked_mul(10)?.checked_add(u32::from(digit))
+        })
     };
     match rest.split_once('.') {
         None => Some((1, number(rest)?, 0)),
