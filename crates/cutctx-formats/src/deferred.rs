@@ -7,24 +7,22 @@
 //! [`ProviderTranscript::from_text_deferred`] leaves each turn made of one string of the
 //! request (a tool result, a user's text) as written there: the turn shows an empty content,
 //! its estimate counted from the string's length, and the string is read only when something
-//! needs it. [`ProviderTranscript::plan`] decides with a policy by what it reads
-//! ([`Reads`]): over the structure alone, with the masks' digests hashed straight from the
-//! request's bytes (a string written as the canonical writer writes it, as most are, is its
-//! own canonical literal), or over the contents, read in first.
+//! needs it. [`ProviderTranscript::plan`] lets a policy decide without the contents where it
+//! can ([`CompactionPolicy::decide_with_digests`]: the shipped policies and chains of them),
+//! the digests its stubs state hashed straight from the request's bytes (a string written as
+//! the canonical writer writes it, as most are, is its own canonical literal); any other
+//! policy is given the contents, read in first.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use cutctx_invariants::{Analysis, CompactionPlan};
-use cutctx_model::{CompactionBudget, Parallelism, details};
-use cutctx_policies::{CompactionPolicy, DeferredMasks, Reads, TokenEstimator};
+use cutctx_model::{CompactionBudget, CompactionError, Transcript, details};
+use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
 use sha2::{Digest, Sha256};
 
 use crate::mapping::Deferred;
 use crate::quick::decode_into;
 use crate::{Format, FormatError, ProviderTranscript, Reading, not_the_text};
-
-/// Below this many bytes to hash, a second thread costs more than it saves.
-const PARALLEL_BYTES: usize = 1 << 20;
 
 impl ProviderTranscript {
     /// As [`ProviderTranscript::from_text_with`], with the contents of the turns made of one
@@ -93,11 +91,11 @@ impl ProviderTranscript {
     }
 
     /// `policy`'s plan for this transcript under `budget`, reading from `text` (the request
-    /// this transcript was read from) only what the policy reads: nothing for a policy that
-    /// reads the shape or the structure, the masked turns' bytes for the masks' digests of
-    /// one that defers them ([`CompactionPolicy::decide_masks`]), and every content, read in
-    /// first, for one that reads contents. The plan is the one `policy.decide` makes over the
-    /// transcript [`ProviderTranscript::from_text_with`] reads.
+    /// this transcript was read from) only what the policy reads: nothing for a policy of the
+    /// shape alone, the masked turns' bytes for the digests of one that decides with digests
+    /// ([`CompactionPolicy::decide_with_digests`]: masking, and chains of the shipped
+    /// policies), and every content, read in first, for any other. The plan is the one
+    /// `policy.decide` makes over the transcript [`ProviderTranscript::from_text_with`] reads.
     ///
     /// ```
     /// use cutctx_formats::{Format, ProviderTranscript};
@@ -129,98 +127,25 @@ impl ProviderTranscript {
             return Ok(policy.decide(&self.transcript, budget)?);
         }
         self.require_text(text)?;
-        match policy.reads() {
-            Reads::Shape => Ok(policy.decide(&self.transcript, budget)?),
-            Reads::Structure => {
-                let analysis = Analysis::of(&self.transcript, budget);
-                match policy.decide_masks(&self.transcript, &analysis) {
-                    Some(masks) => {
-                        let masks = masks?;
-                        let digests = self.digests(&masks, text)?;
-                        Ok(masks.plan(&self.transcript, &analysis, policy, &digests)?)
-                    }
-                    // A policy of the structure alone reads no content.
-                    None => Ok(policy.decide_with_analysis(&self.transcript, &analysis)?),
-                }
-            }
-            Reads::Content => {
-                self.read_deferred_contents(text)?;
-                Ok(policy.decide(&self.transcript, budget)?)
-            }
-        }
-    }
-
-    /// The digest of each masked turn's content: hashed from the request's bytes where the
-    /// content is left there, from the transcript's content otherwise.
-    fn digests(&self, masks: &DeferredMasks, text: &str) -> Result<Vec<[u8; 32]>, FormatError> {
-        let turns = self.transcript.turns();
-        // Where each masked turn's content is, by a walk of both position-ordered lists.
-        let mut deferred = self.deferred.iter().peekable();
-        let mut sources = Vec::with_capacity(masks.masks.len());
-        for m in &masks.masks {
-            while deferred.next_if(|d| d.position < m.position).is_some() {}
-            let source = match deferred.next_if(|d| d.position == m.position) {
-                Some(d) => Source::Text(d),
-                None => Source::Turn(turns.get(m.position).map_or("", |t| t.content())),
+        let analysis = Analysis::of(&self.transcript, budget);
+        let digests = TextDigests {
+            text,
+            deferred: &self.deferred,
+            transcript: &self.transcript,
+            format: self.format,
+            failed: Mutex::new(None),
+        };
+        if let Some(plan) = policy.decide_with_digests(&self.transcript, &analysis, &digests) {
+            let failed = digests.failed.into_inner().ok().flatten();
+            return match (plan, failed) {
+                (Ok(plan), _) => Ok(plan),
+                // A content of the text that did not read: said as the text's error.
+                (Err(_), Some(e)) => Err(e),
+                (Err(e), None) => Err(e.into()),
             };
-            sources.push(source);
         }
-        let digest = |source: &Source<'_>| -> Result<[u8; 32], FormatError> {
-            match source {
-                Source::Text(d) if d.canonical => {
-                    let written = text
-                        .get(d.span.clone())
-                        .ok_or_else(|| not_the_text(self.format))?;
-                    let mut hasher = Sha256::new();
-                    hasher.update(b"\"");
-                    hasher.update(written.as_bytes());
-                    hasher.update(b"\"");
-                    Ok(hasher.finalize().into())
-                }
-                Source::Text(d) => Ok(canonical_digest(&decoded(text, d, self.format)?)),
-                Source::Turn(content) => Ok(canonical_digest(content)),
-            }
-        };
-        let bytes: usize = sources.iter().map(Source::len).sum();
-        let threads = if bytes < PARALLEL_BYTES {
-            1
-        } else {
-            Parallelism::Automatic.threads()
-        };
-        if threads < 2 {
-            return sources.iter().map(digest).collect();
-        }
-        // Split by bytes, so that one thread does not get all the large results.
-        let share = bytes.div_ceil(threads);
-        let mut chunks: Vec<&[Source<'_>]> = Vec::with_capacity(threads);
-        let (mut start, mut acc) = (0, 0);
-        for (i, source) in sources.iter().enumerate() {
-            acc += source.len();
-            if acc >= share {
-                chunks.push(&sources[start..=i]);
-                (start, acc) = (i + 1, 0);
-            }
-        }
-        if start < sources.len() {
-            chunks.push(&sources[start..]);
-        }
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = chunks
-                .iter()
-                .map(|chunk| {
-                    scope.spawn(|| chunk.iter().map(digest).collect::<Result<Vec<_>, _>>())
-                })
-                .collect();
-            let mut all = Vec::with_capacity(sources.len());
-            for (handle, chunk) in handles.into_iter().zip(&chunks) {
-                // Hashing cannot panic; were a thread lost anyway, its share is hashed here.
-                let part = handle
-                    .join()
-                    .unwrap_or_else(|_| chunk.iter().map(digest).collect())?;
-                all.extend(part);
-            }
-            Ok(all)
-        })
+        self.read_deferred_contents(text)?;
+        Ok(policy.decide(&self.transcript, budget)?)
     }
 
     /// `FORMAT_VIEW_MISMATCH` unless `text` has the length of the text read.
@@ -232,21 +157,68 @@ impl ProviderTranscript {
     }
 }
 
-/// Where a masked turn's content is.
-enum Source<'a> {
-    /// Left in the request's text.
-    Text(&'a Deferred),
-    /// In the transcript.
-    Turn(&'a str),
+/// The digests of a transcript's contents, read from the request's text where they were left
+/// there: a string written as the canonical writer writes it is hashed where it lies.
+struct TextDigests<'a> {
+    text: &'a str,
+    deferred: &'a [Deferred],
+    transcript: &'a Transcript,
+    format: Format,
+    /// The first content that could not be read, to report as itself once the policy fails.
+    failed: Mutex<Option<FormatError>>,
 }
 
-impl Source<'_> {
-    /// The bytes to hash, about.
-    fn len(&self) -> usize {
-        match self {
-            Source::Text(d) => d.span.len(),
-            Source::Turn(content) => content.len(),
+impl TextDigests<'_> {
+    /// Where the content of the turn at `position` was left, if it was.
+    fn left(&self, position: usize) -> Option<&Deferred> {
+        self.deferred
+            .binary_search_by_key(&position, |d| d.position)
+            .ok()
+            .and_then(|k| self.deferred.get(k))
+    }
+}
+
+impl ContentDigests for TextDigests<'_> {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        let Some(d) = self.left(position) else {
+            let turn = self.transcript.turns().get(position);
+            return Ok(canonical_digest(turn.map_or("", |t| t.content())));
+        };
+        if !d.canonical {
+            let content = decoded(self.text, d, self.format).map_err(|e| self.unreadable(e))?;
+            return Ok(canonical_digest(&content));
         }
+        let written = self
+            .text
+            .get(d.span.clone())
+            .ok_or_else(|| self.unreadable(not_the_text(self.format)))?;
+        let mut hasher = Sha256::new();
+        hasher.update(b"\"");
+        hasher.update(written.as_bytes());
+        hasher.update(b"\"");
+        Ok(hasher.finalize().into())
+    }
+
+    fn content_len(&self, position: usize) -> usize {
+        match self.left(position) {
+            Some(d) => d.span.len(),
+            None => self
+                .transcript
+                .turns()
+                .get(position)
+                .map_or(0, |t| t.content().len()),
+        }
+    }
+}
+
+impl TextDigests<'_> {
+    /// `e`, kept to be reported as it is, as the error a policy's decision fails with.
+    fn unreadable(&self, e: FormatError) -> CompactionError {
+        let as_compaction = CompactionError::validation(e.message(), e.details());
+        if let Ok(mut failed) = self.failed.lock() {
+            failed.get_or_insert(e);
+        }
+        as_compaction
     }
 }
 

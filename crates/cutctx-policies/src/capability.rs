@@ -7,10 +7,8 @@
 use std::ops::Range;
 use std::sync::Arc;
 
-use cutctx_invariants::{Analysis, CompactionPlan};
-use cutctx_model::{CompactionBudget, CompactionError, Transcript, TranscriptTurn, details};
-
-use crate::CompactionPolicy;
+use cutctx_invariants::Analysis;
+use cutctx_model::{CompactionBudget, CompactionError};
 
 /// What a policy reads of the transcript it is given: the less, the less a chain must build
 /// for it.
@@ -178,73 +176,22 @@ pub struct DeferredMasks {
     pub estimator_ratio: Option<f64>,
 }
 
-impl DeferredMasks {
-    /// The plan these masks make of `t`, the transcript they were decided over, for a caller
-    /// that computes the digests itself (from a request's text, say, where the contents lie
-    /// already escaped) rather than from `t`'s contents: every other turn is kept, and the
-    /// k-th masked turn's stub states its estimate in `t` and `digests[k]`, the SHA-256 of
-    /// that turn's content as a canonical JSON string literal (the digest
-    /// [`cutctx_model::canonical::sha256_of_str`] writes in hex). Given the right digests, the
-    /// plan is the one `policy` decides itself.
-    ///
-    /// ```
-    /// use cutctx_invariants::Analysis;
-    /// use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
-    /// use cutctx_policies::{CompactionPolicy, ObservationMaskingPolicy};
-    /// use sha2::{Digest, Sha256};
-    /// let t = Transcript::new(vec![
-    ///     TranscriptTurn::new("a", Role::Assistant, "", 10)?.with_tool_call_id("c"),
-    ///     TranscriptTurn::new("t", Role::Tool, "L".repeat(1200), 300)?.with_tool_call_id("c"),
-    ///     TranscriptTurn::new("u", Role::User, "thanks", 5)?,
-    /// ])?;
-    /// let policy = ObservationMaskingPolicy::new(0)?;
-    /// let analysis = Analysis::of(&t, &CompactionBudget::new(100).with_protected_recent_turns(1));
-    /// let masks = policy.decide_masks(&t, &analysis).expect("deferred")?;
-    /// let digests: Vec<[u8; 32]> = masks.masks.iter().map(|m| {
-    ///     let literal = serde_json::to_string(t.turns()[m.position].content()).unwrap();
-    ///     Sha256::digest(literal.as_bytes()).into()
-    /// }).collect();
-    /// let plan = masks.plan(&t, &analysis, &policy, &digests)?;
-    /// assert_eq!(plan, policy.decide_with_analysis(&t, &analysis)?);
-    /// # Ok::<(), cutctx_model::CompactionError>(())
-    /// ```
+/// The digests of turns' contents, for a policy deciding over a transcript whose contents are
+/// not at hand ([`CompactionPolicy::decide_with_digests`]): a provider request read without
+/// copying its contents out, say, which hashes them where they lie.
+pub trait ContentDigests: Sync {
+    /// The SHA-256 of the content of the turn at `position` as a canonical JSON string literal:
+    /// the digest [`cutctx_model::canonical::sha256_of_str`] writes in hex, and a masked
+    /// turn's stub states.
     ///
     /// # Errors
     ///
-    /// `VALIDATION_ERROR` when `digests` does not hold one digest per mask or a mask names a
-    /// position `t` does not have; otherwise as [`cutctx_invariants::build_plan`].
-    pub fn plan(
-        &self,
-        t: &Transcript,
-        analysis: &Analysis,
-        policy: &dyn CompactionPolicy,
-        digests: &[[u8; 32]],
-    ) -> Result<CompactionPlan, CompactionError> {
-        if digests.len() != self.masks.len() {
-            return Err(CompactionError::validation(
-                "Deferred masks need one digest per mask.",
-                details! { "masks" => self.masks.len(), "digests" => digests.len() },
-            ));
-        }
-        let turns = t.turns();
-        let mut stubs = Vec::with_capacity(self.masks.len());
-        for (m, digest) in self.masks.iter().zip(digests) {
-            let original = turns
-                .get(m.position)
-                .map_or(0, TranscriptTurn::token_estimate);
-            stubs.push(crate::masking::stub(&self.placeholder, original, |out| {
-                cutctx_json::push_hex(out, digest);
-            }));
-        }
-        crate::masking::masks_plan(
-            t,
-            analysis,
-            &self.masks,
-            stubs,
-            self.estimator_ratio,
-            (policy.name(), policy.version()),
-        )
-    }
+    /// Whatever keeps the content from being read; the policy's decision fails with it.
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError>;
+
+    /// About how many bytes [`ContentDigests::digest`] hashes for `position`: to share the
+    /// hashing out evenly among threads.
+    fn content_len(&self, position: usize) -> usize;
 }
 
 /// One deferred mask: the turn at `position` gets a stub estimated at `estimate`.

@@ -10,6 +10,7 @@ use cutctx_model::{
     SummarizationRequest, Transcript, TranscriptTurn, TurnAction, TurnReplacement, details,
 };
 
+use crate::ContentDigests;
 use crate::masking::{StubJob, StubSource, realize_all};
 use crate::summarizing::group_id_for;
 use crate::{
@@ -109,6 +110,31 @@ impl PolicyChain {
     pub fn policies(&self) -> &[Box<dyn CompactionPolicy>] {
         &self.policies
     }
+
+    /// The chain's plan over `t`, its masks' digests read from `digests` when given, else
+    /// from `t`'s contents.
+    fn decide_reading(
+        &self,
+        t: &Transcript,
+        analysis: &Analysis,
+        digests: Option<&dyn ContentDigests>,
+    ) -> Result<CompactionPlan, CompactionError> {
+        analysis.require_for(t, analysis.budget())?;
+        analysis.require_satisfiable()?;
+        // Per member: whether it or a later one reads content, and so needs it in its
+        // projection.
+        let mut content_needed = vec![false; self.policies.len() + 1];
+        for (i, p) in self.policies.iter().enumerate().rev() {
+            content_needed[i] = content_needed[i + 1] || p.reads() == Reads::Content;
+        }
+        let mut run = Run::new(t, analysis, self.parallelism, digests);
+        for (policy, &content) in self.policies.iter().zip(&content_needed) {
+            if let Next::Stop = run.member(policy.as_ref(), content)? {
+                break;
+            }
+        }
+        run.finish(&self.name)
+    }
 }
 
 /// What the chain has decided for one real turn so far.
@@ -156,6 +182,8 @@ struct State<'t> {
     jobs: Vec<StubJob>,
     /// How many threads digests may be computed on.
     parallelism: Parallelism,
+    /// Where the turns' digests are read when their contents are not in `transcript`.
+    digests: Option<&'t dyn ContentDigests>,
 }
 
 /// The groups whose stand-in a walk over the turns has already emitted.
@@ -422,13 +450,14 @@ impl State<'_> {
     }
 
     /// The stub at `p` with its digest, if it is pending.
-    fn realize(&mut self, p: usize) {
+    fn realize(&mut self, p: usize) -> Result<(), CompactionError> {
         if let Resolved::PendingMask { job, estimate } = self.resolved[p] {
             self.resolved[p] = Resolved::Mask {
-                content: self.jobs[job].realize(self.transcript),
+                content: self.jobs[job].realize_with(self.transcript, self.digests)?,
                 estimate,
             };
         }
+        Ok(())
     }
 
     fn has_pending(&self) -> bool {
@@ -438,7 +467,7 @@ impl State<'_> {
     }
 
     /// Computes every pending digest, on all cores.
-    fn realize_everything(&mut self) {
+    fn realize_everything(&mut self) -> Result<(), CompactionError> {
         let (positions, jobs): (Vec<usize>, Vec<StubJob>) = self
             .resolved
             .iter()
@@ -448,17 +477,19 @@ impl State<'_> {
                 _ => None,
             })
             .unzip();
-        for (p, content) in
-            positions
-                .into_iter()
-                .zip(realize_all(&jobs, self.transcript, self.parallelism))
-        {
+        for (p, content) in positions.into_iter().zip(realize_all(
+            &jobs,
+            self.transcript,
+            self.parallelism,
+            self.digests,
+        )?) {
             if let Resolved::PendingMask { estimate, .. } = self.resolved[p] {
                 self.resolved[p] = Resolved::Mask { content, estimate };
             }
         }
         // No stub is pending any more: free the jobs before the plan is built.
         self.jobs = Vec::new();
+        Ok(())
     }
 
     fn forget_group_of(&mut self, id: &str) {
@@ -638,7 +669,7 @@ impl State<'_> {
                 continue;
             };
             // The digest covers what the member saw: the real content, or an earlier stub.
-            self.realize(p);
+            self.realize(p)?;
             let source = match &self.resolved[p] {
                 Resolved::Mask { content, .. } => StubSource::Text(content.clone()),
                 _ => StubSource::Turn(p),
@@ -751,7 +782,12 @@ enum Next {
 }
 
 impl<'t> Run<'t> {
-    fn new(t: &'t Transcript, analysis: &'t Analysis, parallelism: Parallelism) -> Self {
+    fn new(
+        t: &'t Transcript,
+        analysis: &'t Analysis,
+        parallelism: Parallelism,
+        digests: Option<&'t dyn ContentDigests>,
+    ) -> Self {
         Self {
             state: State {
                 transcript: t,
@@ -759,6 +795,7 @@ impl<'t> Run<'t> {
                 groups: BTreeMap::new(),
                 jobs: Vec::new(),
                 parallelism,
+                digests,
             },
             analysis,
             ratio: None,
@@ -797,7 +834,7 @@ impl<'t> Run<'t> {
         // A member that reads content must see real stubs, not placeholders. (A shape-reading
         // member reads none, so a shape taken above stays true.)
         if reads == Reads::Content && self.state.has_pending() {
-            self.state.realize_everything();
+            self.state.realize_everything()?;
             self.stale = true;
         }
         let decided_on_shape = match shape {
@@ -866,7 +903,7 @@ impl<'t> Run<'t> {
     fn finish(mut self, name: &str) -> Result<CompactionPlan, CompactionError> {
         let t = self.state.transcript;
         self.state.reconcile(self.analysis);
-        self.state.realize_everything();
+        self.state.realize_everything()?;
         let mut requests: Vec<(usize, SummarizationRequest)> =
             Vec::with_capacity(self.state.groups.len());
         for (gid, g) in &self.state.groups {
@@ -953,21 +990,21 @@ impl CompactionPolicy for PolicyChain {
         t: &Transcript,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        analysis.require_for(t, analysis.budget())?;
-        analysis.require_satisfiable()?;
-        // Per member: whether it or a later one reads content, and so needs it in its
-        // projection.
-        let mut content_needed = vec![false; self.policies.len() + 1];
-        for (i, p) in self.policies.iter().enumerate().rev() {
-            content_needed[i] = content_needed[i + 1] || p.reads() == Reads::Content;
-        }
-        let mut run = Run::new(t, analysis, self.parallelism);
-        for (policy, &content) in self.policies.iter().zip(&content_needed) {
-            if let Next::Stop = run.member(policy.as_ref(), content)? {
-                break;
-            }
-        }
-        run.finish(&self.name)
+        self.decide_reading(t, analysis, None)
+    }
+
+    /// A chain whose members read no content reads none itself but its masks' digests: it
+    /// reads those from `digests`.
+    fn decide_with_digests(
+        &self,
+        t: &Transcript,
+        analysis: &Analysis,
+        digests: &dyn ContentDigests,
+    ) -> Option<Result<CompactionPlan, CompactionError>> {
+        self.policies
+            .iter()
+            .all(|p| p.reads() != Reads::Content)
+            .then(|| self.decide_reading(t, analysis, Some(digests)))
     }
 
     /// What the chain needs of a transcript given to it: content, unless every member reads
@@ -1022,6 +1059,7 @@ mod tests {
             groups: BTreeMap::new(),
             jobs: Vec::new(),
             parallelism: Parallelism::Automatic,
+            digests: None,
         };
         // Masks on two results, one of them in the protected tail, which no shipped member
         // would do: the floor must still count the estimate the shape shows.

@@ -27,7 +27,7 @@ mod estimator;
 mod masking;
 mod summarizing;
 
-pub use capability::{DeferredMask, DeferredMasks, Reads, Shape, ShapeDecision};
+pub use capability::{ContentDigests, DeferredMask, DeferredMasks, Reads, Shape, ShapeDecision};
 pub use chain::{PolicyChain, default_chain};
 pub use cutctx_model::Parallelism;
 pub use drop_oldest::DropOldestPolicy;
@@ -137,6 +137,59 @@ pub trait CompactionPolicy: Send + Sync {
         let _ = (transcript, analysis);
         None
     }
+
+    /// As [`CompactionPolicy::decide_with_analysis`], over a transcript whose contents are not
+    /// at hand (its turns may show them empty): every digest of a turn's content the plan
+    /// states is read from `digests`, and nothing else of the contents is read. `None`, the
+    /// default for all but a policy of the shape alone ([`Reads::Shape`]), when the policy
+    /// reads contents otherwise; the caller then gives it them. The masking policy with a
+    /// length-only estimator answers it, and a chain of members that read no content.
+    ///
+    /// ```
+    /// use cutctx_invariants::Analysis;
+    /// use cutctx_model::{CompactionBudget, CompactionError, Role, Transcript, TranscriptTurn};
+    /// use cutctx_policies::{CompactionPolicy, ContentDigests, ObservationMaskingPolicy};
+    /// use sha2::{Digest, Sha256};
+    /// /// The contents of a transcript, kept beside it.
+    /// struct Beside(Vec<String>);
+    /// impl ContentDigests for Beside {
+    ///     fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+    ///         let literal = serde_json::to_string(&self.0[position]).unwrap();
+    ///         Ok(Sha256::digest(literal.as_bytes()).into())
+    ///     }
+    ///     fn content_len(&self, position: usize) -> usize {
+    ///         self.0[position].len()
+    ///     }
+    /// }
+    /// let contents = vec![String::new(), "L".repeat(1200), "thanks".to_owned()];
+    /// let turns = |with: bool| -> Result<Transcript, CompactionError> {
+    ///     let c = |i: usize| if with { contents[i].clone() } else { String::new() };
+    ///     Transcript::new(vec![
+    ///         TranscriptTurn::new("a", Role::Assistant, c(0), 10)?.with_tool_call_id("c"),
+    ///         TranscriptTurn::new("t", Role::Tool, c(1), 300)?.with_tool_call_id("c"),
+    ///         TranscriptTurn::new("u", Role::User, c(2), 5)?,
+    ///     ])
+    /// };
+    /// let policy = ObservationMaskingPolicy::new(0)?;
+    /// let budget = CompactionBudget::new(100).with_protected_recent_turns(1);
+    /// let without = turns(false)?;
+    /// let analysis = Analysis::of(&without, &budget);
+    /// let plan = policy
+    ///     .decide_with_digests(&without, &analysis, &Beside(contents.clone()))
+    ///     .expect("masks with the default estimator")?;
+    /// assert_eq!(plan, policy.decide(&turns(true)?, &budget)?);
+    /// # Ok::<(), CompactionError>(())
+    /// ```
+    fn decide_with_digests(
+        &self,
+        transcript: &Transcript,
+        analysis: &Analysis,
+        digests: &dyn ContentDigests,
+    ) -> Option<Result<CompactionPlan, CompactionError>> {
+        // A policy of the shape alone reads no content, nor any digest.
+        let _ = digests;
+        (self.reads() == Reads::Shape).then(|| self.decide_with_analysis(transcript, analysis))
+    }
 }
 
 impl<P: CompactionPolicy + ?Sized> CompactionPolicy for Box<P> {
@@ -178,5 +231,14 @@ impl<P: CompactionPolicy + ?Sized> CompactionPolicy for Box<P> {
         a: &Analysis,
     ) -> Option<Result<DeferredMasks, CompactionError>> {
         (**self).decide_masks(t, a)
+    }
+
+    fn decide_with_digests(
+        &self,
+        t: &Transcript,
+        a: &Analysis,
+        digests: &dyn ContentDigests,
+    ) -> Option<Result<CompactionPlan, CompactionError>> {
+        (**self).decide_with_digests(t, a, digests)
     }
 }

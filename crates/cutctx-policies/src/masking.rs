@@ -11,8 +11,8 @@ use cutctx_model::{
 };
 
 use crate::{
-    CharRatioEstimator, CompactionPolicy, DeferredMask, DeferredMasks, POLICY_VERSION, Parallelism,
-    Reads, TokenEstimator,
+    CharRatioEstimator, CompactionPolicy, ContentDigests, DeferredMask, DeferredMasks,
+    POLICY_VERSION, Parallelism, Reads, TokenEstimator,
 };
 
 /// Masks tool results, oldest first, until the budget fits.
@@ -94,11 +94,30 @@ impl StubJob {
         })
     }
 
+    /// As [`StubJob::realize`], a turn's digest read from `digests` when given (its contents
+    /// are then elsewhere, and the transcript's turns may show them empty).
+    pub(crate) fn realize_with(
+        &self,
+        transcript: &Transcript,
+        digests: Option<&dyn ContentDigests>,
+    ) -> Result<Arc<str>, CompactionError> {
+        match (&self.source, digests) {
+            (StubSource::Turn(p), Some(digests)) => {
+                let digest = digests.digest(*p)?;
+                Ok(stub(&self.placeholder, self.original_tokens, |out| {
+                    cutctx_json::push_hex(out, &digest);
+                }))
+            }
+            _ => Ok(self.realize(transcript)),
+        }
+    }
+
     /// The length of the text the digest covers, to share hashing work out evenly.
-    fn source_len(&self, transcript: &Transcript) -> usize {
-        match &self.source {
-            StubSource::Turn(p) => transcript.turns()[*p].content().len(),
-            StubSource::Text(text) => text.len(),
+    fn source_len(&self, transcript: &Transcript, digests: Option<&dyn ContentDigests>) -> usize {
+        match (&self.source, digests) {
+            (StubSource::Turn(p), Some(digests)) => digests.content_len(*p),
+            (StubSource::Turn(p), None) => transcript.turns()[*p].content().len(),
+            (StubSource::Text(text), _) => text.len(),
         }
     }
 }
@@ -270,6 +289,37 @@ impl ObservationMaskingPolicy {
         }
     }
 
+    /// The plan over `t`, each masked turn's digest read from `digests` when given, else
+    /// from `t`'s contents.
+    fn decide_reading(
+        &self,
+        t: &Transcript,
+        analysis: &Analysis,
+        digests: Option<&dyn ContentDigests>,
+    ) -> Result<CompactionPlan, CompactionError> {
+        analysis.require_satisfiable()?;
+        let masks = self.pending_masks(t, analysis);
+        let turns = t.turns();
+        let jobs: Vec<StubJob> = masks
+            .iter()
+            .map(|m| {
+                self.job(
+                    turns[m.position].token_estimate(),
+                    StubSource::Turn(m.position),
+                )
+            })
+            .collect();
+        let stubs = realize_all(&jobs, t, self.parallelism, digests)?;
+        masks_plan(
+            t,
+            analysis,
+            &masks,
+            stubs,
+            self.ratio(),
+            (Self::NAME, POLICY_VERSION),
+        )
+    }
+
     /// Decides which turns to mask. Digests are not computed when the estimator depends on
     /// length alone, since a digest's length never varies.
     fn pending_masks(&self, t: &Transcript, analysis: &Analysis) -> Vec<DeferredMask> {
@@ -324,15 +374,17 @@ fn decimal_digits(mut n: u64) -> usize {
 }
 
 /// Realizes every job, on as many cores as `parallelism` allows when the work is large enough
-/// to pay for the threads. The output order is the input order.
+/// to pay for the threads, each turn's digest read from `digests` when given. The output
+/// order is the input order.
 pub(crate) fn realize_all(
     jobs: &[StubJob],
     transcript: &Transcript,
     parallelism: Parallelism,
-) -> Vec<Arc<str>> {
+    digests: Option<&dyn ContentDigests>,
+) -> Result<Vec<Arc<str>>, CompactionError> {
     const PARALLEL_BYTES: usize = 1 << 20;
-    let realize = |job: &StubJob| job.realize(transcript);
-    let bytes: usize = jobs.iter().map(|j| j.source_len(transcript)).sum();
+    let realize = |job: &StubJob| job.realize_with(transcript, digests);
+    let bytes: usize = jobs.iter().map(|j| j.source_len(transcript, digests)).sum();
     if bytes < PARALLEL_BYTES || jobs.len() < 2 {
         return jobs.iter().map(realize).collect();
     }
@@ -347,7 +399,7 @@ pub(crate) fn realize_all(
     let mut chunks: Vec<&[StubJob]> = Vec::with_capacity(threads);
     let (mut start, mut acc) = (0, 0);
     for (i, job) in jobs.iter().enumerate() {
-        acc += job.source_len(transcript);
+        acc += job.source_len(transcript, digests);
         if acc >= share {
             chunks.push(&jobs[start..=i]);
             start = i + 1;
@@ -360,17 +412,19 @@ pub(crate) fn realize_all(
     std::thread::scope(|scope| {
         let handles: Vec<_> = chunks
             .iter()
-            .map(|chunk| scope.spawn(move || chunk.iter().map(realize).collect::<Vec<_>>()))
-            .collect();
-        handles
-            .into_iter()
-            .zip(&chunks)
-            // Hashing a string cannot panic; should a thread die anyway, redo its share here.
-            .flat_map(|(h, chunk)| {
-                h.join()
-                    .unwrap_or_else(|_| chunk.iter().map(realize).collect())
+            .map(|chunk| {
+                scope.spawn(move || chunk.iter().map(realize).collect::<Result<Vec<_>, _>>())
             })
-            .collect()
+            .collect();
+        let mut all = Vec::with_capacity(jobs.len());
+        for (handle, chunk) in handles.into_iter().zip(&chunks) {
+            // Hashing a string cannot panic; should a thread die anyway, redo its share here.
+            let part = handle
+                .join()
+                .unwrap_or_else(|_| chunk.iter().map(realize).collect())?;
+            all.extend(part);
+        }
+        Ok(all)
     })
 }
 
@@ -396,27 +450,19 @@ impl CompactionPolicy for ObservationMaskingPolicy {
         t: &Transcript,
         analysis: &Analysis,
     ) -> Result<CompactionPlan, CompactionError> {
-        analysis.require_satisfiable()?;
-        let masks = self.pending_masks(t, analysis);
-        let turns = t.turns();
-        let jobs: Vec<StubJob> = masks
-            .iter()
-            .map(|m| {
-                self.job(
-                    turns[m.position].token_estimate(),
-                    StubSource::Turn(m.position),
-                )
-            })
-            .collect();
-        let stubs = realize_all(&jobs, t, self.parallelism);
-        masks_plan(
-            t,
-            analysis,
-            &masks,
-            stubs,
-            self.ratio(),
-            (Self::NAME, POLICY_VERSION),
-        )
+        self.decide_reading(t, analysis, None)
+    }
+
+    /// With the default estimator, stubs' estimates never depend on their digests: the masks
+    /// are decided from the structure and only their digests read from `digests`.
+    fn decide_with_digests(
+        &self,
+        t: &Transcript,
+        analysis: &Analysis,
+        digests: &dyn ContentDigests,
+    ) -> Option<Result<CompactionPlan, CompactionError>> {
+        self.defers_digests()
+            .then(|| self.decide_reading(t, analysis, Some(digests)))
     }
 
     /// Content only when the estimator needs a stub's text; the default estimator counts

@@ -18,8 +18,8 @@ use cutctx::model::Parallelism;
 use cutctx::model::canonical::{push_sha256_of_str, sha256_of_joined};
 use cutctx::{
     CharRatioEstimator, CompactionBudget, CompactionError, CompactionPlan, CompactionPolicy,
-    DeferredMasks, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain, Reads, Shape,
-    ShapeDecision, SummarizingPolicy, TokenEstimator, Transcript,
+    ContentDigests, DeferredMasks, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain, Reads,
+    Shape, ShapeDecision, SummarizingPolicy, TokenEstimator, Transcript,
 };
 use pyo3::prelude::*;
 
@@ -235,6 +235,15 @@ impl CompactionPolicy for Shared {
         analysis: &Analysis,
     ) -> Option<Result<DeferredMasks, CompactionError>> {
         self.0.decide_masks(transcript, analysis)
+    }
+
+    fn decide_with_digests(
+        &self,
+        transcript: &Transcript,
+        analysis: &Analysis,
+        digests: &dyn ContentDigests,
+    ) -> Option<Result<CompactionPlan, CompactionError>> {
+        self.0.decide_with_digests(transcript, analysis, digests)
     }
 }
 

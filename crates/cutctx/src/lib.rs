@@ -141,9 +141,9 @@ pub use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
 
 #[doc(inline)]
 pub use cutctx_policies::{
-    CharRatioEstimator, CompactionPolicy, DeferredMask, DeferredMasks, DropOldestPolicy,
-    ObservationMaskingPolicy, PolicyChain, Reads, Shape, ShapeDecision, SummarizingPolicy,
-    TokenEstimator, default_chain,
+    CharRatioEstimator, CompactionPolicy, ContentDigests, DeferredMask, DeferredMasks,
+    DropOldestPolicy, ObservationMaskingPolicy, PolicyChain, Reads, Shape, ShapeDecision,
+    SummarizingPolicy, TokenEstimator, default_chain,
 };
 
 #[doc(inline)]

@@ -8,11 +8,12 @@
 
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
-    Action, CompactionBudget, DEFAULT_PLACEHOLDER, ErrorCode, Role, Transcript, TranscriptTurn,
+    Action, CompactionBudget, CompactionError, DEFAULT_PLACEHOLDER, ErrorCode, Role, Transcript,
+    TranscriptTurn,
 };
 use cutctx_policies::{
-    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, PolicyChain,
-    SummarizingPolicy, TokenEstimator,
+    CharRatioEstimator, CompactionPolicy, ContentDigests, DropOldestPolicy,
+    ObservationMaskingPolicy, PolicyChain, SummarizingPolicy, TokenEstimator,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -533,48 +534,80 @@ proptest! {
     }
 }
 
+/// The contents of a transcript held beside it, hashed on demand, counting what was asked.
+struct Beside {
+    contents: Vec<String>,
+    asked: std::sync::atomic::AtomicUsize,
+}
+
+impl ContentDigests for Beside {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        use sha2::{Digest, Sha256};
+        self.asked
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let literal =
+            cutctx_model::canonical::canonical_json_value(&json!(self.contents[position]));
+        Ok(Sha256::digest(literal.as_bytes()).into())
+    }
+
+    fn content_len(&self, position: usize) -> usize {
+        self.contents[position].len()
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 300,
+        cases: 400,
         failure_persistence: None,
         ..ProptestConfig::default()
     })]
 
-    /// A caller that computes the digests of deferred masks itself (as the formats path does,
-    /// from the request's text) gets exactly the plan the policy makes, or its error.
+    /// A policy that answers `decide_with_digests` decides over a transcript without its
+    /// contents, given their digests, exactly what it decides over the transcript itself.
     #[test]
-    fn deferred_masks_planned_with_outside_digests_are_the_policys_own_plan(
+    fn deciding_with_digests_instead_of_contents_makes_the_same_plan(
         specs in prop::collection::vec(busy_turn_spec(), 1..16),
-        mode in 0..10_usize,
+        mode in 2..10_usize,
         r in 0..100_000_u64,
         protected in 0..3_u64,
-        keep in 0..3_usize,
-        placeholder in prop::sample::select(vec![DEFAULT_PLACEHOLDER, "[gone]", " odd  "]),
+        members in prop::collection::vec(
+            prop_oneof![3 => mask_leaf(), 2 => summ_leaf(), 1 => Just(Spec::Drop)],
+            1..=3,
+        ),
     ) {
-        use sha2::{Digest, Sha256};
+        let spec = match <[Spec; 1]>::try_from(members) {
+            Ok([only]) => only,
+            Err(members) => Spec::Chain(members),
+        };
+        let policy = spec.build();
         let t = build_transcript(&specs);
         let budget = place_budget(&t, mode, r, protected);
-        let policy = ObservationMaskingPolicy::new(keep)
-            .and_then(|p| p.with_placeholder(placeholder))
-            .expect("a policy");
-        let analysis = cutctx_invariants::Analysis::of(&t, &budget);
-        let own = policy.decide_with_analysis(&t, &analysis);
-        let deferred = policy.decide_masks(&t, &analysis).expect("the default estimator defers");
-        let outside = deferred.and_then(|masks| {
-            let digests: Vec<[u8; 32]> = masks
-                .masks
-                .iter()
-                .map(|m| {
-                    let literal = cutctx_model::canonical::canonical_json_value(&json!(
-                        t.turns()[m.position].content()
-                    ));
-                    Sha256::digest(literal.as_bytes()).into()
-                })
-                .collect();
-            masks.plan(&t, &analysis, &policy, &digests)
-        });
-        match (own, outside) {
-            (Ok(a), Ok(b)) => prop_assert_eq!(a, b),
+        let mut emptied = t.clone();
+        emptied.release_contents(|_| false);
+        let analysis = cutctx_invariants::Analysis::of(&emptied, &budget);
+        let beside = Beside {
+            contents: t.turns().iter().map(|turn| turn.content().to_owned()).collect(),
+            asked: std::sync::atomic::AtomicUsize::new(0),
+        };
+        let Some(with_digests) = policy.decide_with_digests(&emptied, &analysis, &beside) else {
+            // Only a policy that reads contents otherwise declines.
+            prop_assert_eq!(policy.reads(), cutctx_policies::Reads::Content);
+            return Ok(());
+        };
+        match (policy.decide(&t, &budget), with_digests) {
+            (Ok(a), Ok(b)) => {
+                prop_assert_eq!(&a, &b);
+                // A digest is asked for each mask the plan keeps, and no more than one per
+                // mask a member made.
+                let masked = a
+                    .actions
+                    .iter()
+                    .filter(|x| matches!(x.view(), cutctx_model::ActionView::Mask(_)))
+                    .count();
+                let asked = beside.asked.load(std::sync::atomic::Ordering::Relaxed);
+                prop_assert!(asked >= masked, "{} < {}", asked, masked);
+                prop_assert!(asked <= t.len() * 3, "{}", asked);
+            }
             (Err(a), Err(b)) => prop_assert_eq!(a.to_string(), b.to_string()),
             (a, b) => prop_assert!(false, "one failed: {:?} / {:?}", a.map(|_| ()), b.map(|_| ())),
         }
@@ -582,22 +615,54 @@ proptest! {
 }
 
 #[test]
-fn deferred_masks_refuse_a_wrong_number_of_digests() {
-    let t = build_transcript(&[
-        (2, Some(0), false, 10, String::new()),
-        (3, Some(0), false, 900, "x".repeat(3600)),
-        (1, None, false, 5, "thanks".into()),
-    ]);
-    let budget = CompactionBudget::new(100).with_protected_recent_turns(1);
-    let policy = ObservationMaskingPolicy::new(0).expect("a policy");
+fn the_shipped_chain_and_masking_decide_with_digests_and_a_digest_error_is_the_plans() {
+    struct Failing;
+    impl ContentDigests for Failing {
+        fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+            Err(CompactionError::validation(
+                "no content here",
+                cutctx_model::details! { "position" => position },
+            ))
+        }
+        fn content_len(&self, _: usize) -> usize {
+            0
+        }
+    }
+    // Four exchanges of a large result, then a question: masking two results fits.
+    let mut specs: Vec<TurnSpec> = (0..4)
+        .flat_map(|k| {
+            [
+                (2, Some(k), false, 10, String::new()),
+                (3, Some(k), false, 900, "x".repeat(3600)),
+            ]
+        })
+        .collect();
+    specs.push((1, None, false, 5, "thanks".into()));
+    let t = build_transcript(&specs);
+    let budget = CompactionBudget::new(2_000).with_protected_recent_turns(1);
     let analysis = cutctx_invariants::Analysis::of(&t, &budget);
-    let masks = policy
-        .decide_masks(&t, &analysis)
-        .expect("deferred")
-        .expect("satisfiable");
-    assert_eq!(masks.masks.len(), 1);
-    let err = masks
-        .plan(&t, &analysis, &policy, &[])
-        .expect_err("no digest for the mask");
-    assert_eq!(err.code(), ErrorCode::Validation);
+    let chain = cutctx_policies::default_chain(PROMPT).expect("the default chain");
+    let masking = ObservationMaskingPolicy::new(0).expect("a policy");
+    for policy in [&chain as &dyn CompactionPolicy, &masking] {
+        let err = policy
+            .decide_with_digests(&t, &analysis, &Failing)
+            .expect("answers")
+            .expect_err("the digest fails");
+        assert_eq!(err.message(), "no content here");
+    }
+    // A policy reading contents declines: stubs estimated by their words, not their length.
+    struct Words;
+    impl TokenEstimator for Words {
+        fn estimate_tokens(&self, text: &str) -> u64 {
+            text.split_whitespace().count() as u64
+        }
+    }
+    let custom = ObservationMaskingPolicy::new(0)
+        .expect("a policy")
+        .with_estimator(Box::new(Words));
+    assert!(
+        custom
+            .decide_with_digests(&t, &analysis, &Failing)
+            .is_none()
+    );
 }
