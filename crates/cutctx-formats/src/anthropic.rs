@@ -652,7 +652,7 @@ impl<'a> Plain<'a> {
 /// `calls`, else of `text` blocks only).
 fn read_content<'a>(lex: &mut Lex<'a>, calls: bool) -> Option<Content<'a>> {
     if let Some(text) = lex.text_or_null().flatten() {
-        return Some(Content::Text(text));
+        return Some(Content::Text(text.in_field("content")));
     }
     let mut blocks = Vec::new();
     lex.array(|lex| {
@@ -904,6 +904,7 @@ fn flush(
                     block: Some(j),
                     key: "content",
                     stub: Arc::clone(stub),
+                    at: None,
                 }),
                 _ => None,
             })

@@ -20,7 +20,7 @@ use cutctx_model::{CompactionBudget, CompactionError, Transcript, details};
 use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
 use sha2::{Digest, Sha256};
 
-use crate::mapping::Deferred;
+use crate::mapping::{Deferred, Piece, Rendered, TurnSource};
 use crate::quick::decode_into;
 use crate::{Format, FormatError, ProviderTranscript, Reading, not_the_text};
 
@@ -157,6 +157,53 @@ impl ProviderTranscript {
     }
 }
 
+impl ProviderTranscript {
+    /// Notes on each patch of `rendered` that replaces the whole string value of a field this
+    /// transcript left in the text where that value lies: the writer then copies the message
+    /// around it without walking the message to find it.
+    pub(crate) fn locate_patches(&self, rendered: &mut Rendered) {
+        let Some(pieces) = &mut rendered.list else {
+            return;
+        };
+        // Each left content that is a field's whole value, by (message, block): the order of
+        // positions is the order of messages and of blocks within them.
+        let mut placed: Vec<((usize, Option<usize>), &Deferred)> = self
+            .deferred
+            .iter()
+            .filter(|d| d.field.is_some())
+            .filter_map(|d| {
+                let key = match self.sources.get(d.position)? {
+                    TurnSource::Message(i) => (*i, None),
+                    TurnSource::Block { message, block } => (*message, Some(*block)),
+                    _ => return None,
+                };
+                Some((key, d))
+            })
+            .collect();
+        placed.sort_by_key(|(key, _)| *key);
+        if placed.is_empty() {
+            return;
+        }
+        for piece in pieces {
+            let Piece::Masked { index, patches } = piece else {
+                continue;
+            };
+            for patch in patches {
+                let found = placed
+                    .binary_search_by_key(&(*index, patch.block), |(key, _)| *key)
+                    .ok()
+                    .and_then(|k| placed.get(k));
+                if let Some((_, d)) = found
+                    && d.field == Some(patch.key)
+                {
+                    // The value with its quotes.
+                    patch.at = Some(d.span.start.saturating_sub(1)..d.span.end + 1);
+                }
+            }
+        }
+    }
+}
+
 /// The digests of a transcript's contents, read from the request's text where they were left
 /// there: a string written as the canonical writer writes it is hashed where it lies.
 struct TextDigests<'a> {
@@ -244,4 +291,100 @@ fn decoded(text: &str, d: &Deferred, format: Format) -> Result<String, FormatErr
 fn canonical_digest(content: &str) -> [u8; 32] {
     let literal = cutctx_model::canonical::canonical_json_value(&content.into());
     Sha256::digest(literal.as_bytes()).into()
+}
+
+#[cfg(test)]
+mod tests {
+    use cutctx_model::CompactionBudget;
+    use cutctx_policies::{CharRatioEstimator, ObservationMaskingPolicy};
+
+    use super::*;
+    use crate::mapping::Source;
+
+    /// A request of `format` with three tool results, as a string, a string and a text block.
+    fn request(format: Format) -> String {
+        let long = "line \"one\"\n".repeat(40);
+        match format {
+            Format::OpenAiChat => serde_json::json!({"messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                    {"id": "b", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "a", "content": long},
+                {"role": "tool", "tool_call_id": "b", "content": long},
+                {"role": "user", "content": "thanks"}
+            ]}),
+            Format::OpenAiResponses => serde_json::json!({"input": [
+                {"role": "user", "content": "go"},
+                {"type": "function_call", "call_id": "a", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "a", "output": long},
+                {"type": "function_call", "call_id": "b", "name": "f", "arguments": "{}"},
+                {"type": "function_call_output", "call_id": "b", "output": [{"type": "input_text", "text": long}]},
+                {"role": "user", "content": "thanks"}
+            ]}),
+            Format::Anthropic => serde_json::json!({"max_tokens": 9, "messages": [
+                {"role": "user", "content": "go"},
+                {"role": "assistant", "content": [
+                    {"type": "tool_use", "id": "a", "name": "f", "input": {}},
+                    {"type": "tool_use", "id": "b", "name": "f", "input": {}}]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "a", "content": long},
+                    {"type": "tool_result", "tool_use_id": "b", "content": [{"type": "text", "text": long}]}]},
+                {"role": "assistant", "content": "ok"},
+                {"role": "user", "content": "thanks"}
+            ]}),
+        }
+        .to_string()
+    }
+
+    #[test]
+    fn a_patch_is_placed_where_the_writer_would_find_its_value_and_only_a_whole_string() {
+        for format in Format::ALL {
+            let text = request(format);
+            let estimator = CharRatioEstimator::default();
+            let mut pt =
+                ProviderTranscript::from_text_deferred(format, &text, &estimator).expect("plain");
+            let policy = ObservationMaskingPolicy::new(0).expect("a policy");
+            let budget = CompactionBudget::new(20).with_protected_recent_turns(1);
+            let plan = pt.plan(&policy, &budget, &text).expect("plans");
+            let view = cutctx_executor::apply(pt.transcript(), &plan, &Default::default())
+                .expect("applies")
+                .transcript;
+            let layout = pt.layout.clone().expect("read from text");
+            let source = Source::Text {
+                text: &text,
+                spans: &layout.items,
+            };
+            let mut rendered = pt.pieces(&view, Some(source)).expect("renders");
+            pt.locate_patches(&mut rendered);
+            let (mut placed, mut left) = (0, 0);
+            for piece in rendered.list.iter().flatten() {
+                let Piece::Masked { index, patches } = piece else {
+                    continue;
+                };
+                let message = &text[layout.items[*index].clone()];
+                for patch in patches {
+                    let Some(at) = &patch.at else {
+                        left += 1;
+                        continue;
+                    };
+                    placed += 1;
+                    // Where the writer finds the value by reading the message.
+                    let unplaced = crate::mapping::Patch {
+                        at: None,
+                        ..patch.clone()
+                    };
+                    let found = crate::text::patch_spans(message, 0, &[unplaced]).expect("found");
+                    let start = layout.items[*index].start;
+                    assert_eq!(at.clone(), start + found[0].start..start + found[0].end);
+                }
+            }
+            // Two masked results: the string one placed, the one in a text block left to be
+            // found (a Chat request has two strings).
+            match format {
+                Format::OpenAiChat => assert_eq!((placed, left), (2, 0)),
+                _ => assert_eq!((placed, left), (1, 1), "{format:?}"),
+            }
+        }
+    }
 }

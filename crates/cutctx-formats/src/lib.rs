@@ -535,7 +535,8 @@ impl ProviderTranscript {
             text,
             spans: &layout.items,
         };
-        let rendered = self.pieces(view, Some(source))?;
+        let mut rendered = self.pieces(view, Some(source))?;
+        self.locate_patches(&mut rendered);
         let out = match text::write(&rendered, &self.document, layout, text) {
             Some(written) => written.map_err(|e| unwritable(self.format, &e))?,
             None => {
@@ -623,7 +624,7 @@ impl ProviderTranscript {
     }
 
     /// The view's pieces, reading messages from `source` (else from the document).
-    fn pieces(
+    pub(crate) fn pieces(
         &self,
         view: &Transcript,
         source: Option<Source<'_>>,

@@ -75,6 +75,8 @@ pub(crate) struct Deferred {
     /// Whether it is written as the canonical writer would write it: its digest is then that
     /// of the bytes at `span` between quotes.
     pub(crate) canonical: bool,
+    /// The field of its message (or block) whose whole value the string is, if it is one.
+    pub(crate) field: Option<&'static str>,
 }
 
 impl Built {
@@ -108,6 +110,7 @@ impl Built {
                 position: self.turns.len(),
                 span: w.span(),
                 canonical: w.is_canonical(),
+                field: w.field(),
             });
         }
         self.push(turn, source);
@@ -501,6 +504,9 @@ pub(crate) struct Patch {
     pub(crate) block: Option<usize>,
     pub(crate) key: &'static str,
     pub(crate) stub: Arc<str>,
+    /// Where the value to replace lies in the request's text, when known from reading it:
+    /// the writer then need not look for it.
+    pub(crate) at: Option<Range<usize>>,
 }
 
 impl Piece {
@@ -512,6 +518,7 @@ impl Piece {
                 block: None,
                 key,
                 stub: Arc::clone(stub),
+                at: None,
             }],
         }
     }

@@ -485,7 +485,10 @@ impl<'a> Plain<'a> {
             (None, None, None, None, None);
         lex.object(|lex, key| match key {
             "role" => once(&mut role, lex.string()),
-            "content" => once(&mut content, lex.text_or_null()),
+            "content" => once(
+                &mut content,
+                lex.text_or_null().map(|t| t.map(|t| t.in_field("content"))),
+            ),
             "tool_call_id" => once(&mut tool_call_id, lex.string()),
             // Neither the check nor the turn reads a participant's name.
             "name" => once(&mut name, lex.string()),

@@ -607,8 +607,8 @@ impl<'a> Plain<'a> {
         lex.object(|lex, key| match key {
             "type" => once(&mut ty, lex.string()),
             "role" => once(&mut role, lex.string()),
-            "content" => once(&mut content, read_text(lex)),
-            "output" => once(&mut output, read_text(lex)),
+            "content" => once(&mut content, read_text(lex, "content")),
+            "output" => once(&mut output, read_text(lex, "output")),
             "call_id" => once(&mut call_id, lex.string()),
             "name" => once(&mut name, lex.string()),
             "arguments" => once(&mut arguments, lex.string()),
@@ -665,10 +665,10 @@ impl<'a> Plain<'a> {
 
 /// A string, or an array of `input_text`, `output_text` or `text` parts (each with a string
 /// `text`, and `annotations`, which no turn reads): the pieces of text it holds.
-fn read_text<'a>(lex: &mut Lex<'a>) -> Option<Vec<Str<'a>>> {
+fn read_text<'a>(lex: &mut Lex<'a>, key: &'static str) -> Option<Vec<Str<'a>>> {
     // A string, else (nothing consumed) an array.
     if let Some(text) = lex.text_or_null().flatten() {
-        return Some(vec![text]);
+        return Some(vec![text.in_field(key)]);
     }
     let mut pieces = Vec::new();
     lex.array(|lex| {

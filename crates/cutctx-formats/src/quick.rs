@@ -32,6 +32,18 @@ pub(crate) enum Str<'a> {
 }
 
 impl Str<'_> {
+    /// The same string, noted as the whole value of the field `key` (see [`Written`]).
+    #[must_use]
+    pub(crate) fn in_field(self, key: &'static str) -> Self {
+        match self {
+            Str::Written(w) => Str::Written(Written {
+                field: Some(key),
+                ..w
+            }),
+            decoded => decoded,
+        }
+    }
+
     /// Whether the decoded string is empty.
     pub(crate) fn is_empty(&self) -> bool {
         match self {
@@ -54,6 +66,9 @@ pub(crate) struct Written<'a> {
     /// Whether `text` is already the canonical spelling of the decoded string, every escape
     /// the one the canonical writer uses: its digest is then that of its own bytes.
     canonical: bool,
+    /// The field whose whole value the string is, when its reader says so (a string inside
+    /// an array is not).
+    field: Option<&'static str>,
 }
 
 impl<'a> Written<'a> {
@@ -80,6 +95,11 @@ impl<'a> Written<'a> {
     /// See [`Written::canonical`](Written).
     pub(crate) const fn is_canonical(&self) -> bool {
         self.canonical
+    }
+
+    /// The field whose whole value the string is, if its reader said.
+    pub(crate) const fn field(&self) -> Option<&'static str> {
+        self.field
     }
 }
 
@@ -281,6 +301,7 @@ impl<'a> Lex<'a> {
             at: self.base + start,
             chars: text.chars().count() - fewer,
             canonical,
+            field: None,
         })
     }
 

@@ -453,7 +453,7 @@ fn write_piece(
         Piece::Masked { index, patches } => {
             let range = items.get(*index)?.clone();
             let message = text.get(range.clone())?;
-            match patch_spans(message, patches) {
+            match patch_spans(message, range.start, patches) {
                 Some(spans) => {
                     let mut at = 0;
                     for (span, patch) in spans.iter().zip(patches) {
@@ -488,14 +488,26 @@ fn write_piece(
     Some(Ok(()))
 }
 
-/// Where, within `message`, each patch's value lies, in the patches' order; `None` unless
-/// every one is found and they come in order without overlapping.
-fn patch_spans(message: &str, patches: &[Patch]) -> Option<Vec<Range<usize>>> {
+/// Where, within `message` (which starts at `base` in the request), each patch's value lies,
+/// in the patches' order; `None` unless every one is found and they come in order without
+/// overlapping. A value whose place the reading noted ([`Patch::at`]) is not looked for.
+pub(crate) fn patch_spans(
+    message: &str,
+    base: usize,
+    patches: &[Patch],
+) -> Option<Vec<Range<usize>>> {
     let mut spans: Vec<Range<usize>> = Vec::with_capacity(patches.len());
     for patch in patches {
-        let span = match patch.block {
-            None => field_span(message, patch.key)?,
-            Some(j) => {
+        let noted = patch.at.as_ref().and_then(|at| {
+            let span = at.start.checked_sub(base)?..at.end.checked_sub(base)?;
+            // A string's place: its quotes are there.
+            let value = message.get(span.clone())?;
+            (value.len() >= 2 && value.starts_with('"') && value.ends_with('"')).then_some(span)
+        });
+        let span = match (noted, patch.block) {
+            (Some(span), _) => span,
+            (None, None) => field_span(message, patch.key)?,
+            (None, Some(j)) => {
                 let content = field_span(message, "content")?;
                 let array = message.get(content.clone())?;
                 let block = match crate::quick::item_span(array, j) {
