@@ -242,7 +242,7 @@ pub(crate) fn view_items<'a>(
     let mut next = 0_usize;
     view.turns().iter().map(move |turn| {
         let kind = turn.metadata().get(META_KIND).map(String::as_str);
-        let found = positions.get_near(source, turn.turn_id(), next);
+        let found = positions.get_near(source, turn.turn_id_arc(), next);
         if kind == Some("summary") && found.is_none() {
             return Ok(ViewItem::Summary {
                 text: Arc::clone(turn.content_arc()),
@@ -323,12 +323,18 @@ impl Positions {
     }
 
     /// [`Positions::get`], trying `near` first: a view's turns come in source order, most
-    /// often each right after the one before.
-    pub(crate) fn get_near(&self, transcript: &Transcript, id: &str, near: usize) -> Option<usize> {
+    /// often each right after the one before, and share their ids with the source's turns,
+    /// so that most are recognised without comparing a byte.
+    pub(crate) fn get_near(
+        &self,
+        transcript: &Transcript,
+        id: &Arc<str>,
+        near: usize,
+    ) -> Option<usize> {
         let hit = transcript
             .turns()
             .get(near)
-            .is_some_and(|t| t.turn_id() == id);
+            .is_some_and(|t| Arc::ptr_eq(t.turn_id_arc(), id) || t.turn_id() == &**id);
         if hit {
             Some(near)
         } else {
