@@ -31,7 +31,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use cutctx_model::{Role, TranscriptTurn};
+use cutctx_model::{IdHashMap, Role, TranscriptTurn};
 use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
@@ -395,8 +395,9 @@ pub(crate) fn build(
 #[derive(Debug, Default)]
 pub(crate) struct Build {
     pub(crate) built: Built,
-    /// call_id -> the key of the step that made the call (the latest wins).
-    calls: BTreeMap<String, Arc<str>>,
+    /// call_id -> the key of the step that made the call (the latest wins). Every call of
+    /// the request, looked up by each output: hashed, never iterated.
+    calls: IdHashMap<String, Arc<str>>,
     /// The keys of the steps that began with reasoning.
     reasoning_steps: BTreeSet<Arc<str>>,
     step: Option<Step>,

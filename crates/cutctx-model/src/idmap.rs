@@ -10,6 +10,23 @@
 
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 
+/// A hash map keyed by ids, hashed with [`IdHasher`]: for lookups only. Its iteration order
+/// is the table's, not the ids', so nothing that reaches an output may iterate it; lookups
+/// cost one hash instead of a `BTreeMap`'s string comparison per level.
+///
+/// ```
+/// use std::sync::Arc;
+/// use cutctx_model::IdHashMap;
+/// let mut calls: IdHashMap<String, Arc<str>> = IdHashMap::default();
+/// calls.insert("call_1".to_owned(), Arc::from("m3"));
+/// assert_eq!(calls.get("call_1").map(|k| &**k), Some("m3"));
+/// ```
+#[expect(
+    clippy::disallowed_types,
+    reason = "lookups only, never iterated; a deterministic hash"
+)]
+pub type IdHashMap<K, V> = std::collections::HashMap<K, V, BuildHasherDefault<IdHasher>>; // tidy:allow(HashMap) never iterated
+
 /// `&str` to `V`, hashed deterministically; never iterate it.
 #[expect(
     clippy::disallowed_types,
@@ -41,12 +58,12 @@ pub(crate) fn hashes_distinct<'a>(ids: impl ExactSizeIterator<Item = &'a str>) -
 )]
 type Hashes = std::collections::HashSet<u64, BuildHasherDefault<IdHasher>>; // tidy:allow(HashSet) never iterated
 
-/// The hash of [`IdMap`]: each word of input is mixed in by a rotation, an exclusive or and a
+/// The hash of [`IdHashMap`]: each word of input is mixed in by a rotation, an exclusive or and a
 /// multiplication by an odd constant (the scheme of the Rust compiler's own `FxHasher`), and
 /// [`Hasher::finish`] folds the high bits down, which the table's low-bit indexing would
 /// otherwise never see.
 #[derive(Debug, Default, Clone, Copy)]
-pub(crate) struct IdHasher(u64);
+pub struct IdHasher(u64);
 
 /// An odd constant with bits spread across the word (`FxHasher`'s).
 const SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;

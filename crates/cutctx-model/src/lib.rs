@@ -44,6 +44,7 @@ pub use cutctx_json::py_repr_str;
 pub use draft::PlanDraft;
 pub use error::{CompactionError, Details, ErrorCode};
 pub use exchanges::Exchanges;
+pub use idmap::{IdHashMap, IdHasher};
 pub use parallelism::Parallelism;
 pub use report::{CompactedTranscript, CompactionReport};
 pub use summarization::SummarizationRequest;

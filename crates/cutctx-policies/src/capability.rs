@@ -177,7 +177,7 @@ pub struct DeferredMasks {
 }
 
 /// The digests of turns' contents, for a policy deciding over a transcript whose contents are
-/// not at hand ([`CompactionPolicy::decide_with_digests`]): a provider request read without
+/// not at hand ([`CompactionPolicy::decide_with_digests`](crate::CompactionPolicy::decide_with_digests)): a provider request read without
 /// copying its contents out, say, which hashes them where they lie.
 pub trait ContentDigests: Sync {
     /// The SHA-256 of the content of the turn at `position` as a canonical JSON string literal:
