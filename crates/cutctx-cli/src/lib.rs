@@ -11,6 +11,7 @@
 pub mod batch;
 mod error;
 pub mod formats;
+mod head;
 pub mod ledger;
 pub mod output;
 pub mod request;
@@ -105,7 +106,7 @@ impl Compacted {
 /// costs more than it saves.
 const PARALLEL_WRITE_TURNS: usize = 2_000;
 
-/// The fewest actions whose plan is written and hashed on a second thread while the plan is
+/// The fewest actions whose plan is written and hashed on other threads while the plan is
 /// applied (as the executor hashes a plan of as many actions on its own).
 const PARALLEL_PLAN_ACTIONS: usize = 20_000;
 
@@ -139,14 +140,14 @@ pub fn compact_reader(
 ///
 /// The plan's canonical JSON is written once, for the output, and the report's `plan_hash`
 /// is the SHA-256 of those very bytes (the hash the executor computes from the same writer):
-/// a large plan is written and hashed on a second thread while this one applies it.
+/// a large plan is written and hashed on two more threads while this one applies it.
 fn compacted(req: request::Request) -> Result<Compacted, CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     let apply = || cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries);
     let (out, written) =
         if plan.actions.len() >= PARALLEL_PLAN_ACTIONS && Parallelism::Automatic.threads() > 1 {
             std::thread::scope(|scope| {
-                let writer = scope.spawn(|| plan_head(&plan));
+                let writer = scope.spawn(|| head::plan_head(&plan, true));
                 let out = apply();
                 // Writing cannot panic; were the thread lost anyway, write here.
                 (out, writer.join().ok())
@@ -155,7 +156,7 @@ fn compacted(req: request::Request) -> Result<Compacted, CliError> {
             (apply(), None)
         };
     let mut out = out?;
-    let (head, plan_hash) = written.unwrap_or_else(|| plan_head(&plan));
+    let (head, plan_hash) = written.unwrap_or_else(|| head::plan_head(&plan, false));
     out.report.plan_hash = plan_hash;
     // One buffer sized once: the parts are written in place, never copied together.
     let mut report = String::with_capacity(out.report.canonical_len_hint() + 32);
@@ -169,18 +170,6 @@ fn compacted(req: request::Request) -> Result<Compacted, CliError> {
         _plan: plan,
         out,
     })
-}
-
-/// The output's first part, `{"plan":…,`, and the SHA-256 of the plan's canonical JSON in
-/// it: the report's `plan_hash`.
-fn plan_head(plan: &CompactionPlan) -> (String, String) {
-    const OPEN: &str = "{\"plan\":";
-    let mut head = String::with_capacity(plan.canonical_len_hint() + OPEN.len() + 1);
-    head.push_str(OPEN);
-    plan.write_canonical_into(&mut head);
-    let hash = cutctx::model::canonical::sha256_hex(&head.as_bytes()[OPEN.len()..]);
-    head.push(',');
-    (head, hash)
 }
 
 /// `cutctx apply`: validate a stored plan against the request, apply it, and print
