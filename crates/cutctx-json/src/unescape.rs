@@ -17,6 +17,7 @@
 /// assert_eq!(out, "\n\u{1F600}");
 /// assert_eq!(decode_escape(br#"\ud83d!"#, 1, &mut out), None); // a lone high surrogate
 /// ```
+#[inline]
 #[must_use]
 pub fn decode_escape(b: &[u8], at: usize, out: &mut String) -> Option<usize> {
     let c = match *b.get(at)? {
