@@ -6,7 +6,9 @@
 //! bytes; the calling thread writes every `threads`-th block itself and each other thread the
 //! blocks between, into buffers that go back and forth between it and the caller, so that at
 //! any moment only a few parts are held. The caller sends the blocks on in their order: the
-//! bytes are those of [`cutctx::Transcript::write_canonical_in_parts`].
+//! bytes are those of [`cutctx::Transcript::write_canonical_in_parts`]. The buffers are bytes,
+//! not `String`s: a byte buffer escapes text eight bytes at a time in place
+//! ([`cutctx_json::escape::escape_into_vec`]) rather than a piece at a time.
 
 use std::io::Write;
 use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
@@ -31,27 +33,27 @@ pub(crate) fn turns_on_threads(
     out.write_all(b"[")?;
     std::thread::scope(|scope| {
         // For each other thread: the blocks it wrote, and the buffers the caller gives back.
-        let mut helpers: Vec<(Receiver<String>, std::sync::mpsc::Sender<String>)> = Vec::new();
+        let mut helpers: Vec<(Receiver<Vec<u8>>, std::sync::mpsc::Sender<Vec<u8>>)> = Vec::new();
         for k in 1..threads {
-            let (full_tx, full_rx) = sync_channel::<String>(2);
-            let (empty_tx, empty_rx) = channel::<String>();
+            let (full_tx, full_rx) = sync_channel::<Vec<u8>>(2);
+            let (empty_tx, empty_rx) = channel::<Vec<u8>>();
             let blocks = &blocks;
             scope.spawn(move || helper(turns, blocks, k, threads, part, &full_tx, &empty_rx));
             helpers.push((full_rx, empty_tx));
         }
-        let mut own = String::with_capacity(2 * part);
+        let mut own = Vec::with_capacity(2 * part);
         for (b, range) in blocks.iter().enumerate() {
             let k = b % threads;
             if k == 0 {
                 own.clear();
                 write_block(&mut own, turns, range.clone());
-                out.write_all(own.as_bytes())?;
+                out.write_all(&own)?;
                 continue;
             }
             let (full, empty) = &helpers[k - 1];
             match full.recv() {
                 Ok(text) => {
-                    out.write_all(text.as_bytes())?;
+                    out.write_all(&text)?;
                     // A helper that has ended no longer needs its buffer back.
                     let _ = empty.send(text);
                 }
@@ -59,7 +61,7 @@ pub(crate) fn turns_on_threads(
                 Err(_) => {
                     own.clear();
                     write_block(&mut own, turns, range.clone());
-                    out.write_all(own.as_bytes())?;
+                    out.write_all(&own)?;
                 }
             }
         }
@@ -77,13 +79,13 @@ fn helper(
     k: usize,
     threads: usize,
     part: usize,
-    full: &SyncSender<String>,
-    empty: &Receiver<String>,
+    full: &SyncSender<Vec<u8>>,
+    empty: &Receiver<Vec<u8>>,
 ) {
     for range in blocks.iter().skip(k).step_by(threads) {
         let mut text = empty
             .try_recv()
-            .unwrap_or_else(|_| String::with_capacity(2 * part));
+            .unwrap_or_else(|_| Vec::with_capacity(2 * part));
         text.clear();
         write_block(&mut text, turns, range.clone());
         if full.send(text).is_err() {
@@ -93,7 +95,7 @@ fn helper(
 }
 
 /// Appends the turns of `range` to `text`, each after a `,` but the transcript's first.
-fn write_block(text: &mut String, turns: &[TranscriptTurn], range: std::ops::Range<usize>) {
+fn write_block(text: &mut Vec<u8>, turns: &[TranscriptTurn], range: std::ops::Range<usize>) {
     let start = range.start;
     let mut w = Writer::new(text, Style::CANONICAL);
     for (i, turn) in turns[range].iter().enumerate() {
