@@ -11,10 +11,13 @@
 //! ([`cutctx_json::escape::escape_into_vec`]) rather than a piece at a time.
 
 use std::io::Write;
-use std::sync::mpsc::{Receiver, SyncSender, channel, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
 
 use cutctx::TranscriptTurn;
 use cutctx_json::{Style, Writer, write_turn};
+
+/// A block's text, or room for one.
+type Block = Vec<u8>;
 
 /// Writes `[turn,turn,…]` of `turns` to `out`, the blocks of about `part` bytes shared among
 /// `threads` threads (the caller's among them).
@@ -33,10 +36,10 @@ pub(crate) fn turns_on_threads(
     out.write_all(b"[")?;
     std::thread::scope(|scope| {
         // For each other thread: the blocks it wrote, and the buffers the caller gives back.
-        let mut helpers: Vec<(Receiver<Vec<u8>>, std::sync::mpsc::Sender<Vec<u8>>)> = Vec::new();
+        let mut helpers: Vec<(Receiver<Block>, Sender<Block>)> = Vec::new();
         for k in 1..threads {
-            let (full_tx, full_rx) = sync_channel::<Vec<u8>>(2);
-            let (empty_tx, empty_rx) = channel::<Vec<u8>>();
+            let (full_tx, full_rx) = sync_channel::<Block>(2);
+            let (empty_tx, empty_rx) = channel::<Block>();
             let blocks = &blocks;
             scope.spawn(move || helper(turns, blocks, k, threads, part, &full_tx, &empty_rx));
             helpers.push((full_rx, empty_tx));
@@ -79,8 +82,8 @@ fn helper(
     k: usize,
     threads: usize,
     part: usize,
-    full: &SyncSender<Vec<u8>>,
-    empty: &Receiver<Vec<u8>>,
+    full: &SyncSender<Block>,
+    empty: &Receiver<Block>,
 ) {
     for range in blocks.iter().skip(k).step_by(threads) {
         let mut text = empty
