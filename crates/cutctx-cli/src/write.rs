@@ -3,21 +3,73 @@
 //!
 //! Escaping the kept turns' contents is most of the cost of writing a large output, and one
 //! turn's text does not depend on another's. So the turns are cut into blocks of about a part's
-//! bytes; the calling thread writes every `threads`-th block itself and each other thread the
-//! blocks between, into buffers that go back and forth between it and the caller, so that at
-//! any moment only a few parts are held. The caller sends the blocks on in their order: the
-//! bytes are those of [`cutctx::Transcript::write_canonical_in_parts`]. The buffers are bytes,
-//! not `String`s: a byte buffer escapes text eight bytes at a time in place
+//! bytes, and each block is taken by whichever thread comes free first: the caller takes the
+//! next block to send whenever no other thread has taken it yet (so it never waits for a block
+//! nobody has started, however busy the machine), and the other threads take blocks ahead of
+//! it, at most [`AHEAD`] blocks ahead, so that only a few parts are held at any moment. The
+//! caller sends the blocks on in their order: the bytes are those of
+//! [`cutctx::Transcript::write_canonical_in_parts`]. The buffers are bytes, not `String`s: a
+//! byte buffer escapes text eight bytes at a time in place
 //! ([`cutctx_json::escape::escape_into_vec`]) rather than a piece at a time.
 
 use std::io::Write;
-use std::sync::mpsc::{Receiver, Sender, SyncSender, channel, sync_channel};
+use std::ops::Range;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use cutctx::TranscriptTurn;
 use cutctx_json::{Style, Writer, write_turn};
 
-/// A block's text, or room for one.
-type Block = Vec<u8>;
+/// How many blocks past the one the caller sends next the other threads may have written.
+const AHEAD: usize = 4;
+
+/// What the threads share: which blocks are taken and which are written.
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when a block is written, when the caller moves on, and when it stops.
+    changed: Condvar,
+}
+
+struct State {
+    /// The first block no thread has taken.
+    next: usize,
+    /// The block the caller sends next.
+    sending: usize,
+    /// The blocks written by the other threads and not yet sent, at `block % AHEAD`.
+    written: [Option<Vec<u8>>; AHEAD],
+    /// Buffers sent on, to be written into again.
+    spare: Vec<Vec<u8>>,
+    /// The blocks whose threads were lost while writing them (writing cannot panic, but were
+    /// it so): the caller writes them itself.
+    lost: Vec<usize>,
+    /// Set when the caller stops early (a failed write): the other threads end.
+    stop: bool,
+}
+
+impl Shared {
+    /// The state; a thread that panicked holding it left nothing half-done that matters
+    /// here (every change is one assignment), so a poisoned lock is taken as it is.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.changed
+            .wait(state)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Tells the other threads to end when the caller leaves, whether it is done or failed.
+struct StopOnDrop<'a>(&'a Shared);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.lock().stop = true;
+        self.0.changed.notify_all();
+    }
+}
 
 /// Writes `[turn,turn,…]` of `turns` to `out`, the blocks of about `part` bytes shared among
 /// `threads` threads (the caller's among them).
@@ -32,73 +84,111 @@ pub(crate) fn turns_on_threads(
     threads: usize,
 ) -> std::io::Result<()> {
     let blocks = blocks(turns, part);
-    let threads = threads.clamp(1, blocks.len().max(1));
     out.write_all(b"[")?;
+    let shared = Shared {
+        state: Mutex::new(State {
+            next: 0,
+            sending: 0,
+            written: Default::default(),
+            spare: Vec::new(),
+            lost: Vec::new(),
+            stop: false,
+        }),
+        changed: Condvar::new(),
+    };
     std::thread::scope(|scope| {
-        // For each other thread: the blocks it wrote, and the buffers the caller gives back.
-        let mut helpers: Vec<(Receiver<Block>, Sender<Block>)> = Vec::new();
-        for k in 1..threads {
-            let (full_tx, full_rx) = sync_channel::<Block>(2);
-            let (empty_tx, empty_rx) = channel::<Block>();
-            let blocks = &blocks;
-            scope.spawn(move || helper(turns, blocks, k, threads, part, &full_tx, &empty_rx));
-            helpers.push((full_rx, empty_tx));
+        for _ in 1..threads.clamp(1, blocks.len().max(1)) {
+            scope.spawn(|| helper(turns, &blocks, part, &shared));
         }
+        // Dropped before the scope waits for the other threads, even on an error.
+        let _stop = StopOnDrop(&shared);
         let mut own = Vec::with_capacity(2 * part);
         for (b, range) in blocks.iter().enumerate() {
-            let k = b % threads;
-            if k == 0 {
+            let mut state = shared.lock();
+            if state.next == b {
+                // Nobody has taken it: written here, while the others write ahead.
+                state.next = b + 1;
+                drop(state);
                 own.clear();
                 write_block(&mut own, turns, range.clone());
                 out.write_all(&own)?;
-                continue;
-            }
-            let (full, empty) = &helpers[k - 1];
-            match full.recv() {
-                Ok(text) => {
+            } else {
+                // Taken by another thread: sent once written.
+                let text = loop {
+                    if let Some(text) = state.written[b % AHEAD].take() {
+                        break Some(text);
+                    }
+                    if state.lost.contains(&b) {
+                        break None;
+                    }
+                    state = shared.wait(state);
+                };
+                drop(state);
+                if let Some(text) = text {
                     out.write_all(&text)?;
-                    // A helper that has ended no longer needs its buffer back.
-                    let _ = empty.send(text);
-                }
-                // The helper is lost (it cannot panic, but were it so): write the block here.
-                Err(_) => {
+                    shared.lock().spare.push(text);
+                } else {
                     own.clear();
                     write_block(&mut own, turns, range.clone());
                     out.write_all(&own)?;
                 }
             }
+            shared.lock().sending = b + 1;
+            shared.changed.notify_all();
         }
-        // Returning drops the receivers, which ends any helper still sending.
         Ok::<(), std::io::Error>(())
     })?;
     out.write_all(b"]")
 }
 
-/// The `k`-th of `threads` threads: writes blocks `k`, `k + threads`, … in order and sends
-/// each, until every one is sent or the caller stops receiving.
-fn helper(
-    turns: &[TranscriptTurn],
-    blocks: &[std::ops::Range<usize>],
-    k: usize,
-    threads: usize,
-    part: usize,
-    full: &SyncSender<Block>,
-    empty: &Receiver<Block>,
-) {
-    for range in blocks.iter().skip(k).step_by(threads) {
-        let mut text = empty
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(2 * part));
-        text.clear();
-        write_block(&mut text, turns, range.clone());
-        if full.send(text).is_err() {
+/// Another thread: takes the first block nobody has taken, while it is at most [`AHEAD`]
+/// blocks past the one the caller sends next, writes it and leaves it for the caller; until
+/// every block is taken or the caller stops.
+fn helper(turns: &[TranscriptTurn], blocks: &[Range<usize>], part: usize, shared: &Shared) {
+    let mut state = shared.lock();
+    loop {
+        if state.stop || state.next >= blocks.len() {
             return;
+        }
+        if state.next >= state.sending + AHEAD {
+            state = shared.wait(state);
+            continue;
+        }
+        let b = state.next;
+        state.next = b + 1;
+        let mut text = state
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(2 * part));
+        drop(state);
+        let claim = Claim { shared, block: b };
+        text.clear();
+        write_block(&mut text, turns, blocks[b].clone());
+        drop(claim);
+        state = shared.lock();
+        state.written[b % AHEAD] = Some(text);
+        shared.changed.notify_all();
+    }
+}
+
+/// A block a thread is writing: should the thread be lost on the way (a panic unwinding
+/// past it), the caller is told to write the block itself.
+struct Claim<'a> {
+    shared: &'a Shared,
+    block: usize,
+}
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.shared.lock().lost.push(self.block);
+            self.shared.changed.notify_all();
         }
     }
 }
 
 /// Appends the turns of `range` to `text`, each after a `,` but the transcript's first.
-fn write_block(text: &mut Vec<u8>, turns: &[TranscriptTurn], range: std::ops::Range<usize>) {
+fn write_block(text: &mut Vec<u8>, turns: &[TranscriptTurn], range: Range<usize>) {
     let start = range.start;
     let mut w = Writer::new(text, Style::CANONICAL);
     for (i, turn) in turns[range].iter().enumerate() {
@@ -111,7 +201,7 @@ fn write_block(text: &mut Vec<u8>, turns: &[TranscriptTurn], range: std::ops::Ra
 
 /// The turns cut into runs of about `part` bytes of text or more (a run ends after the turn
 /// that reaches it), in order; none when there are no turns.
-fn blocks(turns: &[TranscriptTurn], part: usize) -> Vec<std::ops::Range<usize>> {
+fn blocks(turns: &[TranscriptTurn], part: usize) -> Vec<Range<usize>> {
     let mut blocks = Vec::new();
     let mut start = 0;
     let mut bytes = 0;
