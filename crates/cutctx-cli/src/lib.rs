@@ -11,17 +11,19 @@
 pub mod batch;
 mod error;
 pub mod formats;
+mod head;
 pub mod input;
 pub mod ledger;
 pub mod output;
 pub mod request;
 pub mod session;
 mod svg;
+mod write;
 
 pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 
 use cutctx::model::wire::ObjectOnly;
-use cutctx::{CompactionPlan, PlanDraft};
+use cutctx::{CompactionPlan, Parallelism, PlanDraft};
 
 /// `cutctx plan`: the plan's canonical JSON and one newline.
 ///
@@ -49,8 +51,10 @@ pub fn compact(request_text: &str) -> Result<String, CliError> {
 /// from, hundreds of thousands of small allocations for a large request, so that a process
 /// about to exit can leave them to the operating system rather than free them piece by piece.
 pub struct Compacted {
-    /// The output up to the transcript: `{"plan":…,"report":…,"transcript":`.
+    /// The output up to the report: `{"plan":…,`.
     head: String,
+    /// The output from the report up to the transcript: `"report":…,"transcript":`.
+    report: String,
     _request: request::Request,
     _plan: CompactionPlan,
     out: cutctx::CompactedTranscript,
@@ -64,7 +68,8 @@ impl Compacted {
     #[must_use]
     pub fn into_text(self) -> String {
         let mut text = self.head;
-        text.reserve(self.out.transcript.canonical_len_hint() + 2);
+        text.reserve(self.report.len() + self.out.transcript.canonical_len_hint() + 2);
+        text.push_str(&self.report);
         self.out.transcript.write_canonical_into(&mut text);
         text.push_str("}\n");
         text
@@ -78,18 +83,33 @@ impl Compacted {
     /// The first error writing to `out` returns; part of the output may have been written.
     pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         out.write_all(self.head.as_bytes())?;
-        let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
-        self.out
-            .transcript
-            .write_canonical_in_parts(&mut buf, WRITE_PART_BYTES, |part| {
-                out.write_all(part.as_bytes())?;
-                part.clear();
-                Ok::<(), std::io::Error>(())
-            })?;
+        out.write_all(self.report.as_bytes())?;
+        let turns = self.out.transcript.turns();
+        let threads = Parallelism::Automatic.threads();
+        if threads > 1 && turns.len() >= PARALLEL_WRITE_TURNS {
+            write::turns_on_threads(out, turns, WRITE_PART_BYTES, threads)?;
+        } else {
+            let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
+            self.out
+                .transcript
+                .write_canonical_in_parts(&mut buf, WRITE_PART_BYTES, |part| {
+                    out.write_all(part.as_bytes())?;
+                    part.clear();
+                    Ok::<(), std::io::Error>(())
+                })?;
+        }
         out.write_all(b"}\n")?;
         out.flush()
     }
 }
+
+/// The fewest turns whose writing is shared between threads: below it, starting a thread
+/// costs more than it saves.
+const PARALLEL_WRITE_TURNS: usize = 2_000;
+
+/// The fewest actions whose plan is written and hashed on other threads while the plan is
+/// applied (as the executor hashes a plan of as many actions on its own).
+const PARALLEL_PLAN_ACTIONS: usize = 20_000;
 
 /// As [`compact`], taking the request's text to free it as soon as it is parsed (nothing
 /// after parsing reads it), its output left to write.
@@ -118,19 +138,35 @@ pub fn compact_reader(
 }
 
 /// Plans and applies `req`, and writes the output up to its transcript.
+///
+/// The plan's canonical JSON is written once, for the output, and the report's `plan_hash`
+/// is the SHA-256 of those very bytes (the hash the executor computes from the same writer):
+/// a large plan is written and hashed on two more threads while this one applies it.
 fn compacted(req: request::Request) -> Result<Compacted, CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
-    let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
+    let apply = || cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries);
+    let (out, written) =
+        if plan.actions.len() >= PARALLEL_PLAN_ACTIONS && Parallelism::Automatic.threads() > 1 {
+            std::thread::scope(|scope| {
+                let writer = scope.spawn(|| head::plan_head(&plan, true));
+                let out = apply();
+                // Writing cannot panic; were the thread lost anyway, write here.
+                (out, writer.join().ok())
+            })
+        } else {
+            (apply(), None)
+        };
+    let mut out = out?;
+    let (head, plan_hash) = written.unwrap_or_else(|| head::plan_head(&plan, false));
+    out.report.plan_hash = plan_hash;
     // One buffer sized once: the parts are written in place, never copied together.
-    let mut head =
-        String::with_capacity(plan.canonical_len_hint() + out.report.canonical_len_hint() + 64);
-    head.push_str("{\"plan\":");
-    plan.write_canonical_into(&mut head);
-    head.push_str(",\"report\":");
-    out.report.write_canonical_into(&mut head);
-    head.push_str(",\"transcript\":");
+    let mut report = String::with_capacity(out.report.canonical_len_hint() + 32);
+    report.push_str("\"report\":");
+    out.report.write_canonical_into(&mut report);
+    report.push_str(",\"transcript\":");
     Ok(Compacted {
         head,
+        report,
         _request: req,
         _plan: plan,
         out,
@@ -189,6 +225,36 @@ mod tests {
             .expect("a vector takes every write");
         assert!(whole.len() > 3 * super::WRITE_PART_BYTES);
         assert_eq!(String::from_utf8(written).expect("UTF-8"), whole);
+    }
+
+    #[test]
+    fn a_large_output_is_what_the_executor_reports() {
+        // Enough actions that the plan is written and hashed beside the walk, and enough turns
+        // that the transcript is written on several threads: the bytes are the plan's,
+        // report's and view's canonical JSON as the executor makes them, its `plan_hash`
+        // included.
+        let n = super::PARALLEL_PLAN_ACTIONS + 10;
+        let text = request(n);
+        let req = super::request::parse(&text).expect("a valid request");
+        let plan = req
+            .policy
+            .decide(&req.transcript, &req.budget)
+            .expect("a plan");
+        let out = cutctx::apply(&req.transcript, &plan, &req.summaries).expect("applied");
+        let expected = format!(
+            "{{\"plan\":{},\"report\":{},\"transcript\":{}}}\n",
+            plan.canonical_json(),
+            out.report.canonical_json(),
+            out.transcript.canonical_json()
+        );
+        assert_eq!(out.report.plan_hash.len(), 64);
+        assert_eq!(super::compact(&text).expect("compacted"), expected);
+        let mut written = Vec::new();
+        super::compact_retaining(text)
+            .expect("a valid request")
+            .write_to(&mut written)
+            .expect("a vector takes every write");
+        assert_eq!(String::from_utf8(written).expect("UTF-8"), expected);
     }
 
     #[test]

@@ -187,6 +187,11 @@ fn read_in_pieces(
     rest.extend_from_slice(b"[]");
     let mut turns = Vec::new();
     let mut spans = Vec::new();
+    // One slot per thread, kept from piece to piece: its buffers are allocated once, not
+    // once a piece (a fresh large allocation is fresh pages, each touched for the first time).
+    let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
+        .take(threads.max(1))
+        .collect();
     let mut at = start + 1;
     let mut want_element = true;
     let mut closed = false;
@@ -194,10 +199,9 @@ fn read_in_pieces(
         // The whole elements in the buffer, read in parts on every thread without a scan
         // when an element is due and the parts confirm each other.
         let split = want_element
-            .then(|| take_split(&buf, at, threads))
+            .then(|| take_split(&buf, at, &mut slots, &mut turns))
             .flatten();
-        if let Some(mut taken) = split {
-            turns.append(&mut taken.turns);
+        if let Some(taken) = split {
             at = taken.at;
             closed = taken.closed;
         } else {
@@ -301,7 +305,9 @@ fn build(buf: &[u8], run: &[Range<usize>]) -> Option<Vec<TranscriptTurn>> {
             return None;
         }
     }
-    builder.finish()
+    let mut turns = Vec::with_capacity(run.len());
+    builder.finish_into(&mut turns)?;
+    Some(turns)
 }
 
 /// The turns of a run of elements, built as they are read.
@@ -346,12 +352,25 @@ impl Builder {
         self.read.pop();
     }
 
-    /// The turns, in the order their elements were read.
-    fn finish(self) -> Option<Vec<TranscriptTurn>> {
-        let mut turns = Vec::with_capacity(self.read.len());
+    /// Forgets every element read, keeping the room.
+    fn clear(&mut self) {
+        self.read.clear();
+        self.ids.clear();
+    }
+
+    /// Appends the turns to `turns`, in the order their elements were read, and empties the
+    /// builder for the next run, its buffers kept. On `None` (a turn that breaks a rule)
+    /// `turns` may hold some of the run's turns: the caller discards them.
+    fn finish_into(&mut self, turns: &mut Vec<TranscriptTurn>) -> Option<()> {
+        turns.reserve(self.read.len());
         // A result's `tool_call_id` shares its call's string, as `Transcript::new` packs them.
         let mut last_call: Option<Arc<str>> = None;
-        for r in self.read {
+        let mut built = Some(());
+        for r in self.read.drain(..) {
+            if built.is_none() {
+                // Drained all the same, so the builder is empty for its next run.
+                continue;
+            }
             let r = match r {
                 Element::Quick(r) => r,
                 Element::Strict(turn) => {
@@ -370,26 +389,26 @@ impl Builder {
             if call.is_some() {
                 last_call.clone_from(&call);
             }
-            turns.push(
-                TranscriptTurn::try_from(SharedTurnRecord {
-                    turn_id: WireText(turn_id),
-                    role: r.role,
-                    content: WireText(r.content),
-                    token_estimate: WireInt(i128::from(r.estimate)),
-                    tool_call_id: call.map(WireText),
-                    pinned: r.pinned,
-                    metadata: r.metadata,
-                })
-                .ok()?,
-            );
+            match TranscriptTurn::try_from(SharedTurnRecord {
+                turn_id: WireText(turn_id),
+                role: r.role,
+                content: WireText(r.content),
+                token_estimate: WireInt(i128::from(r.estimate)),
+                tool_call_id: call.map(WireText),
+                pinned: r.pinned,
+                metadata: r.metadata,
+            }) {
+                Ok(turn) => turns.push(turn),
+                Err(_) => built = None,
+            }
         }
-        Some(turns)
+        self.ids.clear();
+        built
     }
 }
 
 /// What [`take_split`] read of a buffer.
 struct Taken {
-    turns: Vec<TranscriptTurn>,
     /// Where reading stopped: the start of an element not yet whole, or just after the
     /// array's `]`.
     at: usize,
@@ -397,16 +416,31 @@ struct Taken {
     closed: bool,
 }
 
-/// The elements of `buf` from `at`, where an element is due, without a scan: the buffer is
-/// cut at up to `threads - 1` places that look like an element's start (`},{"`, which no
-/// string can hold whole), and each part's elements are read on a thread of their own from
-/// their cut. The cuts are guesses; a part's reading confirms them, as it reads on to exactly
-/// the next cut. `None` when it does not, or when anything is amiss, for the caller to read
-/// the buffer by the scan.
-fn take_split(buf: &[u8], at: usize, threads: usize) -> Option<Taken> {
+/// What one thread of [`take_split`] keeps from piece to piece: its builder and the turns of
+/// its part, both emptied after each piece and their room kept.
+#[derive(Default)]
+struct Slot {
+    builder: Builder,
+    turns: Vec<TranscriptTurn>,
+}
+
+/// The elements of `buf` from `at`, where an element is due, without a scan, their turns
+/// appended to `turns`: the buffer is cut at up to `slots.len() - 1` places that look like an
+/// element's start (`},{"`, which no string can hold whole), and each part's elements are read
+/// on a thread of their own from their cut, the first part on the calling thread straight into
+/// `turns`, each other part into its slot. The cuts are guesses; a part's reading confirms
+/// them, as it reads on to exactly the next cut. `None`, `turns` as it was, when it does not,
+/// or when anything is amiss, for the caller to read the buffer by the scan.
+fn take_split(
+    buf: &[u8],
+    at: usize,
+    slots: &mut [Slot],
+    turns: &mut Vec<TranscriptTurn>,
+) -> Option<Taken> {
     const CUT: &[u8] = b"},{\"";
+    let threads = slots.len().max(1);
     let mut cuts = vec![at];
-    let stride = (buf.len() - at) / threads.max(1);
+    let stride = (buf.len() - at) / threads;
     for k in 1..threads {
         let from = (at + k * stride).max(*cuts.last().unwrap_or(&at) + 1);
         let Some(found) = buf
@@ -420,47 +454,73 @@ fn take_split(buf: &[u8], at: usize, threads: usize) -> Option<Taken> {
     cuts.push(buf.len());
     let parts: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
     let last = parts.len() - 1;
-    let mut results = std::thread::scope(|scope| {
+    let before = turns.len();
+    let (first_slot, other_slots) = slots.split_first_mut()?;
+    let results = std::thread::scope(|scope| {
         let others: Vec<_> = parts[1..]
             .iter()
+            .zip(other_slots.iter_mut())
             .enumerate()
-            .map(|(k, &(from, to))| scope.spawn(move || take_part(buf, from, to, k + 1 == last)))
+            .map(|(k, (&(from, to), slot))| {
+                scope.spawn(move || {
+                    slot.turns.clear();
+                    take_part(buf, from, to, k + 1 == last, slot)
+                })
+            })
             .collect();
-        let mut results = vec![take_part(buf, parts[0].0, parts[0].1, last == 0)];
+        let (from, to) = parts[0];
+        let first = take_part_into(buf, from, to, last == 0, &mut first_slot.builder, turns);
+        let mut results = vec![first];
         results.extend(others.into_iter().map(|h| h.join().ok().flatten()));
         results
-    })
-    .into_iter();
-    let mut turns = Vec::new();
+    });
     let mut taken = None;
-    for (k, result) in results.by_ref().enumerate() {
-        let (mut more, stop, closed) = result?;
-        turns.append(&mut more);
+    for (k, result) in results.into_iter().enumerate() {
+        let Some((stop, closed)) = result else {
+            turns.truncate(before);
+            return None;
+        };
+        if k > 0 {
+            turns.append(&mut other_slots[k - 1].turns);
+        }
         if k < last {
             // A part confirms the next cut only by stopping exactly there, the array open.
             if closed || stop != parts[k].1 {
+                turns.truncate(before);
                 return None;
             }
         } else {
-            taken = Some(Taken {
-                turns: std::mem::take(&mut turns),
-                at: stop,
-                closed,
-            });
+            taken = Some(Taken { at: stop, closed });
         }
     }
     taken
 }
 
-/// The turns of the elements of `buf` from `from`, where an element is due, to the first
-/// element due at or after `to` (or, for the `last` part, to the end of the buffer or of the
-/// array): the turns, where reading stopped, and whether the array closed.
+/// [`take_part_into`] with the slot's builder, into the slot's turns.
 fn take_part(
     buf: &[u8],
     from: usize,
     to: usize,
     last: bool,
-) -> Option<(Vec<TranscriptTurn>, usize, bool)> {
+    slot: &mut Slot,
+) -> Option<(usize, bool)> {
+    take_part_into(buf, from, to, last, &mut slot.builder, &mut slot.turns)
+}
+
+/// The turns of the elements of `buf` from `from`, where an element is due, to the first
+/// element due at or after `to` (or, for the `last` part, to the end of the buffer or of the
+/// array), appended to `turns` (on `None`, perhaps some of them) by `builder`: where reading
+/// stopped, and whether the array closed.
+fn take_part_into(
+    buf: &[u8],
+    from: usize,
+    to: usize,
+    last: bool,
+    builder: &mut Builder,
+    turns: &mut Vec<TranscriptTurn>,
+) -> Option<(usize, bool)> {
+    // Whatever an earlier run that failed left in it.
+    builder.clear();
     // The part as text: only the last may end inside a character, cut by the read.
     let text = match std::str::from_utf8(&buf[from..to]) {
         Ok(text) => text,
@@ -470,7 +530,6 @@ fn take_part(
         Err(_) => return None,
     };
     let b = text.as_bytes();
-    let mut builder = Builder::default();
     let mut p = 0;
     let mut closed = false;
     loop {
@@ -501,7 +560,8 @@ fn take_part(
             _ => return None,
         }
     }
-    Some((builder.finish()?, from + p, closed))
+    builder.finish_into(turns)?;
+    Some((from + p, closed))
 }
 
 /// The request of this transcript (as built from its turns) and the rest of its document
@@ -874,11 +934,18 @@ mod tests {
         let at = scan::array_start(b).expect("an array") + 1;
         let all = parse_whole(&text).expect("valid").transcript.into_turns();
         let mut split = 0;
-        for n in (at..b.len()).step_by(5) {
-            for threads in 2..6 {
-                if let Some(taken) = take_split(&b[..n], at, threads) {
-                    assert_eq!(taken.turns, all[..taken.turns.len()], "{n} {threads}");
+        for threads in 2..6 {
+            // The slots go from attempt to attempt, as from piece to piece, failed or not.
+            let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::default)
+                .take(threads)
+                .collect();
+            for n in (at..b.len()).step_by(5) {
+                let mut turns = Vec::new();
+                if take_split(&b[..n], at, &mut slots, &mut turns).is_some() {
+                    assert_eq!(turns, all[..turns.len()], "{n} {threads}");
                     split += 1;
+                } else {
+                    assert!(turns.is_empty(), "{n} {threads}");
                 }
             }
         }

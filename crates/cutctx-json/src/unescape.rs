@@ -17,6 +17,7 @@
 /// assert_eq!(out, "\n\u{1F600}");
 /// assert_eq!(decode_escape(br#"\ud83d!"#, 1, &mut out), None); // a lone high surrogate
 /// ```
+#[inline]
 #[must_use]
 pub fn decode_escape(b: &[u8], at: usize, out: &mut String) -> Option<usize> {
     let (c, end) = escaped_char(b, at)?;
@@ -32,6 +33,7 @@ pub fn decode_escape(b: &[u8], at: usize, out: &mut String) -> Option<usize> {
 /// assert_eq!(escaped_char(br#"\u00e9"#, 1), Some(('é', 6)));
 /// assert_eq!(escaped_char(br#"\ude00"#, 1), None); // a lone low surrogate
 /// ```
+#[inline]
 #[must_use]
 pub fn escaped_char(b: &[u8], at: usize) -> Option<(char, usize)> {
     let c = match *b.get(at)? {

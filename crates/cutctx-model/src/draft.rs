@@ -59,6 +59,29 @@ impl PlanDraft {
         self.write(out);
     }
 
+    /// Writes [`PlanDraft::canonical_json`] into any [`Sink`]: for a caller that hands the
+    /// text on (to a hasher, to an output) as it is written.
+    ///
+    /// ```
+    /// use cutctx_model::PlanDraft;
+    /// let draft = PlanDraft {
+    ///     actions: vec![],
+    ///     budget_unmet: false,
+    ///     estimator_ratio: None,
+    ///     policy_name: "p".into(),
+    ///     policy_version: "1".into(),
+    ///     summarization_requests: vec![],
+    ///     tokens_after_estimate: 0,
+    ///     tokens_before: 0,
+    /// };
+    /// let mut bytes = Vec::new();
+    /// draft.write_canonical_to(&mut bytes);
+    /// assert_eq!(bytes, draft.canonical_json().into_bytes());
+    /// ```
+    pub fn write_canonical_to<S: Sink>(&self, out: &mut S) {
+        self.write(out);
+    }
+
     /// About the length of [`PlanDraft::canonical_json`], to size a buffer once.
     ///
     /// Text is counted with an eighth more for escapes: a buffer a little too large costs
