@@ -625,14 +625,6 @@ impl<'a> Plain<'a> {
         lex.at_end().then_some(plain)
     }
 
-    /// Reads the message starting at `start` in `request`, as [`Self::read`] reads it, and
-    /// where it ends: for the scan of the list, which then need not walk the message itself.
-    pub(crate) fn read_at(request: &'a str, start: usize, defer: bool) -> Option<(Self, usize)> {
-        let mut lex = Lex::message(request.get(start..)?, start, defer);
-        let plain = Self::read_lex(&mut lex)?;
-        Some((plain, start + lex.offset()))
-    }
-
     /// One message, from the cursor.
     fn read_lex(lex: &mut Lex<'a>) -> Option<Self> {
         let (mut role, mut content) = (None, None);

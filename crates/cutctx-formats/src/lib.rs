@@ -851,7 +851,6 @@ enum Plains<'a> {
     None,
     Chat(Vec<Option<openai_chat::Plain<'a>>>),
     Responses(Vec<Option<openai_responses::Plain<'a>>>),
-    Anthropic(Vec<Option<anthropic::Plain<'a>>>),
 }
 
 /// The request `text` read ([`text::read`]) and its messages checked and mapped
@@ -905,12 +904,11 @@ fn read_and_map(
             |start| openai_responses::Plain::read_at(text, start, defer),
             Plains::Responses,
         )?,
-        (_, Format::Anthropic) => scan_reading(
-            text,
-            key,
-            |start| anthropic::Plain::read_at(text, start, defer),
-            Plains::Anthropic,
-        )?,
+        // An Anthropic message read by hand holds its blocks (a tool's input as a value),
+        // several times the room of a Chat or Responses one: held for the whole list, they
+        // would raise the run's peak by most of the input's size. Each is read from its span
+        // as the builder takes it instead, and dropped there.
+        (_, Format::Anthropic) => (text::read(text, key)?, Plains::None),
     };
     let built = map_messages(
         format,
@@ -1036,17 +1034,10 @@ fn map_messages(
             anthropic::system_shape(shell).ok()?;
             let mut check = anthropic::Check::start(n).ok()?;
             let mut build = anthropic::Build::start(shell, estimator).ok()?;
-            let mut taken = match plains {
-                Plains::Anthropic(taken) => Some(taken),
-                _ => None,
-            };
             for (i, span) in layout.items.iter().enumerate() {
-                let plain = match &mut taken {
-                    Some(taken) => taken.get_mut(i).and_then(Option::take),
-                    None => hand
-                        .then(|| anthropic::Plain::read(text.get(span.clone())?, span.start, defer))
-                        .flatten(),
-                };
+                let plain = hand
+                    .then(|| anthropic::Plain::read(text.get(span.clone())?, span.start, defer))
+                    .flatten();
                 if let Some(m) = plain
                     && check.plain(i, &m).is_some()
                 {
