@@ -10,6 +10,7 @@ use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
 
 use crate::mapping::Built;
+use crate::quick::ReadMessage;
 use crate::{Format, Plains, Reading, each_message, list_key, map_messages, read_and_map, text};
 
 /// `built` with the contents it left in `text` read in, each checked to have been left
@@ -41,39 +42,23 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
     let reference = read
         .as_ref()
         .and_then(|r| each_message(format, &r.shell, &r.layout, text, Some(&estimator)).ok());
-    let by_value = read.as_ref().and_then(|r| {
-        map_messages(
-            format,
-            &r.shell,
-            &r.layout,
-            text,
-            &estimator,
-            Reading::Values,
-            Plains::None,
-        )
-    });
-    let quick = read.as_ref().and_then(|r| {
-        map_messages(
-            format,
-            &r.shell,
-            &r.layout,
-            text,
-            &estimator,
-            Reading::Hand,
-            Plains::None,
-        )
-    });
-    let deferring = read.as_ref().and_then(|r| {
-        map_messages(
-            format,
-            &r.shell,
-            &r.layout,
-            text,
-            &estimator,
-            Reading::HandDeferring,
-            Plains::None,
-        )
-    });
+    // Each message read from its span, as the reading says.
+    let map = |reading| {
+        read.as_ref().and_then(|r| {
+            let (shell, layout) = (&r.shell, &r.layout);
+            map_messages(
+                format,
+                shell,
+                layout,
+                text,
+                &estimator,
+                reading,
+                Plains::None,
+            )
+        })
+    };
+    let (by_value, quick) = (map(Reading::Values), map(Reading::Hand));
+    let deferring = map(Reading::HandDeferring);
     // Read as the scan of the list finds each message, whole and deferring.
     let scanned = read_and_map(format, text, &estimator, Reading::Hand);
     let scanned_deferring = read_and_map(format, text, &estimator, Reading::HandDeferring);

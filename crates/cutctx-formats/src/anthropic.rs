@@ -43,7 +43,7 @@ use serde_json::{Map, Value};
 use crate::content::Text;
 use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem, message_id};
 use crate::openai_chat::with_field;
-use crate::quick::{Lex, Str, once};
+use crate::quick::{Lex, ReadMessage, Str, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -616,15 +616,7 @@ enum Block<'a> {
     },
 }
 
-impl<'a> Plain<'a> {
-    /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
-    /// these shapes. Its turn text is left as written when `defer`.
-    pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
-        let mut lex = Lex::message(text, base, defer);
-        let plain = Self::read_lex(&mut lex)?;
-        lex.at_end().then_some(plain)
-    }
-
+impl<'a> ReadMessage<'a> for Plain<'a> {
     /// One message, from the cursor.
     fn read_lex(lex: &mut Lex<'a>) -> Option<Self> {
         let (mut role, mut content) = (None, None);

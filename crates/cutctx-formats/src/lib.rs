@@ -120,6 +120,7 @@ pub use named::{POLICY_NAMES, policy_named};
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
 };
+use quick::ReadMessage;
 pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use text::TextParts;
 pub use validate::{Rule, Violation, validate};

@@ -35,7 +35,7 @@ use crate::content::Text;
 use crate::mapping::{
     Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
 };
-use crate::quick::{Lex, Str, once};
+use crate::quick::{Lex, ReadMessage, Str, once};
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -462,23 +462,7 @@ struct PlainCall<'a> {
     arguments: Cow<'a, str>,
 }
 
-impl<'a> Plain<'a> {
-    /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
-    /// these shapes. Its turn text is left as written when `defer`.
-    pub(crate) fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
-        let mut lex = Lex::message(text, base, defer);
-        let plain = Self::read_lex(&mut lex)?;
-        lex.at_end().then_some(plain)
-    }
-
-    /// Reads the message starting at `start` in `request`, as [`Self::read`] reads it, and
-    /// where it ends: for the scan of the list, which then need not walk the message itself.
-    pub(crate) fn read_at(request: &'a str, start: usize, defer: bool) -> Option<(Self, usize)> {
-        let mut lex = Lex::message(request.get(start..)?, start, defer);
-        let plain = Self::read_lex(&mut lex)?;
-        Some((plain, start + lex.offset()))
-    }
-
+impl<'a> ReadMessage<'a> for Plain<'a> {
     /// One message, from the cursor.
     fn read_lex(lex: &mut Lex<'a>) -> Option<Self> {
         let (mut role, mut content, mut tool_call_id, mut calls, mut name) =

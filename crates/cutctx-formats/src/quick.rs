@@ -14,6 +14,30 @@ use std::ops::Range;
 /// How deep a value read whole ([`Lex::value`]) may nest.
 const SMALL_DEPTH: usize = 16;
 
+/// A message shape the hand-written reader takes: read from a cursor, whole or from where the
+/// scan of the list found it.
+pub(crate) trait ReadMessage<'a>: Sized {
+    /// One message, from the cursor; `None` when it is not of the shape.
+    fn read_lex(lex: &mut Lex<'a>) -> Option<Self>;
+
+    /// Reads `text`, one message starting at `base` in the request; `None` when it is not of
+    /// the shape. Its turn text is left as written when `defer`.
+    fn read(text: &'a str, base: usize, defer: bool) -> Option<Self> {
+        let mut lex = Lex::message(text, base, defer);
+        let plain = Self::read_lex(&mut lex)?;
+        lex.at_end().then_some(plain)
+    }
+
+    /// Reads the message starting at `start` in `request`, as [`ReadMessage::read`] reads it,
+    /// and where it ends: for the scan of the list, which then need not walk the message
+    /// itself.
+    fn read_at(request: &'a str, start: usize, defer: bool) -> Option<(Self, usize)> {
+        let mut lex = Lex::message(request.get(start..)?, start, defer);
+        let plain = Self::read_lex(&mut lex)?;
+        Some((plain, start + lex.offset()))
+    }
+}
+
 /// A cursor over one message's text.
 pub(crate) struct Lex<'a> {
     text: &'a str,
