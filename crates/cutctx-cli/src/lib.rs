@@ -18,7 +18,6 @@ pub mod output;
 pub mod request;
 pub mod session;
 mod svg;
-mod write;
 
 pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 
@@ -84,28 +83,18 @@ impl Compacted {
     pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         out.write_all(self.head.as_bytes())?;
         out.write_all(self.report.as_bytes())?;
-        let turns = self.out.transcript.turns();
-        let threads = Parallelism::Automatic.threads();
-        if threads > 1 && turns.len() >= PARALLEL_WRITE_TURNS {
-            write::turns_on_threads(out, turns, WRITE_PART_BYTES, threads)?;
-        } else {
-            let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
-            self.out
-                .transcript
-                .write_canonical_in_parts(&mut buf, WRITE_PART_BYTES, |part| {
-                    out.write_all(part.as_bytes())?;
-                    part.clear();
-                    Ok::<(), std::io::Error>(())
-                })?;
-        }
+        let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
+        self.out
+            .transcript
+            .write_canonical_in_parts(&mut buf, WRITE_PART_BYTES, |part| {
+                out.write_all(part.as_bytes())?;
+                part.clear();
+                Ok::<(), std::io::Error>(())
+            })?;
         out.write_all(b"}\n")?;
         out.flush()
     }
 }
-
-/// The fewest turns whose writing is shared between threads: below it, starting a thread
-/// costs more than it saves.
-const PARALLEL_WRITE_TURNS: usize = 2_000;
 
 /// The fewest actions whose plan is written and hashed on other threads while the plan is
 /// applied (as the executor hashes a plan of as many actions on its own).
@@ -229,10 +218,9 @@ mod tests {
 
     #[test]
     fn a_large_output_is_what_the_executor_reports() {
-        // Enough actions that the plan is written and hashed beside the walk, and enough turns
-        // that the transcript is written on several threads: the bytes are the plan's,
-        // report's and view's canonical JSON as the executor makes them, its `plan_hash`
-        // included.
+        // Enough actions that the plan is written and hashed beside the walk: the bytes are
+        // the plan's, report's and view's canonical JSON as the executor makes them, its
+        // `plan_hash` included.
         let n = super::PARALLEL_PLAN_ACTIONS + 10;
         let text = request(n);
         let req = super::request::parse(&text).expect("a valid request");
