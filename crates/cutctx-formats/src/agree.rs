@@ -19,7 +19,7 @@ fn read_in(mut built: Built, text: &str) -> Built {
     for d in std::mem::take(&mut built.deferred) {
         let written = &text[d.span.clone()];
         let mut content = String::new();
-        crate::quick::decode_into(written, &mut content).expect("decodes");
+        cutctx_json::decode_written(written, &mut content).expect("decodes");
         let canonical = cutctx_model::canonical::canonical_json_value(&content.as_str().into());
         assert_eq!(
             d.canonical,

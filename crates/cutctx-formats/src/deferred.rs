@@ -18,10 +18,8 @@ use std::sync::{Arc, Mutex};
 use cutctx_invariants::{Analysis, CompactionPlan};
 use cutctx_model::{CompactionBudget, CompactionError, Transcript, details};
 use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
-use sha2::{Digest, Sha256};
 
 use crate::mapping::{Deferred, Piece, Rendered, TurnSource};
-use crate::quick::decode_into;
 use crate::{Format, FormatError, ProviderTranscript, Reading, not_the_text};
 
 impl ProviderTranscript {
@@ -229,21 +227,19 @@ impl ContentDigests for TextDigests<'_> {
     fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
         let Some(d) = self.left(position) else {
             let turn = self.transcript.turns().get(position);
-            return Ok(canonical_digest(turn.map_or("", |t| t.content())));
+            return Ok(cutctx_model::canonical::sha256_of_str_bytes(
+                turn.map_or("", |t| t.content()),
+            ));
         };
         if !d.canonical {
             let content = decoded(self.text, d, self.format).map_err(|e| self.unreadable(e))?;
-            return Ok(canonical_digest(&content));
+            return Ok(cutctx_model::canonical::sha256_of_str_bytes(&content));
         }
         let written = self
             .text
             .get(d.span.clone())
             .ok_or_else(|| self.unreadable(not_the_text(self.format)))?;
-        let mut hasher = Sha256::new();
-        hasher.update(b"\"");
-        hasher.update(written.as_bytes());
-        hasher.update(b"\"");
-        Ok(hasher.finalize().into())
+        Ok(cutctx_model::canonical::sha256_of_written(written))
     }
 
     fn content_len(&self, position: usize) -> usize {
@@ -277,7 +273,7 @@ fn decoded(text: &str, d: &Deferred, format: Format) -> Result<String, FormatErr
     let mut out = String::with_capacity(written.len());
     // The string was checked to decode when it was read; one that does not now is another
     // text of the same length.
-    decode_into(written, &mut out).ok_or_else(|| {
+    cutctx_json::decode_written(written, &mut out).ok_or_else(|| {
         FormatError::view(
             "The text given is not the text this transcript was read from: a string read \
              there does not decode.",
@@ -285,12 +281,6 @@ fn decoded(text: &str, d: &Deferred, format: Format) -> Result<String, FormatErr
         )
     })?;
     Ok(out)
-}
-
-/// The SHA-256 of `content`'s canonical JSON string literal, as a stub states it.
-fn canonical_digest(content: &str) -> [u8; 32] {
-    let literal = cutctx_model::canonical::canonical_json_value(&content.into());
-    Sha256::digest(literal.as_bytes()).into()
 }
 
 #[cfg(test)]

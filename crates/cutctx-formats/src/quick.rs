@@ -98,7 +98,7 @@ pub(crate) struct Written<'a> {
 impl<'a> Written<'a> {
     /// The decoded string pushed onto `out`.
     pub(crate) fn decode_onto(&self, out: &mut String) -> Option<()> {
-        decode_into(self.text, out)
+        cutctx_json::decode_written(self.text, out)
     }
 
     /// Whether the decoded string is empty (as the written one is).
@@ -124,38 +124,6 @@ impl<'a> Written<'a> {
     /// The field whose whole value the string is, if its reader said.
     pub(crate) const fn field(&self) -> Option<&'static str> {
         self.field
-    }
-}
-
-/// Whether `escape`, standing for `c`, is how the canonical writer escapes `c`: by name where
-/// JSON has one (`\"`, `\\`, `\n`, `\r`, `\t`, `\b`, `\f`), as `\u00xx` in lower-case
-/// hex for the other controls, and not at all for anything else (`\/` included).
-fn is_canonical_escape(c: char, escape: &[u8]) -> bool {
-    match escape.get(1) {
-        Some(b'/') => false,
-        Some(b'u') => {
-            c < ' '
-                && !matches!(c, '\u{8}' | '\t' | '\n' | '\u{c}' | '\r')
-                && !escape.iter().any(u8::is_ascii_uppercase)
-        }
-        _ => true,
-    }
-}
-
-/// Decodes `written` (a string's text between its quotes, with valid escapes) onto `out`;
-/// `None` at an escape that does not decode or a byte that may not stand raw.
-pub(crate) fn decode_into(written: &str, out: &mut String) -> Option<()> {
-    let b = written.as_bytes();
-    let mut at = 0;
-    loop {
-        let n = cutctx_json::first_special(b.get(at..)?, true).unwrap_or(b.len() - at);
-        out.push_str(written.get(at..at + n)?);
-        at += n;
-        match b.get(at) {
-            None => return Some(()),
-            Some(b'\\') => at = cutctx_json::decode_escape(b, at + 1, out)?,
-            Some(_) => return None,
-        }
     }
 }
 
@@ -279,7 +247,7 @@ impl<'a> Lex<'a> {
         let mut canonical = true;
         let mut escape = |at: usize| -> Option<usize> {
             let (c, end) = cutctx_json::escaped_char(b, at + 1)?;
-            canonical &= is_canonical_escape(c, b.get(at..end)?);
+            canonical &= cutctx_json::is_canonical_escape(c, b.get(at..end)?);
             fewer += end - at - 1;
             Some(end)
         };

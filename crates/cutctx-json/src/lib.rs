@@ -49,6 +49,6 @@ pub use hex::{hex, push_hex};
 pub use repr::{py_printable, py_repr, py_repr_str};
 pub use sink::Sink;
 pub use special::{first_special, special_mask, string_end};
-pub use turn::{TurnFields, write_turn};
-pub use unescape::{decode_escape, escaped_char};
+pub use turn::{TurnFields, write_turn, write_turn_with};
+pub use unescape::{decode_escape, decode_written, escaped_char, is_canonical_escape};
 pub use writer::{LoneSurrogates, NegativeZero, NonFinite, Style, Writer};

@@ -48,6 +48,39 @@ where
     S: Sink + ?Sized,
     M: IntoIterator<Item = (&'a str, &'a str)>,
 {
+    let content = turn.content;
+    write_turn_with(w, turn, |w| w.str(content));
+}
+
+/// As [`write_turn`], the content's value written by `content` in place of
+/// [`TurnFields::content`]: for a writer that holds the content as a JSON string literal
+/// already (a request's text, copied), where decoding it to write it again would only cost.
+///
+/// ```
+/// use cutctx_json::{Style, TurnFields, Writer, write_turn_with};
+/// let mut out = String::new();
+/// let turn = TurnFields {
+///     content: "",
+///     metadata: [],
+///     pinned: false,
+///     role: "tool",
+///     token_estimate: 2,
+///     tool_call_id: Some("c"),
+///     turn_id: "t1",
+/// };
+/// write_turn_with(&mut Writer::new(&mut out, Style::CANONICAL), turn, |w| {
+///     w.raw(r#""as \"written\"""#)
+/// });
+/// assert!(out.starts_with(r#"{"content":"as \"written\"","metadata":{}"#));
+/// ```
+pub fn write_turn_with<'a, S, M>(
+    w: &mut Writer<'_, S>,
+    turn: TurnFields<'a, M>,
+    content: impl FnOnce(&mut Writer<'_, S>),
+) where
+    S: Sink + ?Sized,
+    M: IntoIterator<Item = (&'a str, &'a str)>,
+{
     let key = |w: &mut Writer<'_, S>, first: bool, name: &str| {
         if !first {
             w.item_separator();
@@ -57,7 +90,7 @@ where
     };
     w.raw("{");
     key(w, true, "\"content\"");
-    w.str(turn.content);
+    content(w);
     key(w, false, "\"metadata\"");
     w.str_map(turn.metadata);
     key(w, false, "\"pinned\"");

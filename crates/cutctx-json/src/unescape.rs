@@ -25,6 +25,60 @@ pub fn decode_escape(b: &[u8], at: usize, out: &mut String) -> Option<usize> {
     Some(end)
 }
 
+/// Decodes `written` (a string's text between its quotes, as a JSON text writes it) onto
+/// `out`: `None` at an escape that does not decode (see [`decode_escape`]) and at a quote or
+/// control byte standing raw, which no JSON string holds.
+///
+/// ```
+/// use cutctx_json::decode_written;
+/// let mut out = String::new();
+/// assert_eq!(decode_written(r#"a\"b\u00e9\/"#, &mut out), Some(()));
+/// assert_eq!(out, "a\"bé/");
+/// assert_eq!(decode_written("a\"b", &mut out), None);
+/// ```
+#[must_use]
+pub fn decode_written(written: &str, out: &mut String) -> Option<()> {
+    let b = written.as_bytes();
+    let mut at = 0;
+    loop {
+        let n = crate::first_special(b.get(at..)?, true).unwrap_or(b.len() - at);
+        out.push_str(written.get(at..at + n)?);
+        at += n;
+        match b.get(at) {
+            None => return Some(()),
+            Some(b'\\') => at = decode_escape(b, at + 1, out)?,
+            Some(_) => return None,
+        }
+    }
+}
+
+/// Whether `escape` (the backslash to the end of the escape, as written), standing for `c`, is
+/// how the canonical writer escapes `c`: by name where JSON has one (`\"`, `\\`, `\n`, `\r`,
+/// `\t`, `\b`, `\f`), as `\u00xx` in lower-case hex for the other control characters, and not
+/// at all for anything else (`\/` included). A string whose every escape is canonical is
+/// already its own canonical literal, and can be copied or hashed as written.
+///
+/// ```
+/// use cutctx_json::is_canonical_escape;
+/// assert!(is_canonical_escape('\n', br"\n"));
+/// assert!(is_canonical_escape('\u{1f}', br"\u001f"));
+/// assert!(!is_canonical_escape('\u{1f}', br"\u001F")); // upper-case hex
+/// assert!(!is_canonical_escape('A', br"\u0041")); // needs no escape
+/// assert!(!is_canonical_escape('/', br"\/"));
+/// ```
+#[must_use]
+pub fn is_canonical_escape(c: char, escape: &[u8]) -> bool {
+    match escape.get(1) {
+        Some(b'/') => false,
+        Some(b'u') => {
+            c < ' '
+                && !matches!(c, '\u{8}' | '\t' | '\n' | '\u{c}' | '\r')
+                && !escape.iter().any(u8::is_ascii_uppercase)
+        }
+        _ => true,
+    }
+}
+
 /// As [`decode_escape`], the character returned instead of pushed: for a reader that checks
 /// and counts a string's characters without writing them out.
 ///

@@ -187,6 +187,38 @@ pub fn sha256_of_str(text: &str) -> String {
     sink.finish_hex()
 }
 
+/// The SHA-256 of `text`'s canonical JSON string literal, as bytes: the digest
+/// [`sha256_of_str`] writes in hex, and a masked turn's stub states.
+///
+/// ```
+/// use cutctx_model::canonical::{sha256_of_str, sha256_of_str_bytes};
+/// assert_eq!(cutctx_json::hex(&sha256_of_str_bytes("a\nb")), sha256_of_str("a\nb"));
+/// ```
+#[must_use]
+pub fn sha256_of_str_bytes(text: &str) -> [u8; 32] {
+    let mut sink = HashSink::on_stack();
+    Writer::new(&mut sink, Style::CANONICAL).str(text);
+    sink.finish()
+}
+
+/// The SHA-256 of the JSON string literal whose text between its quotes is `written`, as it
+/// stands: when `written` is the canonical spelling of a string (every escape the one the
+/// canonical writer uses, see `cutctx_json::is_canonical_escape`), this is
+/// [`sha256_of_str_bytes`] of that string, hashed without decoding it.
+///
+/// ```
+/// use cutctx_model::canonical::{sha256_of_str_bytes, sha256_of_written};
+/// assert_eq!(sha256_of_written(r#"say \"hi\"\n"#), sha256_of_str_bytes("say \"hi\"\n"));
+/// ```
+#[must_use]
+pub fn sha256_of_written(written: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"\"");
+    hasher.update(written.as_bytes());
+    hasher.update(b"\"");
+    hasher.finalize().into()
+}
+
 /// [`sha256_of_str`] of `parts` joined by `separator`, streamed: the joined text is never
 /// built.
 ///
