@@ -1,11 +1,9 @@
-//! The output's first part, `{"plan":…,`, and the report's `plan_hash`: the plan's canonical
-//! JSON written once, for both, and for a large plan hashed on a second thread as it is
-//! written.
-//!
-//! The report's `plan_hash` is the SHA-256 of the plan's canonical JSON, the bytes the output
-//! carries, so the hash is taken of those very bytes rather than of the plan written again.
+//! The output's first part, `{"plan":…,`, and the report's `plan_hash`, the SHA-256 of the
+//! plan's canonical JSON: the plan is written once through the hash, as the report needs it
+//! before the output starts, and once more into the output, a part at a time. Neither holds
+//! the plan's text whole: at a 50% budget it is a tenth of the request's size.
 
-use std::sync::mpsc::{SyncSender, sync_channel};
+use std::io::Write;
 
 use cutctx::PlanDraft;
 use cutctx_json::Sink;
@@ -14,86 +12,109 @@ use sha2::{Digest, Sha256};
 /// What the output's first part opens with.
 const OPEN: &str = "{\"plan\":";
 
-/// How many bytes of the plan's text go to the hashing thread at a time.
+/// How many bytes of the plan's text are gathered before they are hashed or written.
 const BLOCK: usize = 64 << 10;
 
-/// The output's first part, `{"plan":…,`, and the SHA-256 hex of the plan's canonical JSON
-/// in it. With `pipelined`, the text is hashed on a second thread as it is written; the
-/// result is the same.
-pub(crate) fn plan_head(plan: &PlanDraft, pipelined: bool) -> (String, String) {
-    let mut head = String::with_capacity(OPEN.len() + plan.canonical_len_hint() + 1);
-    head.push_str(OPEN);
-    let hash = if pipelined {
-        std::thread::scope(|scope| {
-            let (to_hasher, blocks) = sync_channel::<Vec<u8>>(8);
-            let hasher = scope.spawn(move || {
-                let mut hasher = Sha256::new();
-                for block in blocks {
-                    hasher.update(&block);
-                }
-                cutctx_json::hex(&hasher.finalize())
-            });
-            let mut sink = Forward {
-                head: &mut head,
-                sent: OPEN.len(),
-                to_hasher,
-                lost: false,
-            };
-            plan.write_canonical_to(&mut sink);
-            sink.forward();
-            let lost = sink.lost;
-            // Closing the channel ends the hasher's loop.
-            drop(sink);
-            hasher.join().ok().filter(|_| !lost)
-        })
-    } else {
-        plan.write_canonical_into(&mut head);
-        None
+/// The SHA-256 hex of `plan`'s canonical JSON, the text streamed through the hash.
+pub(crate) fn plan_hash(plan: &PlanDraft) -> String {
+    let mut sink = Hashing {
+        block: String::with_capacity(BLOCK + BLOCK / 2),
+        hasher: Sha256::new(),
     };
-    // Without the second thread, or were it lost, the text is hashed here.
-    let hash =
-        hash.unwrap_or_else(|| cutctx_json::hex(&Sha256::digest(&head.as_bytes()[OPEN.len()..])));
-    head.push(',');
-    (head, hash)
+    plan.write_canonical_to(&mut sink);
+    sink.hasher.update(sink.block.as_bytes());
+    cutctx_json::hex(&sink.hasher.finalize())
 }
 
-/// Appends what is written to the head and hands each new block of it to the hashing thread.
-struct Forward<'a> {
-    head: &'a mut String,
-    /// How much of the head the hasher has been sent.
-    sent: usize,
-    to_hasher: SyncSender<Vec<u8>>,
-    /// Set when the hashing thread is gone: the caller hashes the head on its own.
-    lost: bool,
+/// Appends the output's first part, `{"plan":…,`, to `text`.
+pub(crate) fn push_head(plan: &PlanDraft, text: &mut String) {
+    text.reserve(OPEN.len() + plan.canonical_len_hint() + 1);
+    text.push_str(OPEN);
+    plan.write_canonical_into(text);
+    text.push(',');
 }
 
-impl Forward<'_> {
-    /// Sends what the hasher has not been sent yet.
-    fn forward(&mut self) {
-        let block = self.head.as_bytes()[self.sent..].to_vec();
-        self.sent = self.head.len();
-        if !self.lost && self.to_hasher.send(block).is_err() {
-            self.lost = true;
+/// Writes the output's first part, `{"plan":…,`, to `out`, a block at a time.
+///
+/// # Errors
+///
+/// The first error writing to `out`; part of the head may have been written.
+pub(crate) fn write_head(plan: &PlanDraft, out: &mut impl Write) -> std::io::Result<()> {
+    let mut sink = Writing {
+        block: String::with_capacity(BLOCK + BLOCK / 2),
+        out,
+        failed: None,
+    };
+    sink.put(OPEN);
+    plan.write_canonical_to(&mut sink);
+    sink.put(",");
+    sink.write_block();
+    sink.failed.map_or(Ok(()), Err)
+}
+
+/// Hashes what is written, a block at a time.
+struct Hashing {
+    block: String,
+    hasher: Sha256,
+}
+
+impl Hashing {
+    fn hash_if_full(&mut self) {
+        if self.block.len() >= BLOCK {
+            self.hasher.update(self.block.as_bytes());
+            self.block.clear();
         }
     }
-
-    fn forward_if_full(&mut self) {
-        if self.head.len() - self.sent >= BLOCK {
-            self.forward();
-        }
-    }
 }
 
-impl Sink for Forward<'_> {
+impl Sink for Hashing {
     #[inline]
     fn put(&mut self, text: &str) {
-        self.head.push_str(text);
-        self.forward_if_full();
+        self.block.push_str(text);
+        self.hash_if_full();
     }
 
     fn put_escaped(&mut self, text: &str) {
-        self.head.put_escaped(text);
-        self.forward_if_full();
+        self.block.put_escaped(text);
+        self.hash_if_full();
+    }
+}
+
+/// Writes what is written to `out`, a block at a time, keeping the first error (after which
+/// nothing more is written).
+struct Writing<'a, W: Write> {
+    block: String,
+    out: &'a mut W,
+    failed: Option<std::io::Error>,
+}
+
+impl<W: Write> Writing<'_, W> {
+    fn write_block(&mut self) {
+        if self.failed.is_none()
+            && let Err(e) = self.out.write_all(self.block.as_bytes())
+        {
+            self.failed = Some(e);
+        }
+        self.block.clear();
+    }
+
+    fn write_if_full(&mut self) {
+        if self.block.len() >= BLOCK {
+            self.write_block();
+        }
+    }
+}
+
+impl<W: Write> Sink for Writing<'_, W> {
+    #[inline]
+    fn put(&mut self, text: &str) {
+        self.block.push_str(text);
+        self.write_if_full();
+    }
+
+    fn put_escaped(&mut self, text: &str) {
+        self.block.put_escaped(text);
+        self.write_if_full();
     }
 }
 
@@ -103,7 +124,7 @@ mod tests {
     use cutctx::{ObservationMaskingPolicy, TranscriptTurn};
 
     #[test]
-    fn the_head_holds_the_plan_and_its_hash_either_way() {
+    fn the_head_and_the_hash_are_the_plans_either_way() {
         for n in [1, 40, 3_000] {
             let turns = (0..n)
                 .map(|i| {
@@ -130,11 +151,13 @@ mod tests {
                     .expect("a plan"),
             ] {
                 let expected = format!("{{\"plan\":{},", plan.canonical_json());
-                for pipelined in [false, true] {
-                    let (head, hash) = super::plan_head(&plan, pipelined);
-                    assert_eq!(head, expected, "{n} {pipelined}");
-                    assert_eq!(hash, plan.plan_hash(), "{n} {pipelined}");
-                }
+                assert_eq!(super::plan_hash(&plan), plan.plan_hash(), "{n}");
+                let mut pushed = String::new();
+                super::push_head(&plan, &mut pushed);
+                assert_eq!(pushed, expected, "{n}");
+                let mut written = Vec::new();
+                super::write_head(&plan, &mut written).expect("a vector takes every write");
+                assert_eq!(String::from_utf8(written).expect("UTF-8"), expected, "{n}");
             }
         }
     }

@@ -14,6 +14,7 @@ pub mod formats;
 mod head;
 pub mod input;
 pub mod ledger;
+mod left;
 pub mod output;
 pub mod request;
 pub mod session;
@@ -50,13 +51,14 @@ pub fn compact(request_text: &str) -> Result<String, CliError> {
 /// from, hundreds of thousands of small allocations for a large request, so that a process
 /// about to exit can leave them to the operating system rather than free them piece by piece.
 pub struct Compacted {
-    /// The output up to the report: `{"plan":…,`.
-    head: String,
     /// The output from the report up to the transcript: `"report":…,"transcript":`.
     report: String,
     _request: request::Request,
-    _plan: CompactionPlan,
+    /// The plan, written as the output's first part, `{"plan":…,`.
+    plan: CompactionPlan,
     out: cutctx::CompactedTranscript,
+    /// The request's text, when the view's kept contents are written from it.
+    left: Option<left::LeftText>,
 }
 
 /// How many bytes of the transcript [`Compacted::write_to`] gathers before writing them.
@@ -66,12 +68,34 @@ impl Compacted {
     /// The output whole: what [`compact`] returns.
     #[must_use]
     pub fn into_text(self) -> String {
-        let mut text = self.head;
+        let mut text = String::new();
+        head::push_head(&self.plan, &mut text);
         text.reserve(self.report.len() + self.out.transcript.canonical_len_hint() + 2);
         text.push_str(&self.report);
-        self.out.transcript.write_canonical_into(&mut text);
+        // One part: the text is the buffer, kept whole.
+        let whole: Result<(), std::convert::Infallible> =
+            self.write_transcript(&mut text, usize::MAX, |_| Ok(()));
+        if let Err(never) = whole {
+            match never {}
+        }
         text.push_str("}\n");
         text
+    }
+
+    /// Writes the view's canonical JSON onto `buf`, handing it to `drain` each time it holds
+    /// `part` bytes or more, and at the end: its kept contents copied from the request's text
+    /// where they were left there.
+    fn write_transcript<E>(
+        &self,
+        buf: &mut String,
+        part: usize,
+        drain: impl FnMut(&mut String) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let view = &self.out.transcript;
+        match &self.left {
+            Some(text) => text.write_view(&self._request.transcript, view, buf, part, drain),
+            None => view.write_canonical_in_parts(buf, part, drain),
+        }
     }
 
     /// Writes the output to `out` and flushes it: the bytes of [`Compacted::into_text`], the
@@ -81,16 +105,14 @@ impl Compacted {
     ///
     /// The first error writing to `out` returns; part of the output may have been written.
     pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        out.write_all(self.head.as_bytes())?;
+        head::write_head(&self.plan, out)?;
         out.write_all(self.report.as_bytes())?;
         let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
-        self.out
-            .transcript
-            .write_canonical_in_parts(&mut buf, WRITE_PART_BYTES, |part| {
-                out.write_all(part.as_bytes())?;
-                part.clear();
-                Ok::<(), std::io::Error>(())
-            })?;
+        self.write_transcript(&mut buf, WRITE_PART_BYTES, |part| {
+            out.write_all(part.as_bytes())?;
+            part.clear();
+            Ok::<(), std::io::Error>(())
+        })?;
         out.write_all(b"}\n")?;
         out.flush()
     }
@@ -112,6 +134,23 @@ pub fn compact_retaining(request_text: String) -> Result<Compacted, CliError> {
     compacted(req)
 }
 
+/// As [`compact_retaining`], the contents of the request's turns left in its text, which the
+/// output holds: a dropped turn's content is never decoded, a masked one is hashed where it
+/// lies, and a kept one is copied from the text (see [`request::parse_leaving`]). The output
+/// is the bytes [`compact`] gives.
+///
+/// # Errors
+///
+/// As [`compact`].
+pub fn compact_text(request_text: String) -> Result<Compacted, CliError> {
+    let Some(leaving) = request::parse_leaving(&request_text) else {
+        return compact_retaining(request_text);
+    };
+    let (mut req, mut text) = left::LeftText::new(leaving?, request_text);
+    let plan = text.plan(&mut req)?;
+    compacted_with(req, plan, Some(text))
+}
+
 /// As [`compact_retaining`], reading the request from `reader` piece by piece, so that its
 /// whole text is never held (see [`request::parse_reader`]); `whole` reads it whole again,
 /// for the exact error, when anything in it is amiss.
@@ -126,39 +165,51 @@ pub fn compact_reader(
     compacted(request::parse_reader(reader, whole)?)
 }
 
-/// Plans and applies `req`, and writes the output up to its transcript.
+/// Plans and applies `req`, and writes the report.
 ///
-/// The plan's canonical JSON is written once, for the output, and the report's `plan_hash`
-/// is the SHA-256 of those very bytes (the hash the executor computes from the same writer):
-/// a large plan is written and hashed on two more threads while this one applies it.
+/// The report's `plan_hash` is the SHA-256 of the plan's canonical JSON, streamed through the
+/// hash by the writer the output's first part uses (see [`head`]): for a large plan, on a
+/// second thread while this one applies it.
 fn compacted(req: request::Request) -> Result<Compacted, CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
+    compacted_with(req, plan, None)
+}
+
+/// [`compacted`] of `req` with its `plan` made, the view's kept contents written from `text`
+/// where the request's were left there.
+fn compacted_with(
+    req: request::Request,
+    plan: CompactionPlan,
+    text: Option<left::LeftText>,
+) -> Result<Compacted, CliError> {
     let apply = || cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries);
-    let (out, written) =
+    let (out, hashed) =
         if plan.actions.len() >= PARALLEL_PLAN_ACTIONS && Parallelism::Automatic.threads() > 1 {
             std::thread::scope(|scope| {
-                let writer = scope.spawn(|| head::plan_head(&plan, true));
+                let hasher = scope.spawn(|| head::plan_hash(&plan));
                 let out = apply();
-                // Writing cannot panic; were the thread lost anyway, write here.
-                (out, writer.join().ok())
+                // Hashing cannot panic; were the thread lost anyway, hash here.
+                (out, hasher.join().ok())
             })
         } else {
             (apply(), None)
         };
     let mut out = out?;
-    let (head, plan_hash) = written.unwrap_or_else(|| head::plan_head(&plan, false));
-    out.report.plan_hash = plan_hash;
+    out.report.plan_hash = hashed.unwrap_or_else(|| head::plan_hash(&plan));
     // One buffer sized once: the parts are written in place, never copied together.
     let mut report = String::with_capacity(out.report.canonical_len_hint() + 32);
     report.push_str("\"report\":");
     out.report.write_canonical_into(&mut report);
     report.push_str(",\"transcript\":");
+    if let Some(text) = &text {
+        text.check_view(&req.transcript, &out.transcript)?;
+    }
     Ok(Compacted {
-        head,
         report,
         _request: req,
-        _plan: plan,
+        plan,
         out,
+        left: text,
     })
 }
 

@@ -264,16 +264,8 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             ledger: None,
             ..
         } => {
-            // A regular file is read piece by piece, never whole; anything else (standard
-            // input, a pipe) can be read only once, so it is read whole.
-            let file = std::fs::File::open(request)
-                .ok()
-                .filter(|f| f.metadata().is_ok_and(|m| m.is_file()));
-            let whole = || read_text(request, "the request");
-            let compacted = match file {
-                Some(file) => cutctx_cli::compact_reader(file, whole)?,
-                None => cutctx_cli::compact_retaining(whole()?)?,
-            };
+            // Read whole (a file on two threads): the output copies kept contents from it.
+            let compacted = cutctx_cli::compact_text(read_text(request, "the request")?)?;
             // The process ends right after printing: freeing every turn, action and id one
             // by one would only delay the exit, so the operating system reclaims them whole
             // (see `main`).

@@ -132,6 +132,131 @@ pub fn parse_reader(
     }
 }
 
+/// A turn's content left in the request's text (see [`parse_leaving`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    /// The turn's position in the transcript. Positions and offsets take 32 bits: there is
+    /// one of these for most turns of a request, and a request too large for them is read
+    /// by [`parse`] instead.
+    position: u32,
+    /// Where the content lies in the request, as written between its quotes.
+    start: u32,
+    end: u32,
+    /// Whether the written content is its own canonical JSON spelling (every escape the one
+    /// the canonical writer uses), so that it can be copied and hashed as it stands.
+    canonical: bool,
+}
+
+impl Left {
+    /// The content of the turn at `position`, at `span` of a text read from `base`; `None`
+    /// past what 32 bits hold.
+    pub(crate) fn of(
+        position: usize,
+        base: usize,
+        span: Range<usize>,
+        canonical: bool,
+    ) -> Option<Self> {
+        let at = |offset: usize| u32::try_from(base.checked_add(offset)?).ok();
+        Some(Self {
+            position: u32::try_from(position).ok()?,
+            start: at(span.start)?,
+            end: at(span.end)?,
+            canonical,
+        })
+    }
+
+    /// The turn's position in the transcript.
+    #[must_use]
+    pub const fn position(&self) -> usize {
+        self.position as usize
+    }
+
+    /// Where the content lies in the request, as written between its quotes.
+    #[must_use]
+    pub const fn span(&self) -> Range<usize> {
+        self.start as usize..self.end as usize
+    }
+
+    /// Whether the written content is its own canonical JSON spelling (every escape the one
+    /// the canonical writer uses), so that it can be copied and hashed as it stands.
+    #[must_use]
+    pub const fn is_canonical(&self) -> bool {
+        self.canonical
+    }
+}
+
+/// A request read with the contents of its turns left in its text.
+pub struct Leaving {
+    /// The request; each turn of [`Leaving::left`] shows one of [`Leaving::placeholders`] as
+    /// its content.
+    pub request: Request,
+    /// Where the contents were left, by position.
+    pub left: Vec<Left>,
+    /// The contents the turns left in the text show: a turn of the compacted view with one of
+    /// these is a turn of `left`, kept.
+    pub placeholders: Vec<Arc<str>>,
+}
+
+/// Reads the request document `text` as [`parse`] does, but leaves each content that its
+/// turn record's quick reader takes in `text`: checked as a JSON string, not decoded. Most of
+/// a large request is contents, and a compaction that drops or masks a turn never needs its
+/// content decoded (a mask's digest is hashed from the text, see [`Leaving`]).
+///
+/// `None` when anything is unusual (the transcript not taken whole by the quick reader, the
+/// rest of the document not parsing): [`parse`] then reads it and gives the result or error.
+/// `Some` gives the result `parse` gives, but for the contents left.
+#[must_use]
+pub fn parse_leaving(text: &str) -> Option<Result<Leaving, CliError>> {
+    let b = text.as_bytes();
+    let start = scan::array_start(b)?;
+    let threads = Parallelism::Automatic.threads().max(1);
+    let mut slots: Vec<Slot> = std::iter::repeat_with(Slot::leaving)
+        .take(threads)
+        .collect();
+    // Room for as many turns as the text could hold (a turn record takes more than 48 bytes),
+    // reserved, not touched: the pages the turns never reach are never the process's, and
+    // the list is never moved to grow it.
+    let most = b.len() / 48;
+    let (mut turns, mut left) = (Vec::with_capacity(most), Vec::with_capacity(most));
+    // A window of the text at a time, as the pieces of a file are read: each thread's turns
+    // stay few before they join the rest, and a window that holds no whole element grows.
+    let mut at = start + 1;
+    let mut window = PIECE_BYTES * threads;
+    let taken = loop {
+        let end = (at + window).min(b.len());
+        // The cuts are guesses, and miss when the transcript is short beside the rest of the
+        // document: then the window is read on one thread, from `at` on, without a cut.
+        let taken = take_split(&b[..end], at, &mut slots, &mut turns, &mut left)
+            .or_else(|| take_split(&b[..end], at, &mut slots[..1], &mut turns, &mut left))?;
+        if taken.closed {
+            break taken;
+        }
+        if end == b.len() {
+            return None;
+        }
+        if taken.at == at {
+            window *= 2;
+        }
+        at = taken.at;
+    };
+    let mut rest = String::with_capacity(start + 2 + text.len() - taken.at);
+    rest.push_str(text.get(..start)?);
+    rest.push_str("[]");
+    rest.push_str(text.get(taken.at..)?);
+    let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(&rest).ok()?;
+    let placeholders = slots
+        .into_iter()
+        .filter_map(|slot| slot.builder.placeholder)
+        .collect();
+    Some(
+        finish(Transcript::with_packed_ids(turns), wire).map(|request| Leaving {
+            request,
+            left,
+            placeholders,
+        }),
+    )
+}
+
 /// The size from which a request held in memory is read piece by piece, its turns on
 /// several threads: below it, starting threads costs more than it saves.
 const SPLIT_FROM_BYTES: usize = 1 << 20;
@@ -199,7 +324,7 @@ fn read_in_pieces(
         // The whole elements in the buffer, read in parts on every thread without a scan
         // when an element is due and the parts confirm each other.
         let split = want_element
-            .then(|| take_split(&buf, at, &mut slots, &mut turns))
+            .then(|| take_split(&buf, at, &mut slots, &mut turns, &mut Vec::new()))
             .flatten();
         if let Some(taken) = split {
             at = taken.at;
@@ -306,7 +431,8 @@ fn build(buf: &[u8], run: &[Range<usize>]) -> Option<Vec<TranscriptTurn>> {
         }
     }
     let mut turns = Vec::with_capacity(run.len());
-    builder.finish_into(&mut turns)?;
+    // This builder leaves no content in the text.
+    builder.finish_into(&mut turns, &mut Vec::new())?;
     Some(turns)
 }
 
@@ -322,6 +448,11 @@ struct Builder {
     /// Room for decoding a string's escapes.
     scratch: String,
     read: Vec<Element>,
+    /// When contents are left in the text: the content every such turn shows, one string
+    /// per builder (a shared one would have every thread count references to it).
+    placeholder: Option<Arc<str>>,
+    /// Where the text this builder reads starts in the request (for [`Left::span`]).
+    base: usize,
 }
 
 /// An element read quickly, its ids still in [`Builder::ids`], or a turn built strictly.
@@ -334,7 +465,13 @@ impl Builder {
     /// Reads the element of `text` opening at or after `i`; just after it. `None` when the
     /// element is not a turn record, ends before `text` does, or breaks a turn's rule.
     fn element(&mut self, text: &str, i: usize) -> Option<usize> {
-        if let Some((r, end)) = record::record_at(text, i, &mut self.ids, &mut self.scratch) {
+        if let Some((r, end)) = record::record_at(
+            text,
+            i,
+            &mut self.ids,
+            &mut self.scratch,
+            self.placeholder.as_ref(),
+        ) {
             self.read.push(Element::Quick(r));
             return Some(end);
         }
@@ -358,10 +495,11 @@ impl Builder {
         self.ids.clear();
     }
 
-    /// Appends the turns to `turns`, in the order their elements were read, and empties the
-    /// builder for the next run, its buffers kept. On `None` (a turn that breaks a rule)
-    /// `turns` may hold some of the run's turns: the caller discards them.
-    fn finish_into(&mut self, turns: &mut Vec<TranscriptTurn>) -> Option<()> {
+    /// Appends the turns to `turns`, in the order their elements were read, and where their
+    /// contents were left to `left`, and empties the builder for the next run, its buffers
+    /// kept. On `None` (a turn that breaks a rule) `turns` may hold some of the run's turns:
+    /// the caller discards them.
+    fn finish_into(&mut self, turns: &mut Vec<TranscriptTurn>, left: &mut Vec<Left>) -> Option<()> {
         turns.reserve(self.read.len());
         // A result's `tool_call_id` shares its call's string, as `Transcript::new` packs them.
         let mut last_call: Option<Arc<str>> = None;
@@ -398,7 +536,16 @@ impl Builder {
                 pinned: r.pinned,
                 metadata: r.metadata,
             }) {
-                Ok(turn) => turns.push(turn),
+                Ok(turn) => {
+                    if let Some((span, canonical)) = r.left {
+                        let Some(l) = Left::of(turns.len(), self.base, span, canonical) else {
+                            built = None;
+                            continue;
+                        };
+                        left.push(l);
+                    }
+                    turns.push(turn);
+                }
                 Err(_) => built = None,
             }
         }
@@ -422,6 +569,17 @@ struct Taken {
 struct Slot {
     builder: Builder,
     turns: Vec<TranscriptTurn>,
+    /// Where the contents of `turns` were left, by position in `turns`.
+    left: Vec<Left>,
+}
+
+impl Slot {
+    /// A slot whose builder leaves contents in the text.
+    fn leaving() -> Self {
+        let mut slot = Self::default();
+        slot.builder.placeholder = Some(Arc::from(""));
+        slot
+    }
 }
 
 /// The elements of `buf` from `at`, where an element is due, without a scan, their turns
@@ -436,6 +594,7 @@ fn take_split(
     at: usize,
     slots: &mut [Slot],
     turns: &mut Vec<TranscriptTurn>,
+    left: &mut Vec<Left>,
 ) -> Option<Taken> {
     const CUT: &[u8] = b"},{\"";
     let threads = slots.len().max(1);
@@ -455,6 +614,7 @@ fn take_split(
     let parts: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
     let last = parts.len() - 1;
     let before = turns.len();
+    let left_before = left.len();
     let (first_slot, other_slots) = slots.split_first_mut()?;
     let results = std::thread::scope(|scope| {
         let others: Vec<_> = parts[1..]
@@ -464,12 +624,20 @@ fn take_split(
             .map(|(k, (&(from, to), slot))| {
                 scope.spawn(move || {
                     slot.turns.clear();
+                    slot.left.clear();
                     take_part(buf, from, to, k + 1 == last, slot)
                 })
             })
             .collect();
         let (from, to) = parts[0];
-        let first = take_part_into(buf, from, to, last == 0, &mut first_slot.builder, turns);
+        let first = take_part_into(
+            buf,
+            from,
+            to,
+            last == 0,
+            &mut first_slot.builder,
+            (turns, left),
+        );
         let mut results = vec![first];
         results.extend(others.into_iter().map(|h| h.join().ok().flatten()));
         results
@@ -478,15 +646,31 @@ fn take_split(
     for (k, result) in results.into_iter().enumerate() {
         let Some((stop, closed)) = result else {
             turns.truncate(before);
+            left.truncate(left_before);
             return None;
         };
         if k > 0 {
-            turns.append(&mut other_slots[k - 1].turns);
+            let slot = &mut other_slots[k - 1];
+            let shift = turns.len();
+            for mut l in slot.left.drain(..) {
+                let Some(position) = u32::try_from(shift)
+                    .ok()
+                    .and_then(|shift| l.position.checked_add(shift))
+                else {
+                    turns.truncate(before);
+                    left.truncate(left_before);
+                    return None;
+                };
+                l.position = position;
+                left.push(l);
+            }
+            turns.append(&mut slot.turns);
         }
         if k < last {
             // A part confirms the next cut only by stopping exactly there, the array open.
             if closed || stop != parts[k].1 {
                 turns.truncate(before);
+                left.truncate(left_before);
                 return None;
             }
         } else {
@@ -504,23 +688,31 @@ fn take_part(
     last: bool,
     slot: &mut Slot,
 ) -> Option<(usize, bool)> {
-    take_part_into(buf, from, to, last, &mut slot.builder, &mut slot.turns)
+    take_part_into(
+        buf,
+        from,
+        to,
+        last,
+        &mut slot.builder,
+        (&mut slot.turns, &mut slot.left),
+    )
 }
 
 /// The turns of the elements of `buf` from `from`, where an element is due, to the first
 /// element due at or after `to` (or, for the `last` part, to the end of the buffer or of the
-/// array), appended to `turns` (on `None`, perhaps some of them) by `builder`: where reading
-/// stopped, and whether the array closed.
+/// array), appended to `turns` (on `None`, perhaps some of them) by `builder`, and where their
+/// contents were left to `left`: where reading stopped, and whether the array closed.
 fn take_part_into(
     buf: &[u8],
     from: usize,
     to: usize,
     last: bool,
     builder: &mut Builder,
-    turns: &mut Vec<TranscriptTurn>,
+    (turns, left): (&mut Vec<TranscriptTurn>, &mut Vec<Left>),
 ) -> Option<(usize, bool)> {
     // Whatever an earlier run that failed left in it.
     builder.clear();
+    builder.base = from;
     // The part as text: only the last may end inside a character, cut by the read.
     let text = match std::str::from_utf8(&buf[from..to]) {
         Ok(text) => text,
@@ -560,7 +752,7 @@ fn take_part_into(
             _ => return None,
         }
     }
-    builder.finish_into(turns)?;
+    builder.finish_into(turns, left)?;
     Some((from + p, closed))
 }
 
@@ -941,7 +1133,7 @@ mod tests {
                 .collect();
             for n in (at..b.len()).step_by(5) {
                 let mut turns = Vec::new();
-                if take_split(&b[..n], at, &mut slots, &mut turns).is_some() {
+                if take_split(&b[..n], at, &mut slots, &mut turns, &mut Vec::new()).is_some() {
                     assert_eq!(turns, all[..turns.len()], "{n} {threads}");
                     split += 1;
                 } else {

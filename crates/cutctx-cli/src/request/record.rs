@@ -19,8 +19,12 @@ use cutctx::Role;
 /// made into shared strings together, apart from the contents.
 #[derive(Debug)]
 pub(super) struct Record {
-    /// The content, `""` when the key is missing.
+    /// The content, `""` when the key is missing; the caller's placeholder when the content
+    /// is left as written (see [`Record::left`]).
     pub(super) content: Arc<str>,
+    /// Where the content lies as written, quotes excluded, and whether every escape in it is
+    /// the canonical writer's: set when the content is left in the text rather than decoded.
+    pub(super) left: Option<(Range<usize>, bool)>,
     /// The `turn_id`, in the id text.
     pub(super) id: Range<usize>,
     /// The `tool_call_id`, in the id text, unless missing or `null`.
@@ -41,14 +45,17 @@ const PINNED: u8 = 32;
 const METADATA: u8 = 64;
 
 /// The record opening at or after `i` in `s` (after whitespace), its ids appended to `ids`;
-/// `scratch` is room for decoding escapes, reused from record to record. The record and the
-/// position just after its closing brace; `None` for anything this reader does not take (see
-/// the module's header) or a record `s` ends inside.
+/// `scratch` is room for decoding escapes, reused from record to record. With `left`, the
+/// content is checked but not decoded: the record's content is that placeholder and
+/// [`Record::left`] says where the content lies. The record and the position just after its
+/// closing brace; `None` for anything this reader does not take (see the module's header) or
+/// a record `s` ends inside.
 pub(super) fn record_at(
     s: &str,
     i: usize,
     ids: &mut String,
     scratch: &mut String,
+    left: Option<&Arc<str>>,
 ) -> Option<(Record, usize)> {
     let b = s.as_bytes();
     let mut i = ws(b, i);
@@ -58,6 +65,7 @@ pub(super) fn record_at(
     let mut seen = 0_u8;
     let mut rec = Record {
         content: Arc::from(""),
+        left: None,
         id: 0..0,
         call: None,
         role: Role::User,
@@ -115,11 +123,19 @@ pub(super) fn record_at(
                 };
                 end
             }
-            CONTENT => {
-                let (content, end) = string(s, i, scratch)?;
-                rec.content = Arc::from(content.of(s, scratch));
-                end
-            }
+            CONTENT => match left {
+                Some(placeholder) => {
+                    let (span, canonical, end) = written(s, i)?;
+                    rec.content = Arc::clone(placeholder);
+                    rec.left = Some((span, canonical));
+                    end
+                }
+                None => {
+                    let (content, end) = string(s, i, scratch)?;
+                    rec.content = Arc::from(content.of(s, scratch));
+                    end
+                }
+            },
             ESTIMATE => {
                 let (estimate, end) = integer(b, i)?;
                 rec.estimate = estimate;
@@ -258,6 +274,33 @@ fn string(s: &str, i: usize, scratch: &mut String) -> Option<(Text, usize)> {
     }
 }
 
+/// The string whose opening quote is at `i`, checked as [`string`] checks it but not decoded:
+/// where its text lies (quotes excluded), whether every escape in it is the one the canonical
+/// writer would write (the text is then its own canonical spelling), and the position after
+/// its closing quote.
+fn written(s: &str, i: usize) -> Option<(Range<usize>, bool, usize)> {
+    let b = s.as_bytes();
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let start = i + 1;
+    let mut j = start + special(&b[start..])?;
+    let mut canonical = true;
+    loop {
+        match b[j] {
+            b'"' => return Some((start..j, canonical, j + 1)),
+            b'\\' => {
+                let (c, end) = cutctx_json::escaped_char(b, j + 1)?;
+                canonical &= cutctx_json::is_canonical_escape(c, &b[j..end]);
+                j = end;
+            }
+            // A control byte, which JSON does not allow in a string.
+            _ => return None,
+        }
+        j += special(&b[j..])?;
+    }
+}
+
 /// The offset of the first `"`, `\` or control byte in `b`.
 fn special(b: &[u8]) -> Option<usize> {
     cutctx_json::first_special(b, true)
@@ -282,7 +325,7 @@ mod tests {
 
     /// The record `s` holds whole (an object and nothing else).
     fn record(s: &str, ids: &mut String, scratch: &mut String) -> Option<Record> {
-        let (rec, end) = super::record_at(s, 0, ids, scratch)?;
+        let (rec, end) = super::record_at(s, 0, ids, scratch, None)?;
         (super::ws(s.as_bytes(), end) == s.len()).then_some(rec)
     }
 

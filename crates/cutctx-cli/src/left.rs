@@ -1,0 +1,461 @@
+//! A request document compacted with its turns' contents left in its text.
+//!
+//! Most of a large request is contents, and a compaction reads little of them: a dropped
+//! turn's content is never read, a masked one is read only to hash it, and a kept one is
+//! written out again as it came in. So the request is read with each content that its quick
+//! reader takes left where it lies ([`crate::request::parse_leaving`]); the policy decides
+//! with digests hashed from the text ([`CompactionPolicy::decide_with_digests`]), a content
+//! spelled as the canonical writer spells it hashed as it stands; and the view is written
+//! with each kept content copied from the text, or decoded and written again when it is
+//! spelled otherwise. A policy that reads contents gets them all decoded first. The bytes are
+//! those of the path that decodes every content (tests hold them to it).
+
+use std::sync::Arc;
+
+use cutctx::model::canonical::{sha256_of_str_bytes, sha256_of_written};
+use cutctx::model::details;
+use cutctx::policies::ContentDigests;
+use cutctx::{Analysis, CompactionError, CompactionPlan, Transcript, TranscriptTurn};
+use cutctx_json::{Style, Writer, write_turn_with};
+
+use crate::CliError;
+use crate::request::{Leaving, Left, Request};
+
+/// The text a request was read from, with where its turns' contents were left in it.
+pub(crate) struct LeftText {
+    text: String,
+    left: Vec<Left>,
+    placeholders: Vec<Arc<str>>,
+}
+
+/// Finds, for each turn of a view showing a placeholder, the left content it kept: kept turns
+/// come in the input's order, so one pass over the left contents finds them all.
+struct KeptWalk<'a> {
+    left: &'a [Left],
+    input: &'a [TranscriptTurn],
+    placeholders: &'a [Arc<str>],
+    /// The first left content not passed yet.
+    next: usize,
+}
+
+impl<'a> KeptWalk<'a> {
+    /// Where `turn`, the next turn of the view, finds its content: `None` when it does not
+    /// show a placeholder (its content is its own); `Some(None)` when it shows one but no
+    /// left content is its, which only a view of another input could do.
+    fn find(&mut self, turn: &TranscriptTurn) -> Option<Option<&'a Left>> {
+        let shows_placeholder = self
+            .placeholders
+            .iter()
+            .any(|p| std::ptr::eq(turn.content(), &**p));
+        if !shows_placeholder {
+            return None;
+        }
+        while let Some(l) = self.left.get(self.next) {
+            self.next += 1;
+            if self.input.get(l.position()).map(TranscriptTurn::turn_id) == Some(turn.turn_id()) {
+                return Some(Some(l));
+            }
+        }
+        Some(None)
+    }
+}
+
+impl LeftText {
+    /// The request `leaving` read from `text`, and the text with where its contents lie.
+    pub(crate) fn new(leaving: Leaving, text: String) -> (Request, Self) {
+        let Leaving {
+            request,
+            left,
+            placeholders,
+        } = leaving;
+        let text = Self {
+            text,
+            left,
+            placeholders,
+        };
+        (request, text)
+    }
+
+    /// `req`'s plan, reading from the text only what its policy reads: the masked turns'
+    /// digests for a policy that decides with digests, every content, decoded into the
+    /// transcript first, for any other.
+    pub(crate) fn plan(&mut self, req: &mut Request) -> Result<CompactionPlan, CliError> {
+        let analysis = Analysis::of(&req.transcript, &req.budget);
+        let digests = Digests {
+            text: &self.text,
+            left: &self.left,
+            transcript: &req.transcript,
+        };
+        if let Some(plan) = req
+            .policy
+            .decide_with_digests(&req.transcript, &analysis, &digests)
+        {
+            return Ok(plan?);
+        }
+        let contents = self
+            .left
+            .iter()
+            .map(|l| Ok((l.position(), Arc::from(self.decoded(l)?))))
+            .collect::<Result<Vec<_>, CompactionError>>()?;
+        req.transcript.set_contents(contents)?;
+        // No turn shows a placeholder now: the view is written from its contents alone.
+        self.left = Vec::new();
+        Ok(req.policy.decide(&req.transcript, &req.budget)?)
+    }
+
+    fn walk<'a>(&'a self, input: &'a Transcript) -> KeptWalk<'a> {
+        KeptWalk {
+            left: &self.left,
+            input: input.turns(),
+            placeholders: &self.placeholders,
+            next: 0,
+        }
+    }
+
+    /// Checks that every turn of `view` (the compaction of `input`) that kept a content left
+    /// in the text finds it there, and that it decodes where it must be decoded to be written:
+    /// [`LeftText::write_view`] then writes every one.
+    ///
+    /// # Errors
+    ///
+    /// `INTERNAL_ERROR` for a view turn showing a placeholder that no turn of the input left
+    /// (the view is not this input's), never expected; `VALIDATION_ERROR` for a content that
+    /// does not decode, which the reading checked.
+    pub(crate) fn check_view(&self, input: &Transcript, view: &Transcript) -> Result<(), CliError> {
+        let mut walk = self.walk(input);
+        for turn in view.turns() {
+            let Some(found) = walk.find(turn) else {
+                continue;
+            };
+            let Some(l) = found else {
+                return Err(CliError {
+                    code: crate::INTERNAL_ERROR,
+                    message: "a kept turn's content was not found where the request was read: \
+                              a defect of cutctx, not of the request"
+                        .to_owned(),
+                    details: details! { "turn_id" => turn.turn_id() },
+                });
+            };
+            if !l.is_canonical() {
+                self.decoded(l)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The content left at `l`, decoded.
+    fn decoded(&self, l: &Left) -> Result<String, CompactionError> {
+        decoded(&self.text, l)
+    }
+
+    /// Writes `view` (the compaction of `input`, checked by [`LeftText::check_view`]) as its
+    /// canonical JSON, as `Transcript::write_canonical_in_parts` does, each kept content left
+    /// in the text copied from it (or decoded and written again, when it is spelled otherwise
+    /// than the canonical writer would): `drain` takes the buffer each time it holds `part`
+    /// bytes or more, and at the end.
+    ///
+    /// # Errors
+    ///
+    /// The first error of `drain`.
+    pub(crate) fn write_view<E>(
+        &self,
+        input: &Transcript,
+        view: &Transcript,
+        buf: &mut String,
+        part: usize,
+        mut drain: impl FnMut(&mut String) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut walk = self.walk(input);
+        let mut decoded = String::new();
+        Writer::new(buf, Style::CANONICAL).raw("[");
+        for (at, turn) in view.turns().iter().enumerate() {
+            let mut w = Writer::new(buf, Style::CANONICAL);
+            if at > 0 {
+                w.item_separator();
+            }
+            match walk.find(turn).flatten() {
+                Some(l) if l.is_canonical() => {
+                    let span = l.span();
+                    // The literal, quotes included.
+                    let literal = &self.text[span.start - 1..span.end + 1];
+                    write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
+                }
+                Some(l) => {
+                    decoded.clear();
+                    let ok = cutctx_json::decode_written(&self.text[l.span()], &mut decoded);
+                    debug_assert!(ok.is_some(), "check_view decoded it");
+                    write_turn_with(&mut w, turn.json_fields(), |w| w.str(&decoded));
+                }
+                // Its own content; `check_view` found every placeholder's.
+                None => cutctx_json::write_turn(&mut w, turn.json_fields()),
+            }
+            if buf.len() >= part {
+                drain(buf)?;
+            }
+        }
+        Writer::new(buf, Style::CANONICAL).raw("]");
+        drain(buf)
+    }
+}
+
+/// The content left at `l` in `text`, decoded: it was checked to decode when it was read.
+fn decoded(text: &str, l: &Left) -> Result<String, CompactionError> {
+    let mut out = String::with_capacity(l.span().len());
+    text.get(l.span())
+        .and_then(|written| cutctx_json::decode_written(written, &mut out))
+        .ok_or_else(|| {
+            CompactionError::validation(
+                "A content read from the request no longer decodes.",
+                details! { "position" => l.position() },
+            )
+        })?;
+    Ok(out)
+}
+
+/// The digests of a transcript's contents, hashed from the request's text where they were
+/// left there.
+struct Digests<'a> {
+    text: &'a str,
+    /// By position.
+    left: &'a [Left],
+    transcript: &'a Transcript,
+}
+
+impl Digests<'_> {
+    fn left(&self, position: usize) -> Option<&Left> {
+        self.left
+            .binary_search_by_key(&position, Left::position)
+            .ok()
+            .and_then(|k| self.left.get(k))
+    }
+}
+
+impl ContentDigests for Digests<'_> {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        match self.left(position) {
+            Some(l) if l.is_canonical() => Ok(sha256_of_written(&self.text[l.span()])),
+            Some(l) => Ok(sha256_of_str_bytes(&decoded(self.text, l)?)),
+            None => {
+                let turn = self.transcript.turns().get(position);
+                Ok(sha256_of_str_bytes(turn.map_or("", |t| t.content())))
+            }
+        }
+    }
+
+    fn content_len(&self, position: usize) -> usize {
+        match self.left(position) {
+            Some(l) => l.span().len(),
+            None => self
+                .transcript
+                .turns()
+                .get(position)
+                .map_or(0, |t| t.content().len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use cutctx::{CompactionBudget, CompactionPolicy, DropOldestPolicy};
+    use proptest::prelude::*;
+
+    use super::LeftText;
+    use crate::request::{Left, parse, parse_leaving};
+
+    /// Content pieces as a request may spell them: plain, escaped as the canonical writer
+    /// escapes, escaped otherwise (`\/`, `\u0041`, upper-case hex, a surrogate pair), and
+    /// text that looks like the list's own punctuation.
+    const PIECES: [&str; 12] = [
+        "log line ",
+        r#"\"quoted\" "#,
+        r"back\\slash ",
+        r"\n\t",
+        r"\u001f",
+        r"a\/b ",
+        r"\u0041",
+        r"\u001F",
+        r"\uD83D\uDE00",
+        "é 😀 ",
+        r#"]},{\"turn_id\":\"x\"} "#,
+        "",
+    ];
+
+    /// One turn record: `kind` picks the spelling (usual, keys reordered with whitespace,
+    /// the content key missing, a key spelled with an escape, which only the strict parse
+    /// takes).
+    fn record(i: usize, role: &str, call: Option<&str>, content: &str, kind: u8) -> String {
+        let call = call.map_or_else(|| "null".to_owned(), |c| format!("\"{c}\""));
+        // Large enough that a stub is worth it: masking replaces only what it shrinks.
+        let estimate = 5 + content.len() * 4;
+        match kind {
+            0 => format!(
+                r#"{{"turn_id":"t{i}","role":"{role}","content":"{content}","token_estimate":{estimate},"tool_call_id":{call}}}"#
+            ),
+            1 => format!(
+                r#" {{ "tool_call_id" : {call}, "content" : "{content}" , "token_estimate":{estimate},"metadata":{{"k":"v"}},"role":"{role}","turn_id":"t{i}"}} "#
+            ),
+            2 => format!(
+                r#"{{"turn_id":"t{i}","role":"{role}","token_estimate":{estimate},"tool_call_id":{call}}}"#
+            ),
+            _ => format!(
+                r#"{{"turn\u005fid":"t{i}","role":"{role}","content":"{content}","token_estimate":{estimate},"tool_call_id":{call}}}"#
+            ),
+        }
+    }
+
+    /// A request of `contents.len()` turns after a system turn, in repeating assistant-call /
+    /// tool-result / user turns, with `policy` and a budget of `share` percent of the turns'
+    /// estimates.
+    fn request(contents: &[(Vec<usize>, u8)], policy: &str, share: u64, protected: u64) -> String {
+        let mut turns = vec![record(0, "system", None, "rules", 0)];
+        for (k, (pieces, kind)) in contents.iter().enumerate() {
+            let i = k + 1;
+            let content: String = pieces.iter().map(|&p| PIECES[p % PIECES.len()]).collect();
+            let cycle = k / 3;
+            let (role, call) = match k % 3 {
+                0 => ("assistant", Some(format!("c{cycle}"))),
+                1 => ("tool", Some(format!("c{cycle}"))),
+                _ => ("user", None),
+            };
+            turns.push(record(i, role, call.as_deref(), &content, *kind));
+        }
+        let total: u64 = turns
+            .iter()
+            .filter_map(|t| {
+                let at = t.find("\"token_estimate\":")? + 17;
+                t[at..].split([',', '}']).next()?.trim().parse::<u64>().ok()
+            })
+            .sum();
+        let budget = total * share / 100;
+        let summaries: Vec<String> = (0..contents.len())
+            .map(|k| format!(r#""g{k}":"summary {k}""#))
+            .collect();
+        format!(
+            r#"{{"transcript":[{}],"budget":{{"max_tokens":{budget},"protected_recent_turns":{protected}}},"policy":{policy},"summaries":{{{}}}}}"#,
+            turns.join(","),
+            summaries.join(",")
+        )
+    }
+
+    const POLICIES: [&str; 6] = [
+        r#"{"name":"drop_oldest"}"#,
+        r#"{"name":"observation_masking","keep_recent_results":0}"#,
+        r#"{"name":"observation_masking","keep_recent_results":2}"#,
+        r#"{"name":"summarizing","prompt_id":"p.v1"}"#,
+        r#"{"name":"default_chain","prompt_id":"p.v1","keep_recent_results":1}"#,
+        r#"{"name":"chain","policies":[{"name":"observation_masking","keep_recent_results":0},{"name":"drop_oldest"}]}"#,
+    ];
+
+    /// The output, or the error as its JSON line.
+    fn outcome(r: Result<String, crate::CliError>) -> Result<String, String> {
+        r.map_err(|e| e.to_json_line())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Left in the text or decoded, the output's bytes (or the error) are the same, for
+        /// every policy and budget, whether written whole or in parts.
+        #[test]
+        fn contents_left_in_the_text_give_the_bytes_decoded_ones_give(
+            contents in prop::collection::vec(
+                (prop::collection::vec(0..PIECES.len(), 0..6), prop_oneof![6 => 0_u8..3, 1 => Just(3_u8)]),
+                0..30,
+            ),
+            policy in 0..POLICIES.len(),
+            share in 1_u64..=100,
+            protected in 0_u64..4,
+        ) {
+            let text = request(&contents, POLICIES[policy], share, protected);
+            // Every content the quick reader takes (a usual record's) is left in the text, the
+            // system turn's among them: the text path is the one tested. A record only the
+            // strict parse takes is built decoded, beside them.
+            let usual = 1 + contents.iter().filter(|(_, kind)| *kind < 2).count();
+            match parse_leaving(&text).expect("a valid document") {
+                Ok(leaving) => prop_assert_eq!(leaving.left.len(), usual),
+                Err(e) => prop_assert!(crate::compact(&text).is_err(), "{}", e.to_json_line()),
+            }
+            let expected = outcome(crate::compact(&text));
+            let left = crate::compact_text(text.clone());
+            let mut written = Vec::new();
+            let in_parts = match &left {
+                Ok(c) => outcome(
+                    c.write_to(&mut written)
+                        .map(|()| String::from_utf8(written).expect("UTF-8"))
+                        .map_err(|_| unreachable!("a vector takes every write")),
+                ),
+                Err(e) => Err(e.to_json_line()),
+            };
+            prop_assert_eq!(&outcome(left.map(crate::Compacted::into_text)), &expected);
+            prop_assert_eq!(&in_parts, &expected);
+        }
+    }
+
+    /// A policy that reads contents: it notes every content it is given, then drops the
+    /// oldest turns.
+    struct Reading(Arc<Mutex<Vec<String>>>);
+
+    impl CompactionPolicy for Reading {
+        fn name(&self) -> &str {
+            "reading"
+        }
+
+        fn version(&self) -> &str {
+            "1"
+        }
+
+        fn decide(
+            &self,
+            t: &cutctx::Transcript,
+            b: &CompactionBudget,
+        ) -> Result<cutctx::CompactionPlan, cutctx::CompactionError> {
+            if let Ok(mut seen) = self.0.lock() {
+                *seen = t.turns().iter().map(|x| x.content().to_owned()).collect();
+            }
+            DropOldestPolicy.decide(t, b)
+        }
+    }
+
+    #[test]
+    fn a_policy_that_reads_contents_is_given_them_all_decoded() {
+        let contents: Vec<(Vec<usize>, u8)> = (0..12).map(|k| ((0..k % 7).collect(), 0)).collect();
+        let text = request(&contents, POLICIES[0], 50, 1);
+        let whole = parse(&text).expect("a valid request");
+        let leaving = parse_leaving(&text).expect("usual records").expect("valid");
+        assert!(!leaving.left.is_empty());
+        let (mut req, mut left) = LeftText::new(leaving, text.clone());
+        assert!(
+            req.transcript
+                .turns()
+                .iter()
+                .all(|t| t.content().is_empty())
+        );
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        req.policy = Box::new(Reading(Arc::clone(&seen)));
+        let plan = left.plan(&mut req).expect("a plan");
+        let decoded: Vec<String> = whole
+            .transcript
+            .turns()
+            .iter()
+            .map(|t| t.content().to_owned())
+            .collect();
+        assert_eq!(req.transcript, whole.transcript);
+        assert!(left.left.is_empty(), "no turn shows a placeholder any more");
+        let expected = crate::compact(&text).expect("compacted");
+        let out = crate::compacted_with(req, plan, Some(left)).expect("applied");
+        assert_eq!(out.into_text(), expected);
+        assert!(decoded.iter().any(|c| c.contains('"')));
+        assert_eq!(*seen.lock().expect("not poisoned"), decoded);
+    }
+
+    #[test]
+    fn a_content_past_what_32_bits_hold_is_not_left() {
+        let max = u32::MAX as usize;
+        assert!(Left::of(1, 0, 0..2, true).is_some());
+        assert!(Left::of(max + 1, 0, 0..2, true).is_none());
+        assert!(Left::of(1, max - 1, 0..2, true).is_none());
+        assert!(Left::of(1, usize::MAX, 1..2, true).is_none());
+    }
+}
