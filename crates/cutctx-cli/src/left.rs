@@ -76,31 +76,9 @@ impl LeftText {
         (request, text)
     }
 
-    /// `req`'s plan, reading from the text only what its policy reads: the masked turns'
-    /// digests for a policy that decides with digests, every content, decoded into the
-    /// transcript first, for any other.
+    /// `req`'s plan (see [`plan`]).
     pub(crate) fn plan(&mut self, req: &mut Request) -> Result<CompactionPlan, CliError> {
-        let analysis = Analysis::of(&req.transcript, &req.budget);
-        let digests = Digests {
-            text: &self.text,
-            left: &self.left,
-            transcript: &req.transcript,
-        };
-        if let Some(plan) = req
-            .policy
-            .decide_with_digests(&req.transcript, &analysis, &digests)
-        {
-            return Ok(plan?);
-        }
-        let contents = self
-            .left
-            .iter()
-            .map(|l| Ok((l.position(), Arc::from(self.decoded(l)?))))
-            .collect::<Result<Vec<_>, CompactionError>>()?;
-        req.transcript.set_contents(contents)?;
-        // No turn shows a placeholder now: the view is written from its contents alone.
-        self.left = Vec::new();
-        Ok(req.policy.decide(&req.transcript, &req.budget)?)
+        plan(req, &self.text, &mut self.left)
     }
 
     fn walk<'a>(&'a self, input: &'a Transcript) -> KeptWalk<'a> {
@@ -196,6 +174,40 @@ impl LeftText {
         Writer::new(buf, Style::CANONICAL).raw("]");
         drain(buf)
     }
+}
+
+/// `req`'s plan, `req` read from `text` with its contents left at `left`, reading only what
+/// its policy reads: the masked turns' digests for a policy that decides with digests, every
+/// content for any other, decoded into the transcript first (`left` is then emptied: no turn
+/// shows a placeholder any more).
+///
+/// # Errors
+///
+/// The policy's errors.
+pub(crate) fn plan(
+    req: &mut Request,
+    text: &str,
+    left: &mut Vec<Left>,
+) -> Result<CompactionPlan, CliError> {
+    let analysis = Analysis::of(&req.transcript, &req.budget);
+    let digests = Digests {
+        text,
+        left,
+        transcript: &req.transcript,
+    };
+    if let Some(plan) = req
+        .policy
+        .decide_with_digests(&req.transcript, &analysis, &digests)
+    {
+        return Ok(plan?);
+    }
+    let contents = left
+        .iter()
+        .map(|l| Ok((l.position(), Arc::from(decoded(text, l)?))))
+        .collect::<Result<Vec<_>, CompactionError>>()?;
+    req.transcript.set_contents(contents)?;
+    *left = Vec::new();
+    Ok(req.policy.decide(&req.transcript, &req.budget)?)
 }
 
 /// The content left at `l` in `text`, decoded: it was checked to decode when it was read.
@@ -390,6 +402,12 @@ mod tests {
             };
             prop_assert_eq!(&outcome(left.map(crate::Compacted::into_text)), &expected);
             prop_assert_eq!(&in_parts, &expected);
+            // `cutctx plan` plans with the contents left too.
+            let decoded_plan = parse(&text).and_then(|r| {
+                let plan = r.policy.decide(&r.transcript, &r.budget)?;
+                Ok(plan.canonical_json() + "\n")
+            });
+            prop_assert_eq!(outcome(crate::plan(&text)), outcome(decoded_plan));
         }
     }
 

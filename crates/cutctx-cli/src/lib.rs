@@ -31,8 +31,17 @@ use cutctx::{CompactionPlan, Parallelism, PlanDraft};
 ///
 /// Any failure of parsing, validation or planning, as a [`CliError`].
 pub fn plan(request_text: &str) -> Result<String, CliError> {
-    let req = request::parse(request_text)?;
-    let plan = req.policy.decide(&req.transcript, &req.budget)?;
+    // The contents left in the text: a plan reads at most the masked ones, to hash them.
+    let plan = match request::parse_leaving(request_text) {
+        Some(leaving) => {
+            let mut leaving = leaving?;
+            left::plan(&mut leaving.request, request_text, &mut leaving.left)?
+        }
+        None => {
+            let req = request::parse(request_text)?;
+            req.policy.decide(&req.transcript, &req.budget)?
+        }
+    };
     Ok(plan.canonical_json() + "\n")
 }
 
