@@ -241,58 +241,16 @@ impl<'a> Lex<'a> {
         self.eat(b'"')?;
         let b = self.bytes();
         let start = self.at;
-        // Escapes are ASCII: each stands for one code point, so the decoded string has as
-        // many fewer as its escapes' lengths beyond one.
-        let mut fewer = 0;
-        let mut canonical = true;
-        let mut escape = |at: usize| -> Option<usize> {
-            let (c, end) = cutctx_json::escaped_char(b, at + 1)?;
-            canonical &= cutctx_json::is_canonical_escape(c, b.get(at..end)?);
-            fewer += end - at - 1;
-            Some(end)
-        };
-        // Each word is read once and every special byte in it taken in turn: tool output
-        // escapes a quote or a newline every few bytes.
-        let mut at = start;
-        // The first byte not yet consumed by an escape.
-        let mut free = start;
-        let end = 'walk: {
-            while let Some(chunk) = b.get(at..at + 8) {
-                let mut word = [0; 8];
-                word.copy_from_slice(chunk);
-                let mut found = cutctx_json::special_mask(u64::from_le_bytes(word), true);
-                while found != 0 {
-                    let k = at + (found.trailing_zeros() / 8) as usize;
-                    found &= found - 1;
-                    if k < free {
-                        continue;
-                    }
-                    match b[k] {
-                        b'"' => break 'walk k,
-                        b'\\' => free = escape(k)?,
-                        // A raw control byte: not JSON, which the scan did not let through.
-                        _ => return None,
-                    }
-                }
-                at = (at + 8).max(free);
-            }
-            let mut k = at.max(free);
-            loop {
-                match *b.get(k)? {
-                    b'"' => break 'walk k,
-                    b'\\' => k = escape(k)?,
-                    c if c < 0x20 => return None,
-                    _ => k += 1,
-                }
-            }
-        };
+        let checked = cutctx_json::check_string(b, start)?;
+        let end = checked.end;
         let text = self.text.get(start..end)?;
         self.at = end + 1;
         Some(Written {
             text,
             at: self.base + start,
-            chars: text.chars().count() - fewer,
-            canonical,
+            // Escapes are ASCII: each stands for one code point.
+            chars: text.chars().count() - checked.escape_bytes,
+            canonical: checked.canonical,
             field: None,
         })
     }

@@ -32,6 +32,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod checked;
 mod error;
 pub mod escape;
 mod float;
@@ -43,6 +44,7 @@ mod turn;
 mod unescape;
 mod writer;
 
+pub use checked::{CheckedString, check_string};
 pub use error::JsonError;
 pub use float::py_float_repr;
 pub use hex::{hex, push_hex};

@@ -279,26 +279,11 @@ fn string(s: &str, i: usize, scratch: &mut String) -> Option<(Text, usize)> {
 /// writer would write (the text is then its own canonical spelling), and the position after
 /// its closing quote.
 fn written(s: &str, i: usize) -> Option<(Range<usize>, bool, usize)> {
-    let b = s.as_bytes();
-    if b.get(i) != Some(&b'"') {
+    if s.as_bytes().get(i) != Some(&b'"') {
         return None;
     }
-    let start = i + 1;
-    let mut j = start + special(&b[start..])?;
-    let mut canonical = true;
-    loop {
-        match b[j] {
-            b'"' => return Some((start..j, canonical, j + 1)),
-            b'\\' => {
-                let (c, end) = cutctx_json::escaped_char(b, j + 1)?;
-                canonical &= cutctx_json::is_canonical_escape(c, &b[j..end]);
-                j = end;
-            }
-            // A control byte, which JSON does not allow in a string.
-            _ => return None,
-        }
-        j += special(&b[j..])?;
-    }
+    let checked = cutctx_json::check_string(s.as_bytes(), i + 1)?;
+    Some((i + 1..checked.end, checked.canonical, checked.end + 1))
 }
 
 /// The offset of the first `"`, `\` or control byte in `b`.
