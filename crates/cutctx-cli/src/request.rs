@@ -223,11 +223,17 @@ pub fn parse_leaving(text: &str) -> Option<Result<Leaving, CliError>> {
     let mut at = start + 1;
     let mut window = PIECE_BYTES * threads;
     let taken = loop {
-        let end = (at + window).min(b.len());
+        let mut end = (at + window).min(b.len());
+        // The text is UTF-8 already: a window ends on a character's boundary, and its parts
+        // are not checked again.
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let window_text = Source::Text(text.get(..end)?);
         // The cuts are guesses, and miss when the transcript is short beside the rest of the
         // document: then the window is read on one thread, from `at` on, without a cut.
-        let taken = take_split(&b[..end], at, &mut slots, &mut turns, &mut left)
-            .or_else(|| take_split(&b[..end], at, &mut slots[..1], &mut turns, &mut left))?;
+        let taken = take_split(window_text, at, &mut slots, &mut turns, &mut left)
+            .or_else(|| take_split(window_text, at, &mut slots[..1], &mut turns, &mut left))?;
         if taken.closed {
             break taken;
         }
@@ -324,7 +330,15 @@ fn read_in_pieces(
         // The whole elements in the buffer, read in parts on every thread without a scan
         // when an element is due and the parts confirm each other.
         let split = want_element
-            .then(|| take_split(&buf, at, &mut slots, &mut turns, &mut Vec::new()))
+            .then(|| {
+                take_split(
+                    Source::Bytes(&buf),
+                    at,
+                    &mut slots,
+                    &mut turns,
+                    &mut Vec::new(),
+                )
+            })
             .flatten();
         if let Some(taken) = split {
             at = taken.at;
@@ -554,6 +568,24 @@ impl Builder {
     }
 }
 
+/// The text [`take_split`] reads elements from.
+#[derive(Clone, Copy)]
+enum Source<'a> {
+    /// Bytes read so far, not checked: the last part may end inside a character.
+    Bytes(&'a [u8]),
+    /// A text known to be UTF-8, cut only at characters' boundaries.
+    Text(&'a str),
+}
+
+impl<'a> Source<'a> {
+    const fn bytes(self) -> &'a [u8] {
+        match self {
+            Self::Bytes(b) => b,
+            Self::Text(t) => t.as_bytes(),
+        }
+    }
+}
+
 /// What [`take_split`] read of a buffer.
 struct Taken {
     /// Where reading stopped: the start of an element not yet whole, or just after the
@@ -590,13 +622,14 @@ impl Slot {
 /// them, as it reads on to exactly the next cut. `None`, `turns` as it was, when it does not,
 /// or when anything is amiss, for the caller to read the buffer by the scan.
 fn take_split(
-    buf: &[u8],
+    src: Source<'_>,
     at: usize,
     slots: &mut [Slot],
     turns: &mut Vec<TranscriptTurn>,
     left: &mut Vec<Left>,
 ) -> Option<Taken> {
     const CUT: &[u8] = b"},{\"";
+    let buf = src.bytes();
     let threads = slots.len().max(1);
     let mut cuts = vec![at];
     let stride = (buf.len() - at) / threads;
@@ -625,13 +658,13 @@ fn take_split(
                 scope.spawn(move || {
                     slot.turns.clear();
                     slot.left.clear();
-                    take_part(buf, from, to, k + 1 == last, slot)
+                    take_part(src, from, to, k + 1 == last, slot)
                 })
             })
             .collect();
         let (from, to) = parts[0];
         let first = take_part_into(
-            buf,
+            src,
             from,
             to,
             last == 0,
@@ -682,14 +715,14 @@ fn take_split(
 
 /// [`take_part_into`] with the slot's builder, into the slot's turns.
 fn take_part(
-    buf: &[u8],
+    src: Source<'_>,
     from: usize,
     to: usize,
     last: bool,
     slot: &mut Slot,
 ) -> Option<(usize, bool)> {
     take_part_into(
-        buf,
+        src,
         from,
         to,
         last,
@@ -703,7 +736,7 @@ fn take_part(
 /// array), appended to `turns` (on `None`, perhaps some of them) by `builder`, and where their
 /// contents were left to `left`: where reading stopped, and whether the array closed.
 fn take_part_into(
-    buf: &[u8],
+    src: Source<'_>,
     from: usize,
     to: usize,
     last: bool,
@@ -713,13 +746,17 @@ fn take_part_into(
     // Whatever an earlier run that failed left in it.
     builder.clear();
     builder.base = from;
-    // The part as text: only the last may end inside a character, cut by the read.
-    let text = match std::str::from_utf8(&buf[from..to]) {
-        Ok(text) => text,
-        Err(e) if last && e.error_len().is_none() => {
-            std::str::from_utf8(&buf[from..from + e.valid_up_to()]).ok()?
-        }
-        Err(_) => return None,
+    let text = match src {
+        // Cut at element starts and the window's end, each a character's boundary.
+        Source::Text(whole) => whole.get(from..to)?,
+        // The part as text: only the last may end inside a character, cut by the read.
+        Source::Bytes(buf) => match std::str::from_utf8(&buf[from..to]) {
+            Ok(text) => text,
+            Err(e) if last && e.error_len().is_none() => {
+                std::str::from_utf8(&buf[from..from + e.valid_up_to()]).ok()?
+            }
+            Err(_) => return None,
+        },
     };
     let b = text.as_bytes();
     let mut p = 0;
@@ -1133,7 +1170,15 @@ mod tests {
                 .collect();
             for n in (at..b.len()).step_by(5) {
                 let mut turns = Vec::new();
-                if take_split(&b[..n], at, &mut slots, &mut turns, &mut Vec::new()).is_some() {
+                if take_split(
+                    Source::Bytes(&b[..n]),
+                    at,
+                    &mut slots,
+                    &mut turns,
+                    &mut Vec::new(),
+                )
+                .is_some()
+                {
                     assert_eq!(turns, all[..turns.len()], "{n} {threads}");
                     split += 1;
                 } else {
