@@ -148,6 +148,19 @@ pub fn compact_retaining(request_text: String) -> Result<Compacted, CliError> {
 /// lies, and a kept one is copied from the text (see [`request::parse_leaving`]). The output
 /// is the bytes [`compact`] gives.
 ///
+/// ```
+/// let request = r#"{"transcript":[
+///     {"turn_id":"a","role":"assistant","content":"run","token_estimate":5,"tool_call_id":"c"},
+///     {"turn_id":"t","role":"tool","content":"a \"long\" log","token_estimate":900,"tool_call_id":"c"},
+///     {"turn_id":"u","role":"user","content":"go on","token_estimate":5}],
+///   "budget":{"max_tokens":100,"protected_recent_turns":1},
+///   "policy":{"name":"observation_masking","keep_recent_results":0}}"#;
+/// let left = cutctx_cli::compact_text(request.to_owned())?.into_text();
+/// assert_eq!(left, cutctx_cli::compact(request)?);
+/// assert!(left.contains("sha256:"));
+/// # Ok::<(), cutctx_cli::CliError>(())
+/// ```
+///
 /// # Errors
 ///
 /// As [`compact`].

@@ -205,6 +205,18 @@ pub struct Leaving {
 /// `None` when anything is unusual (the transcript not taken whole by the quick reader, the
 /// rest of the document not parsing): [`parse`] then reads it and gives the result or error.
 /// `Some` gives the result `parse` gives, but for the contents left.
+///
+/// ```
+/// use cutctx_cli::request::{parse, parse_leaving};
+/// let text = r#"{"transcript":[{"turn_id":"u","role":"user","content":"say \"hi\"","token_estimate":3}],
+///   "budget":{"max_tokens":10},"policy":{"name":"drop_oldest"}}"#;
+/// let leaving = parse_leaving(text).expect("a usual request")?;
+/// let left = &leaving.left[0];
+/// assert_eq!((left.position(), &text[left.span()], left.is_canonical()), (0, r#"say \"hi\""#, true));
+/// assert_eq!(leaving.request.transcript.turns()[0].content(), "");
+/// assert_eq!(parse(text)?.transcript.turns()[0].content(), "say \"hi\"");
+/// # Ok::<(), cutctx_cli::CliError>(())
+/// ```
 #[must_use]
 pub fn parse_leaving(text: &str) -> Option<Result<Leaving, CliError>> {
     let b = text.as_bytes();
