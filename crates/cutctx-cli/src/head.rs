@@ -1,30 +1,18 @@
-//! The output's first part, `{"plan":…,`, and the report's `plan_hash`, the SHA-256 of the
-//! plan's canonical JSON: the plan is written once through the hash, as the report needs it
-//! before the output starts, and once more into the output, a part at a time. Neither holds
-//! the plan's text whole: at a 50% budget it is a tenth of the request's size.
+//! The output's first part, `{"plan":…,`, written into the output a block at a time. The
+//! report's `plan_hash` is taken before the output starts, the plan streamed through the hash
+//! (`PlanDraft::plan_hash`), and the plan is written again here: neither holds the plan's text
+//! whole, which at a 50% budget is a tenth of the request's size.
 
 use std::io::Write;
 
 use cutctx::PlanDraft;
 use cutctx_json::Sink;
-use sha2::{Digest, Sha256};
 
 /// What the output's first part opens with.
 const OPEN: &str = "{\"plan\":";
 
-/// How many bytes of the plan's text are gathered before they are hashed or written.
+/// How many bytes of the plan's text are gathered before they are written.
 const BLOCK: usize = 64 << 10;
-
-/// The SHA-256 hex of `plan`'s canonical JSON, the text streamed through the hash.
-pub(crate) fn plan_hash(plan: &PlanDraft) -> String {
-    let mut sink = Hashing {
-        block: String::with_capacity(BLOCK + BLOCK / 2),
-        hasher: Sha256::new(),
-    };
-    plan.write_canonical_to(&mut sink);
-    sink.hasher.update(sink.block.as_bytes());
-    cutctx_json::hex(&sink.hasher.finalize())
-}
 
 /// Appends the output's first part, `{"plan":…,`, to `text`.
 pub(crate) fn push_head(plan: &PlanDraft, text: &mut String) {
@@ -50,34 +38,6 @@ pub(crate) fn write_head(plan: &PlanDraft, out: &mut impl Write) -> std::io::Res
     sink.put(",");
     sink.write_block();
     sink.failed.map_or(Ok(()), Err)
-}
-
-/// Hashes what is written, a block at a time.
-struct Hashing {
-    block: String,
-    hasher: Sha256,
-}
-
-impl Hashing {
-    fn hash_if_full(&mut self) {
-        if self.block.len() >= BLOCK {
-            self.hasher.update(self.block.as_bytes());
-            self.block.clear();
-        }
-    }
-}
-
-impl Sink for Hashing {
-    #[inline]
-    fn put(&mut self, text: &str) {
-        self.block.push_str(text);
-        self.hash_if_full();
-    }
-
-    fn put_escaped(&mut self, text: &str) {
-        self.block.put_escaped(text);
-        self.hash_if_full();
-    }
 }
 
 /// Writes what is written to `out`, a block at a time, keeping the first error (after which
@@ -151,7 +111,6 @@ mod tests {
                     .expect("a plan"),
             ] {
                 let expected = format!("{{\"plan\":{},", plan.canonical_json());
-                assert_eq!(super::plan_hash(&plan), plan.plan_hash(), "{n}");
                 let mut pushed = String::new();
                 super::push_head(&plan, &mut pushed);
                 assert_eq!(pushed, expected, "{n}");

@@ -190,8 +190,8 @@ pub fn compact_reader(
 /// Plans and applies `req`, and writes the report.
 ///
 /// The report's `plan_hash` is the SHA-256 of the plan's canonical JSON, streamed through the
-/// hash by the writer the output's first part uses (see [`head`]): for a large plan, on a
-/// second thread while this one applies it.
+/// hash (the output writes the plan again, see [`head`]): for a large plan, on a second thread
+/// while this one applies it.
 fn compacted(req: request::Request) -> Result<Compacted, CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     compacted_with(req, plan, None)
@@ -208,7 +208,8 @@ fn compacted_with(
     let (out, hashed) =
         if plan.actions.len() >= PARALLEL_PLAN_ACTIONS && Parallelism::Automatic.threads() > 1 {
             std::thread::scope(|scope| {
-                let hasher = scope.spawn(|| head::plan_hash(&plan));
+                // One thread hashing beside this one applying: no third.
+                let hasher = scope.spawn(|| plan.plan_hash_with(Parallelism::Sequential));
                 let out = apply();
                 // Hashing cannot panic; were the thread lost anyway, hash here.
                 (out, hasher.join().ok())
@@ -217,7 +218,7 @@ fn compacted_with(
             (apply(), None)
         };
     let mut out = out?;
-    out.report.plan_hash = hashed.unwrap_or_else(|| head::plan_hash(&plan));
+    out.report.plan_hash = hashed.unwrap_or_else(|| plan.plan_hash());
     // One buffer sized once: the parts are written in place, never copied together.
     let mut report = String::with_capacity(out.report.canonical_len_hint() + 32);
     report.push_str("\"report\":");
