@@ -84,7 +84,7 @@ mod tests {
     use cutctx::{ObservationMaskingPolicy, TranscriptTurn};
 
     #[test]
-    fn the_head_and_the_hash_are_the_plans_either_way() {
+    fn the_head_is_the_plans_canonical_json_pushed_or_written_and_a_failed_write_is_an_error() {
         for n in [1, 40, 3_000] {
             let turns = (0..n)
                 .map(|i| {
@@ -117,6 +117,9 @@ mod tests {
                 let mut written = Vec::new();
                 super::write_head(&plan, &mut written).expect("a vector takes every write");
                 assert_eq!(String::from_utf8(written).expect("UTF-8"), expected, "{n}");
+                let mut full = [0_u8; 4];
+                let err = super::write_head(&plan, &mut &mut full[..]).expect_err("four bytes");
+                assert_eq!(err.kind(), std::io::ErrorKind::WriteZero, "{n}");
             }
         }
     }
