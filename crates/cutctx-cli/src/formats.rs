@@ -526,8 +526,10 @@ fn representable(count: &PromptCount, max_tokens: u64) -> Result<(), CliError> {
 
 /// The second half of `cutctx compact --format`: applies `prepared`'s plan with `summaries`
 /// and writes the outputs. `input_text` must be the text [`prepare`] read: a request that fits
-/// comes back as that text, byte for byte. With `keep_compaction`, [`Detailed::compaction`]
-/// holds what a receipt is made of.
+/// comes back as that text, byte for byte. `keep` says what is made beyond the request, as
+/// for [`compact_detailed`]: without `keep.report` the report's text is left empty and the
+/// plan is not hashed (unless a receipt needs it), so that a caller that reads only the
+/// request pays for neither; for a large plan they cost as much as its parsing.
 ///
 /// # Errors
 ///
@@ -537,15 +539,15 @@ pub fn finish(
     prepared: Prepared,
     input_text: &str,
     summaries: &BTreeMap<String, String>,
-    keep_compaction: bool,
+    keep: Keep,
 ) -> Result<Detailed, CliError> {
     finish_text(
         prepared,
         Cow::Borrowed(input_text),
         summaries,
         Release::Free,
-        keep_compaction,
-        true,
+        keep.compaction,
+        keep.report,
     )
     .map(Finished::into_detailed)
 }

@@ -251,11 +251,14 @@ fn text_of<'a>(data: &'a Bound<'_, PyAny>) -> Result<&'a str, Coded> {
     ))
 }
 
-/// `compact_json(data, format, max_tokens, ...)` → `(request bytes, report bytes)`.
+/// `compact_json(data, format, max_tokens, ...)` → `(request bytes, report bytes or None)`.
+/// With `report=False` the report is not made (`None`): nor is the plan hashed, which for a
+/// long transcript costs as much as reading it.
 #[pyfunction]
 #[pyo3(signature = (
     data, format, max_tokens, *, protected_recent_turns = None, policy = None, prompt_id = None,
-    estimator = None, summaries = None, summarize = None, reserve_output = None, repair = false
+    estimator = None, summaries = None, summarize = None, reserve_output = None, repair = false,
+    report = true
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -274,7 +277,8 @@ fn compact_json<'py>(
     summarize: Option<&Bound<'py, PyAny>>,
     reserve_output: Option<u64>,
     repair: bool,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    report: bool,
+) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
     let run = || -> Result<(String, String), Failure> {
         if summaries.is_some() && summarize.is_some() {
             return Err(usage("give summaries or summarize, not both", "summarize").into());
@@ -300,13 +304,17 @@ fn compact_json<'py>(
             None => given,
             Some(f) => run_summarize(py, f, &mut prepared, text)?,
         };
-        let done = py.detach(|| cli::finish(prepared, text, &made, false))?;
+        let keep = cli::Keep {
+            compaction: false,
+            report,
+        };
+        let done = py.detach(|| cli::finish(prepared, text, &made, keep))?;
         Ok((done.output.output, done.output.report))
     };
-    let (output, report) = run().map_err(|f| to_pyerr(py, f))?;
+    let (output, report_text) = run().map_err(|f| to_pyerr(py, f))?;
     Ok((
         PyBytes::new(py, output.as_bytes()),
-        PyBytes::new(py, report.as_bytes()),
+        report.then(|| PyBytes::new(py, report_text.as_bytes())),
     ))
 }
 

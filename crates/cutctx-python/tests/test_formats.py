@@ -52,12 +52,22 @@ def cli(fmt: str, path: Path, budget: int, policy: str, recent: int, *extra: str
 
 
 def ours(data: bytes, fmt: str, budget: int, policy: str, recent: int, **kw):
+    """(request and report, None) or (None, the error); `compact_json`, which makes no report,
+    must give the same request or the same error."""
     try:
-        return compact_json_with_report(
-            data, fmt, budget, policy=policy, protected_recent_turns=recent, **kw
-        ), None
+        alone = compact_json(data, fmt, budget, policy=policy, protected_recent_turns=recent, **kw)
     except FormatCompactionError as e:
+        alone = e
+    try:
+        both = compact_json_with_report(
+            data, fmt, budget, policy=policy, protected_recent_turns=recent, **kw
+        )
+    except FormatCompactionError as e:
+        assert isinstance(alone, FormatCompactionError), (alone, e)
+        assert (alone.code, alone.message, alone.details) == (e.code, e.message, e.details)
         return None, e
+    assert alone == both[0]
+    return both, None
 
 
 def test_the_corpus_is_there():

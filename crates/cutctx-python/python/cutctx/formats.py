@@ -161,7 +161,7 @@ def compact_json_with_report(
     >>> json.loads(report)["prompt"]["reserve_tokens"]  # the request's own max_tokens
     20
     """
-    return _core.compact_json(
+    request, report = _core.compact_json(
         data,
         format,
         _count(max_tokens, "max_tokens"),
@@ -174,6 +174,8 @@ def compact_json_with_report(
         reserve_output=_reserve(reserve_output),
         repair=bool(repair),
     )
+    assert report is not None  # asked for by default
+    return request, report
 
 
 def compact_json(
@@ -232,19 +234,23 @@ def compact_json(
     ...     (e.code, e.details["document"])
     ('INPUT_ERROR', 'the transcript')
     """
-    return compact_json_with_report(
+    # The report is not made: nor is the plan hashed, which for a long transcript costs about
+    # as much as reading the request.
+    request, _ = _core.compact_json(
         data,
         format,
-        max_tokens,
-        protected_recent_turns=protected_recent_turns,
+        _count(max_tokens, "max_tokens"),
+        protected_recent_turns=_count(protected_recent_turns, "protected_recent_turns"),
         policy=policy,
         prompt_id=prompt_id,
         estimator=estimator,
-        summaries=summaries,
+        summaries=None if summaries is None else dict(summaries),
         summarize=summarize,
-        reserve_output=reserve_output,
-        repair=repair,
-    )[0]
+        reserve_output=_reserve(reserve_output),
+        repair=bool(repair),
+        report=False,
+    )
+    return request
 
 
 def compact(
