@@ -2,7 +2,7 @@
 //! content in the request's text (the request document's record reader, the provider formats'
 //! message reader), one walk, shared, so that both accept exactly what decoding accepts.
 
-use crate::{escaped_char, is_canonical_escape, special_mask};
+use crate::{escaped_char, is_canonical_escape, skip_plain, special_mask};
 
 /// What [`check_string`] learns of a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +46,12 @@ pub fn check_string(b: &[u8], start: usize) -> Option<CheckedString> {
     // The first byte not yet consumed by an escape.
     let mut free = start;
     let end = 'walk: {
-        while let Some(chunk) = b.get(at..at + 8) {
+        loop {
+            // Never inside an escape here: `at` is at or past `free`.
+            at = skip_plain(b, at, true);
+            let Some(chunk) = b.get(at..at + 8) else {
+                break;
+            };
             let mut word = [0; 8];
             word.copy_from_slice(chunk);
             let mut found = special_mask(u64::from_le_bytes(word), true);
@@ -80,4 +85,66 @@ pub fn check_string(b: &[u8], start: usize) -> Option<CheckedString> {
         escape_bytes,
         canonical,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The byte-at-a-time check of the string starting at `start`.
+    fn naive(b: &[u8], start: usize) -> Option<CheckedString> {
+        let (mut k, mut escape_bytes, mut canonical) = (start, 0, true);
+        loop {
+            match *b.get(k)? {
+                b'"' => {
+                    return Some(CheckedString {
+                        end: k,
+                        escape_bytes,
+                        canonical,
+                    });
+                }
+                b'\\' => {
+                    let (c, end) = escaped_char(b, k + 1)?;
+                    canonical &= is_canonical_escape(c, &b[k..end]);
+                    escape_bytes += end - k - 1;
+                    k = end;
+                }
+                c if c < 0x20 => return None,
+                _ => k += 1,
+            }
+        }
+    }
+
+    /// Pieces of string text: plain runs of every length (the walk takes them 32 bytes at a
+    /// time), escapes canonical or not, broken ones, raw controls, quotes and any byte.
+    fn piece() -> impl Strategy<Value = Vec<u8>> {
+        prop_oneof![
+            4 => (0..80_usize).prop_map(|n| vec![b'a'; n]),
+            2 => Just(b"\\n".to_vec()),
+            1 => Just(b"\\\"".to_vec()),
+            1 => Just(b"\\/".to_vec()),
+            1 => Just(b"\\u00e9".to_vec()),
+            1 => Just(b"\\u0041".to_vec()),
+            1 => Just(b"\\ud83d\\ude00".to_vec()),
+            1 => Just(b"\\ud800".to_vec()),
+            1 => Just(b"\\x".to_vec()),
+            1 => Just("é".as_bytes().to_vec()),
+            1 => Just(b"\"".to_vec()),
+            1 => any::<u8>().prop_map(|c| vec![c]),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn the_walk_agrees_with_one_byte_at_a_time(
+            pieces in proptest::collection::vec(piece(), 0..12),
+            start in 0..3_usize,
+        ) {
+            let mut b = vec![b'"'; start];
+            b.extend(pieces.concat());
+            prop_assert_eq!(check_string(&b, start), naive(&b, start));
+        }
+    }
 }

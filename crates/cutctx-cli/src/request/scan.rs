@@ -96,7 +96,7 @@ fn string_end(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// The offset of the first `"` or `\` in `b`, eight bytes at a time: string contents are
+/// The offset of the first `"` or `\` in `b`, a block at a time: string contents are
 /// most of a request's bytes, and this is where the scan spends its time.
 fn quote_or_backslash(b: &[u8]) -> Option<usize> {
     cutctx_json::first_special(b, false)
