@@ -60,8 +60,12 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
     let (by_value, quick) = (map(Reading::Values), map(Reading::Hand));
     let deferring = map(Reading::HandDeferring);
     // Read as the scan of the list finds each message, whole and deferring.
-    let scanned = read_and_map(format, text, &estimator, Reading::Hand);
-    let scanned_deferring = read_and_map(format, text, &estimator, Reading::HandDeferring);
+    let scanned = read_and_map(format, text, &estimator, Reading::Hand, usize::MAX);
+    let scanned_deferring =
+        read_and_map(format, text, &estimator, Reading::HandDeferring, usize::MAX);
+    // The same, the list's second half read ahead on another thread from a guessed start
+    // whatever the request's size: right or wrong, the guess changes nothing.
+    let ahead = read_and_map(format, text, &estimator, Reading::HandDeferring, 0);
     assert_eq!(by_value, reference, "values: {text}");
     assert_eq!(quick, reference, "quick: {text}");
     assert_eq!(
@@ -72,6 +76,7 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
     for (path, scanned) in [
         ("scanned", scanned),
         ("scanned deferring", scanned_deferring),
+        ("read ahead", ahead),
     ] {
         if let Some((r, _)) = &scanned {
             let expected = read.as_ref().map(|r| (&r.shell, &r.layout));

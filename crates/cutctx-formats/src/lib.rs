@@ -80,6 +80,7 @@
 
 #[cfg(test)]
 mod agree;
+mod ahead;
 pub mod anthropic;
 #[cfg(feature = "bpe")]
 mod bpe;
@@ -105,7 +106,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use cutctx_invariants::CompactionPlan;
-use cutctx_model::{CompactionReport, SummarizationRequest, Transcript, details};
+use cutctx_model::{CompactionReport, Parallelism, SummarizationRequest, Transcript, details};
 use cutctx_policies::{CharRatioEstimator, TokenEstimator};
 use serde_json::{Map, Value};
 
@@ -315,7 +316,7 @@ impl ProviderTranscript {
         reading: Reading,
     ) -> Option<Self> {
         let (text::Read { shell, layout }, mut built) =
-            read_and_map(format, text, estimator, reading)?;
+            read_and_map(format, text, estimator, reading, ahead::AHEAD_FROM_BYTES)?;
         // An Anthropic message may hold several turns, so its lists are sized by messages
         // and grow past that by doubling; the spare room would stay held to the end, through
         // the rendering, where the run's memory peaks.
@@ -856,38 +857,49 @@ enum Plains<'a> {
 
 /// The request `text` read ([`text::read`]) and its messages checked and mapped
 /// ([`map_messages`]): the common messages read by hand as the scan of the list finds them,
-/// so that each is walked once.
+/// so that each is walked once, the second half of a list of `ahead_from` bytes or more read
+/// ahead on another core ([`ahead`]).
 fn read_and_map(
     format: Format,
     text: &str,
     estimator: &dyn TokenEstimator,
     reading: Reading,
+    ahead_from: usize,
 ) -> Option<(text::Read, mapping::Built)> {
-    /// Reads the list with `read` taking each message it can, and those it took.
-    fn scan_reading<'a, P>(
+    /// Reads the list with `read` taking each message it can, and those it took. A large
+    /// list's second half is read ahead on another core ([`ahead`]), to the same readings.
+    fn scan_reading<'a, P: Send>(
         text: &'a str,
         key: &str,
-        read: impl Fn(usize) -> Option<(P, usize)>,
+        read: impl Fn(usize) -> Option<(P, usize)> + Sync,
         wrap: fn(Vec<Option<P>>) -> Plains<'a>,
+        ahead_from: usize,
     ) -> Option<(text::Read, Plains<'a>)> {
         let mut taken = Vec::new();
-        let (read, scanned) = text::read_with(text, key, &mut |start| match read(start) {
-            Some((plain, end)) => {
-                taken.push(Some(plain));
-                Some(end)
-            }
-            None => {
-                taken.push(None);
-                None
-            }
+        let (read_list, scanned) = std::thread::scope(|scope| {
+            let parallelism = Parallelism::Automatic;
+            let mut ahead = ahead::Ahead::start(scope, text, parallelism, ahead_from, &read);
+            text::read_with(text, key, &mut |start| match ahead
+                .take(start)
+                .unwrap_or_else(|| read(start))
+            {
+                Some((plain, end)) => {
+                    taken.push(Some(plain));
+                    Some(end)
+                }
+                None => {
+                    taken.push(None);
+                    None
+                }
+            })
         })?;
         // Messages of a scan given up for the parser's are not the parser's messages.
-        let plains = if scanned && taken.len() == read.layout.items.len() {
+        let plains = if scanned && taken.len() == read_list.layout.items.len() {
             wrap(taken)
         } else {
             Plains::None
         };
-        Some((read, plains))
+        Some((read_list, plains))
     }
     let key = list_key(format);
     let defer = reading == Reading::HandDeferring;
@@ -898,12 +910,14 @@ fn read_and_map(
             key,
             |start| openai_chat::Plain::read_at(text, start, defer),
             Plains::Chat,
+            ahead_from,
         )?,
         (_, Format::OpenAiResponses) => scan_reading(
             text,
             key,
             |start| openai_responses::Plain::read_at(text, start, defer),
             Plains::Responses,
+            ahead_from,
         )?,
         // An Anthropic message read by hand holds its blocks (a tool's input as a value),
         // several times the room of a Chat or Responses one: held for the whole list, they

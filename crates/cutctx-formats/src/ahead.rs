@@ -1,0 +1,277 @@
+//! Messages read ahead on a second core: the scan of a large list hands the second half of
+//! its messages to readings another thread has already made.
+//!
+//! Reading a message by hand (`quick::ReadMessage::read_at`) is a pure function of the
+//! request's text and the message's start, and it is most of the time the scan of a large
+//! request takes. So while the scan reads the first half of the list on the caller's thread,
+//! a helper reads on from a *guessed* message start in the middle ([`guess`]: the first `{`
+//! after the middle that follows `}` and `,`), one message after another as the scan would
+//! walk them. When the scan reaches that start, it takes the helper's readings for every start
+//! it then asks for, as long as the starts match.
+//!
+//! The guess is only a guess: it may fall inside a string or inside a message. Nothing
+//! depends on it being right. The scan takes a reading only for the very start it asks for,
+//! and a reading depends on nothing else, so whatever the helper read, the scan sees what it
+//! would have read itself. When the starts stop matching, the scan reads on alone and the
+//! rest of the helper's readings are dropped. A wrong guess costs the helper's work, done on
+//! another core, and nothing else.
+
+use std::collections::VecDeque;
+use std::thread::{Scope, ScopedJoinHandle};
+
+use cutctx_model::Parallelism;
+
+use crate::quick::value_end;
+
+/// The size from which a list is read on two threads: below it, the thread costs more than
+/// it saves.
+pub(crate) const AHEAD_FROM_BYTES: usize = 1 << 20;
+
+/// How far past the middle [`guess`] looks for a message start before it gives up.
+const GUESS_WINDOW: usize = 1 << 20;
+
+/// How deep a message the helper walks past when it does not read it (as the scan's limit).
+const DEPTH: usize = 64;
+
+/// A reading of the message at a start: what it holds and where it ends (`None`: declined).
+type Reading<P> = Option<(P, usize)>;
+
+/// The helper's readings, from its start on, as the scan will ask for them.
+pub(crate) struct Ahead<'scope, P> {
+    state: State<'scope, P>,
+}
+
+enum State<'scope, P> {
+    /// The helper is reading from `cut`; the scan has not reached it yet.
+    Running {
+        cut: usize,
+        helper: ScopedJoinHandle<'scope, VecDeque<(usize, Reading<P>)>>,
+    },
+    /// The scan is taking the readings, in order.
+    Serving(VecDeque<(usize, Reading<P>)>),
+    /// Nothing to take: no helper, or the starts stopped matching.
+    Done,
+}
+
+impl<'scope, P: Send + 'scope> Ahead<'scope, P> {
+    /// No helper: every message is read by the scan.
+    pub(crate) const fn none() -> Self {
+        Self { state: State::Done }
+    }
+
+    /// A helper started in `scope` reading the messages of `text` with `read` from a guessed
+    /// start in its second half, when `text` holds `from_bytes` bytes or more (the readers
+    /// use [`AHEAD_FROM_BYTES`]; the tests, any size) and `parallelism` allows a second
+    /// thread; otherwise [`Ahead::none`].
+    pub(crate) fn start<'env, R>(
+        scope: &'scope Scope<'scope, 'env>,
+        text: &'env str,
+        parallelism: Parallelism,
+        from_bytes: usize,
+        read: &'env R,
+    ) -> Self
+    where
+        R: Fn(usize) -> Reading<P> + Sync,
+    {
+        if text.len() < from_bytes || parallelism.threads() < 2 {
+            return Self::none();
+        }
+        let Some(cut) = guess(text.as_bytes(), text.len() / 2) else {
+            return Self::none();
+        };
+        let helper = scope.spawn(move || read_from(text.as_bytes(), cut, read));
+        Self {
+            state: State::Running { cut, helper },
+        }
+    }
+
+    /// The helper's reading of the message at `start`, when it made one and the scan has
+    /// asked for every start in order since the helper's first: `None` means the scan reads
+    /// it itself.
+    pub(crate) fn take(&mut self, start: usize) -> Option<Reading<P>> {
+        self.state = match std::mem::replace(&mut self.state, State::Done) {
+            State::Running { cut, helper } if start < cut => {
+                self.state = State::Running { cut, helper };
+                return None;
+            }
+            // A helper that panicked read nothing usable: the scan reads on alone.
+            State::Running { cut, helper } if start == cut => {
+                helper.join().map_or(State::Done, State::Serving)
+            }
+            // The scan stepped over the guess, which was not a message start: the helper's
+            // readings are of no use (the scope joins it).
+            State::Running { .. } => State::Done,
+            other => other,
+        };
+        let State::Serving(readings) = &mut self.state else {
+            return None;
+        };
+        match readings.front() {
+            Some(&(at, _)) if at == start => readings.pop_front().map(|(_, reading)| reading),
+            _ => {
+                self.state = State::Done;
+                None
+            }
+        }
+    }
+}
+
+/// The readings of the messages of `b` from `start`, one after another as the scan of a list
+/// walks them (each object, then `,` and the next, to the `]`), until the text stops looking
+/// like a list of objects.
+fn read_from<P>(
+    b: &[u8],
+    start: usize,
+    read: &impl Fn(usize) -> Reading<P>,
+) -> VecDeque<(usize, Reading<P>)> {
+    let mut readings = VecDeque::new();
+    let mut at = start;
+    while b.get(at) == Some(&b'{') {
+        let reading = read(at);
+        let end = match &reading {
+            Some((_, end)) if *end > at && *end <= b.len() => *end,
+            _ => match value_end(b, at, DEPTH) {
+                Some(end) => end,
+                None => break,
+            },
+        };
+        readings.push_back((at, reading));
+        at = ws(b, end);
+        if b.get(at) != Some(&b',') {
+            break;
+        }
+        at = ws(b, at + 1);
+    }
+    readings
+}
+
+/// A likely message start at or after `from`: a `{` that follows a `}` and a `,` (with
+/// whitespace between), as one object of a list follows another. `None` when none lies within
+/// [`GUESS_WINDOW`] bytes.
+pub(crate) fn guess(b: &[u8], from: usize) -> Option<usize> {
+    let end = b.len().min(from.saturating_add(GUESS_WINDOW));
+    let mut at = from;
+    while at < end {
+        let k = at + b.get(at..end)?.iter().position(|&c| c == b'{')?;
+        let comma = back(b, k);
+        let brace = comma.filter(|&p| b[p] == b',').and_then(|p| back(b, p));
+        if brace.is_some_and(|q| b[q] == b'}') {
+            return Some(k);
+        }
+        at = k + 1;
+    }
+    None
+}
+
+/// The last byte before `at` that is not whitespace, within a short run of it.
+fn back(b: &[u8], at: usize) -> Option<usize> {
+    (at.saturating_sub(16)..at)
+        .rev()
+        .find(|&p| !matches!(b[p], b' ' | b'\t' | b'\n' | b'\r'))
+}
+
+/// The first position at or after `at` that is not JSON whitespace.
+fn ws(b: &[u8], mut at: usize) -> usize {
+    while matches!(b.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        at += 1;
+    }
+    at
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guess_is_an_object_after_an_object_and_a_comma() {
+        let b = br#"{"a": [{"x": 1}, {"y": "}, {"}, {"z": 2}]}"#;
+        let first = guess(b, 0).expect("a start");
+        assert_eq!(&b[first..first + 5], br#"{"y":"#);
+        // Inside the string: the text looks the same there, and the guess may land on it.
+        let second = guess(b, first + 1).expect("a start");
+        assert_eq!(&b[second..second + 2], br#"{""#);
+        assert_eq!(guess(b"[1, 2, 3]", 0), None);
+        assert_eq!(guess(b"}  ,\n {", 0), Some(6));
+    }
+
+    #[test]
+    fn the_helper_reads_on_as_the_scan_walks_and_stops_where_it_would() {
+        let text = r#"[{"a": 1}, {"b": [2]} ,{"c": 3}] tail"#;
+        let b = text.as_bytes();
+        // Each object "read" by its length alone, the second declined.
+        let read = |at: usize| (at != 11).then(|| (at, value_end(b, at, DEPTH).unwrap_or(at)));
+        let got: Vec<_> = read_from(b, 1, &read)
+            .into_iter()
+            .map(|(at, r)| (at, r.is_some()))
+            .collect();
+        assert_eq!(got, [(1, true), (11, false), (23, true)]);
+        assert!(read_from(b, 0, &read).is_empty(), "not an object");
+    }
+
+    /// A list of `n` small messages, with `middle` (a message's text) in the middle.
+    fn list(n: usize, middle: &str) -> String {
+        let mut items: Vec<String> = (0..n)
+            .map(|i| format!(r#"{{"role": "user", "content": "m{i}"}}"#))
+            .collect();
+        items[n / 2] = middle.to_owned();
+        format!(r#"{{"model": "m", "messages": [{}]}}"#, items.join(", "))
+    }
+
+    /// The readings the scan takes of `text`'s list, each message "read" as its start and
+    /// end, and how many of them were read on the scan's own thread.
+    fn scan(text: &str) -> (Vec<usize>, usize) {
+        let b = text.as_bytes();
+        let scan_thread = std::thread::current().id();
+        let on_scan_thread = std::sync::atomic::AtomicUsize::new(0);
+        let read = |at: usize| {
+            if std::thread::current().id() == scan_thread {
+                on_scan_thread.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Some((at, value_end(b, at, DEPTH)?))
+        };
+        let two = Parallelism::AtMost(std::num::NonZeroUsize::MIN.saturating_add(1));
+        let mut taken = Vec::new();
+        std::thread::scope(|scope| {
+            let mut ahead = Ahead::start(scope, text, two, 0, &read);
+            crate::scan::top_with(text, "messages", &mut |start| {
+                let reading = ahead.take(start).unwrap_or_else(|| read(start));
+                taken.push(reading.map(|(at, _)| at));
+                reading.map(|(_, end)| end)
+            })
+        })
+        .expect("a list");
+        let starts = taken.into_iter().map(|at| at.expect("read")).collect();
+        (starts, on_scan_thread.into_inner())
+    }
+
+    #[test]
+    fn a_list_is_read_half_on_each_thread_to_the_readings_of_one() {
+        let text = list(2000, r#"{"role": "user", "content": "middle"}"#);
+        let (starts, on_scan_thread) = scan(&text);
+        let expected: Vec<usize> = crate::scan::top(&text, "messages")
+            .map(|top| match top {
+                crate::scan::Top::Object(_, items) => items.iter().map(|r| r.start).collect(),
+                crate::scan::Top::List(_) => Vec::new(),
+            })
+            .expect("a list");
+        assert_eq!(starts, expected);
+        // The helper read the second half, from about the middle.
+        assert!((900..1100).contains(&on_scan_thread), "{on_scan_thread}");
+    }
+
+    #[test]
+    fn a_guess_inside_a_string_changes_nothing() {
+        // A long string in the middle that looks like a list inside: the guess lands in it.
+        let fake = r#"}, {\"x\": 1"#.repeat(20_000);
+        let text = list(200, &format!(r#"{{"role": "tool", "content": "{fake}"}}"#));
+        let middle = text.len() / 2;
+        let guessed = guess(text.as_bytes(), middle).expect("a guess");
+        assert!(
+            text[..guessed].matches("}, {").count() > 100,
+            "the guess is inside the string"
+        );
+        let (starts, on_scan_thread) = scan(&text);
+        assert_eq!(starts.len(), 200);
+        assert_eq!(on_scan_thread, 200, "every message read by the scan itself");
+    }
+}
