@@ -397,6 +397,35 @@ mod tests {
                 Ok(plan.canonical_json() + "\n")
             });
             prop_assert_eq!(outcome(crate::plan(&text)), outcome(decoded_plan));
+            // `cutctx apply` leaves the contents in the text too: for the request's own plan,
+            // one made for another policy and budget (most break a rule here), and the own
+            // plan with its last kept turn dropped (breaking the arithmetic, or a protected
+            // turn) or a turn renamed (a mismatch), the same bytes, whole and in parts, or the
+            // same error.
+            if let Ok(own) = crate::plan(&text) {
+                let other = request(&contents, POLICIES[(policy + 1) % POLICIES.len()], share.div_ceil(2), protected);
+                let foreign = crate::plan(&other).unwrap_or_else(|_| own.clone());
+                let broken = match own.rfind(r#"{"action":"keep""#) {
+                    Some(at) => format!("{}{{\"action\":\"drop\"{}", &own[..at], &own[at + 16..]),
+                    None => own.clone(),
+                };
+                let renamed = own.replacen(r#""turn_id":"t0""#, r#""turn_id":"x0""#, 1);
+                for stored in [&own, &foreign, &broken, &renamed] {
+                    let expected = outcome(crate::apply(&text, stored));
+                    let applied = crate::apply_text(text.clone(), stored);
+                    let mut written = Vec::new();
+                    let in_parts = match &applied {
+                        Ok(c) => outcome(
+                            c.write_to(&mut written)
+                                .map(|()| String::from_utf8(written).expect("UTF-8"))
+                                .map_err(|_| unreachable!("a vector takes every write")),
+                        ),
+                        Err(e) => Err(e.to_json_line()),
+                    };
+                    prop_assert_eq!(&outcome(applied.map(crate::Compacted::into_text)), &expected);
+                    prop_assert_eq!(&in_parts, &expected);
+                }
+            }
         }
     }
 

@@ -63,8 +63,10 @@ pub struct Compacted {
     /// The output from the report up to the transcript: `"report":…,"transcript":`.
     report: String,
     _request: request::Request,
-    /// The plan, written as the output's first part, `{"plan":…,`.
+    /// The plan, written as the output's first part, `{"plan":…,`, unless `head` is false
+    /// (`cutctx apply`, whose plan is the caller's own, prints only `{"report", "transcript"}`).
     plan: CompactionPlan,
+    head: bool,
     out: cutctx::CompactedTranscript,
     /// The request's text, when the view's kept contents are written from it.
     left: Option<left::LeftText>,
@@ -78,7 +80,11 @@ impl Compacted {
     #[must_use]
     pub fn into_text(self) -> String {
         let mut text = String::new();
-        head::push_head(&self.plan, &mut text);
+        if self.head {
+            head::push_head(&self.plan, &mut text);
+        } else {
+            text.push('{');
+        }
         text.reserve(self.report.len() + self.out.transcript.canonical_len_hint() + 2);
         text.push_str(&self.report);
         // One part: the text is the buffer, kept whole.
@@ -114,7 +120,11 @@ impl Compacted {
     ///
     /// The first error writing to `out` returns; part of the output may have been written.
     pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        head::write_head(&self.plan, out)?;
+        if self.head {
+            head::write_head(&self.plan, out)?;
+        } else {
+            out.write_all(b"{")?;
+        }
         out.write_all(self.report.as_bytes())?;
         let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
         self.write_transcript(&mut buf, WRITE_PART_BYTES, |part| {
@@ -231,6 +241,7 @@ fn compacted_with(
         report,
         _request: req,
         plan,
+        head: true,
         out,
         left: text,
     })
@@ -245,16 +256,65 @@ fn compacted_with(
 /// plan breaks; a missing summary.
 pub fn apply(request_text: &str, plan_text: &str) -> Result<String, CliError> {
     let req = request::parse(request_text)?;
-    let ObjectOnly(draft): ObjectOnly<PlanDraft> = error::parse_json("the plan", plan_text)?;
-    // A plan is positional: name a mismatch as such before checking the rules.
-    cutctx::executor::check_match(&req.transcript, &draft.actions)?;
-    let plan = CompactionPlan::validate(draft, &req.transcript, &req.budget)?;
+    let plan = stored_plan(&req, plan_text)?;
     let out = cutctx::apply(&req.transcript, &plan, &req.summaries)?;
     Ok(format!(
         "{{\"report\":{},\"transcript\":{}}}\n",
         out.report.canonical_json(),
         out.transcript.canonical_json()
     ))
+}
+
+/// The plan stored in `plan_text`, validated against `req`: a mismatch named as such before
+/// the rules are checked, since a plan is positional.
+fn stored_plan(req: &request::Request, plan_text: &str) -> Result<CompactionPlan, CliError> {
+    let ObjectOnly(draft): ObjectOnly<PlanDraft> = error::parse_json("the plan", plan_text)?;
+    cutctx::executor::check_match(&req.transcript, &draft.actions)?;
+    Ok(CompactionPlan::validate(
+        draft,
+        &req.transcript,
+        &req.budget,
+    )?)
+}
+
+/// As [`apply`], the contents of the request's turns left in its text, as [`compact_text`]
+/// leaves them: no rule of a plan and no step of applying one reads a content, and the output
+/// copies each kept one from the text. The output is the bytes [`apply`] gives, its errors
+/// the same.
+///
+/// ```
+/// let request = r#"{"transcript":[
+///     {"turn_id":"a","role":"assistant","content":"run","token_estimate":5,"tool_call_id":"c"},
+///     {"turn_id":"t","role":"tool","content":"a \"long\" log","token_estimate":900,"tool_call_id":"c"},
+///     {"turn_id":"u","role":"user","content":"go on","token_estimate":5}],
+///   "budget":{"max_tokens":100,"protected_recent_turns":1},
+///   "policy":{"name":"observation_masking","keep_recent_results":0}}"#;
+/// let plan = cutctx_cli::plan(request)?;
+/// let applied = cutctx_cli::apply_text(request.to_owned(), &plan)?.into_text();
+/// assert_eq!(applied, cutctx_cli::apply(request, &plan)?);
+/// assert!(applied.starts_with(r#"{"report":"#));
+/// # Ok::<(), cutctx_cli::CliError>(())
+/// ```
+///
+/// # Errors
+///
+/// As [`apply`].
+pub fn apply_text(request_text: String, plan_text: &str) -> Result<Compacted, CliError> {
+    let Some(leaving) = request::parse_leaving(&request_text) else {
+        let req = request::parse(&request_text)?;
+        drop(request_text);
+        let plan = stored_plan(&req, plan_text)?;
+        return applied(compacted_with(req, plan, None)?);
+    };
+    let (req, text) = left::LeftText::new(leaving?, request_text);
+    let plan = stored_plan(&req, plan_text)?;
+    applied(compacted_with(req, plan, Some(text))?)
+}
+
+/// `compacted` written as `cutctx apply` prints it: without the plan, which is the caller's.
+fn applied(mut compacted: Compacted) -> Result<Compacted, CliError> {
+    compacted.head = false;
+    Ok(compacted)
 }
 
 #[cfg(test)]

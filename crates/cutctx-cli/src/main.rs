@@ -299,11 +299,14 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             &read_text(request, "the transcript")?,
         )
         .map(ok),
-        Command::Apply { request, plan } => cutctx_cli::apply(
-            &read_text(request, "the request")?,
-            &read_text(plan, "the plan")?,
-        )
-        .map(ok),
+        Command::Apply { request, plan } => {
+            // As `compact`: read whole, its kept contents copied from it into the output, which
+            // is written as it is made; the process's end reclaims the rest (see `main`).
+            let request = read_text(request, "the request")?;
+            let plan = read_text(plan, "the plan")?;
+            let applied = cutctx_cli::apply_text(request, &plan)?;
+            Ok((0, Output::Compacted(Box::new(applied))))
+        }
         Command::Receipt {
             command:
                 ReceiptCommand::Seal {
