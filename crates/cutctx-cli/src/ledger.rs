@@ -179,17 +179,10 @@ pub fn ledger_verify(
                 },
             )
         })?;
-    let mut verdict = audit.to_json();
-    if let Some(obj) = verdict.as_object_mut() {
-        obj.insert(
-            "file".to_owned(),
-            serde_json::Value::from(ledger.display().to_string()),
-        );
-    }
-    Ok((
-        audit.exit_code(),
-        cutctx::model::canonical::canonical_json_value(&verdict) + "\n",
-    ))
+    let file = ledger.display().to_string();
+    let mut verdict = audit.canonical_json(&[("file", &file)]);
+    verdict.push('\n');
+    Ok((audit.exit_code(), verdict))
 }
 
 /// `cutctx ledger head`: the pin line and one newline.

@@ -317,7 +317,7 @@ impl Ledger {
     /// A file that cannot be read.
     pub fn read_text(&self) -> Result<String, ReceiptError> {
         std::fs::read(&self.path)
-            .map(|b| chain::decode(&b))
+            .map(chain::decode_owned)
             .map_err(|e| io_error("read", &self.path, &e))
     }
 
@@ -420,7 +420,7 @@ fn line_start_before(file: &mut File, end: u64) -> std::io::Result<u64> {
 #[must_use]
 pub fn verify_file(path: &Path, strict: bool) -> FileVerdict {
     match std::fs::read(path) {
-        Ok(bytes) => chain::verify_text(&chain::decode(&bytes), strict).0,
+        Ok(bytes) => chain::verify_text(&chain::decode_owned(bytes), strict).0,
         Err(e) => FileVerdict {
             ok: Some(false),
             first_break: Some(format!("unreadable: {e}")),
@@ -436,5 +436,5 @@ pub fn verify_file(path: &Path, strict: bool) -> FileVerdict {
 #[must_use]
 pub fn chain_at(path: &Path, n: usize) -> Option<Value> {
     let bytes = std::fs::read(path).ok()?;
-    chain::chain_at(&chain::decode(&bytes), n)
+    chain::chain_at(&chain::decode_owned(bytes), n)
 }

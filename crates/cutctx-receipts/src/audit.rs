@@ -79,6 +79,31 @@ pub struct Audit {
     pub failures: Vec<Failure>,
 }
 
+/// One receipt row's entry of [`Audit::canonical_json`]: its verdict's fields with `line`
+/// and `plan_hash`, in key order.
+fn write_row(w: &mut cutctx_json::Writer<'_, String>, r: &RowAudit) {
+    let v = &r.verdict;
+    w.raw("{\"content\":");
+    w.str(v.content.as_str());
+    w.raw(",\"line\":");
+    w.u64(r.line as u64);
+    w.raw(",\"notes\":");
+    w.str_list(v.notes.iter().map(String::as_str));
+    w.raw(",\"ok\":");
+    w.bool(v.ok);
+    w.raw(",\"plan_hash\":");
+    w.opt_str(r.plan_hash.as_deref());
+    w.raw(",\"schema\":");
+    w.opt_str(v.schema.map(crate::receipt::Schema::short));
+    w.raw(",\"self_consistent\":");
+    w.bool(v.self_consistent);
+    w.raw(",\"understatement_check\":");
+    w.opt_str(v.understatement_check);
+    w.raw(",\"verified_scope\":");
+    w.str(&v.verified_scope);
+    w.raw("}");
+}
+
 /// Whether a row is a compaction receipt: its `kind` says so, or its `schema` is a receipt
 /// schema.
 #[must_use]
@@ -109,7 +134,8 @@ pub fn audit_text(text: &str, options: AuditOptions<'_>) -> Audit {
     let content = options.content.unwrap_or(&empty);
     let mut receipts = Vec::new();
     let mut covered = Vec::new();
-    for parsed in &rows {
+    // Each row is taken whole: the verdict reads it as a value, not a copy of it.
+    for parsed in rows {
         if !is_receipt_row(&parsed.row) {
             continue;
         }
@@ -134,11 +160,8 @@ pub fn audit_text(text: &str, options: AuditOptions<'_>) -> Audit {
             }
             None => (None, None),
         };
-        let verdict = verify_receipt(
-            &Value::Object(parsed.row.clone()),
-            pre.as_ref(),
-            post.as_ref(),
-        );
+        let row = Value::Object(parsed.row);
+        let verdict = verify_receipt(&row, pre.as_ref(), post.as_ref());
         if !verdict.self_consistent {
             failures.push(Failure {
                 line: Some(line),
@@ -163,9 +186,9 @@ pub fn audit_text(text: &str, options: AuditOptions<'_>) -> Audit {
         }
         receipts.push(RowAudit {
             line,
-            plan_hash: parsed
-                .row
-                .get(PLAN_HASH_KEY)
+            plan_hash: row
+                .as_object()
+                .and_then(|o| o.get(PLAN_HASH_KEY))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             verdict,
@@ -227,18 +250,120 @@ impl Audit {
         u8::from(!self.failures.is_empty())
     }
 
+    /// The canonical JSON text (keys sorted, no whitespace, as cutctx's canonical form) of
+    /// [`Audit::to_json`] with `extra` fields added at the top (`cutctx ledger verify` adds
+    /// the ledger's `file`; a key of the audit's own is replaced, but for `failures` and
+    /// `receipts`, which stay the audit's), written straight from the audit: a ledger's verdict holds one
+    /// entry per receipt row, and building it as a tree first cost more than the audit.
+    ///
+    /// ```
+    /// use cutctx_receipts::{AuditOptions, audit_text};
+    /// use cutctx_model::canonical::canonical_json_value;
+    /// let audit = audit_text("{\"tool\": \"x\"}\n", AuditOptions::default());
+    /// let mut tree = audit.to_json();
+    /// tree["file"] = "ledger.jsonl".into();
+    /// assert_eq!(
+    ///     audit.canonical_json(&[("file", "ledger.jsonl")]),
+    ///     canonical_json_value(&tree)
+    /// );
+    /// ```
+    #[must_use]
+    pub fn canonical_json(&self, extra: &[(&str, &str)]) -> String {
+        use cutctx_json::{Style, Writer};
+        use cutctx_model::canonical::canonical_json_value;
+        let failure = |w: &mut Writer<'_, String>, f: &Failure| {
+            w.raw("{\"code\":");
+            w.str(f.code);
+            w.raw(",\"line\":");
+            match f.line {
+                Some(line) => w.u64(line as u64),
+                None => w.null(),
+            }
+            w.raw(",\"message\":");
+            w.str(&f.message);
+            w.raw("}");
+        };
+        let mut fields = self.summary_json();
+        for (key, value) in extra {
+            fields.insert((*key).to_owned(), serde_json::Value::from(*value));
+        }
+        // Every field but the two lists that grow with the ledger, written in key order.
+        let mut keys: Vec<&str> = fields
+            .keys()
+            .map(String::as_str)
+            .chain(["failures", "receipts"])
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let mut out = String::with_capacity(256 + 320 * self.receipts.len());
+        let mut w = Writer::new(&mut out, Style::CANONICAL);
+        w.raw("{");
+        for (k, key) in keys.into_iter().enumerate() {
+            if k > 0 {
+                w.item_separator();
+            }
+            w.str(key);
+            w.key_separator();
+            match key {
+                "failures" => {
+                    w.raw("[");
+                    for (i, f) in self.failures.iter().enumerate() {
+                        if i > 0 {
+                            w.item_separator();
+                        }
+                        failure(&mut w, f);
+                    }
+                    w.raw("]");
+                }
+                "receipts" => {
+                    w.raw("[");
+                    for (i, r) in self.receipts.iter().enumerate() {
+                        if i > 0 {
+                            w.item_separator();
+                        }
+                        write_row(&mut w, r);
+                    }
+                    w.raw("]");
+                }
+                other => {
+                    let value = fields.get(other).map(canonical_json_value);
+                    w.raw(value.as_deref().unwrap_or("null"));
+                }
+            }
+        }
+        w.raw("}");
+        out
+    }
+
     /// The verdict as JSON: what was checked, what failed and where.
     #[must_use]
     pub fn to_json(&self) -> serde_json::Value {
+        let mut fields = self.summary_json();
+        fields.insert(
+            "failures".to_owned(),
+            self.failures.iter().map(Failure::to_json).collect(),
+        );
+        fields.insert(
+            "receipts".to_owned(),
+            self.receipts.iter().map(RowAudit::to_json).collect(),
+        );
+        serde_json::Value::Object(fields)
+    }
+
+    /// [`Audit::to_json`] but its two lists that grow with the ledger, `failures` and
+    /// `receipts`.
+    fn summary_json(&self) -> serde_json::Map<String, serde_json::Value> {
         let full = self
             .receipts
             .iter()
             .filter(|r| r.verdict.verified_scope == "full")
             .count();
-        json!({
-            "verdict": self.verdict(),
-            "ok": self.failures.is_empty(),
-            "checked": {
+        let mut fields = serde_json::Map::new();
+        fields.insert("verdict".to_owned(), self.verdict().into());
+        fields.insert("ok".to_owned(), self.failures.is_empty().into());
+        fields.insert(
+            "checked".to_owned(),
+            json!({
                 "chain": {
                     "rows": self.file.rows,
                     "chained": self.file.chained,
@@ -249,27 +374,38 @@ impl Audit {
                 "receipts_recomputed_in_full": full,
                 "content_lines": self.content_lines,
                 "pin": self.pin.is_some(),
-            },
-            "failures": self.failures.iter().map(|f| json!({
-                "line": f.line,
-                "code": f.code,
-                "message": f.message,
-            })).collect::<Vec<_>>(),
-            "first_failure": self.failures.first().map(|f| json!({
-                "line": f.line,
-                "code": f.code,
-                "message": f.message,
-            })),
-            "ledger": self.file.to_json(),
-            "receipts": self.receipts.iter().map(|r| {
-                let mut v = r.verdict.to_json();
-                if let Some(obj) = v.as_object_mut() {
-                    obj.insert("line".to_owned(), json!(r.line));
-                    obj.insert("plan_hash".to_owned(), json!(r.plan_hash));
-                }
-                v
-            }).collect::<Vec<_>>(),
-            "pin": self.pin.as_ref().map(PinVerdict::to_json),
+            }),
+        );
+        fields.insert(
+            "first_failure".to_owned(),
+            self.failures.first().map(Failure::to_json).into(),
+        );
+        fields.insert("ledger".to_owned(), self.file.to_json());
+        fields.insert(
+            "pin".to_owned(),
+            self.pin.as_ref().map(PinVerdict::to_json).into(),
+        );
+        fields
+    }
+}
+
+impl Failure {
+    fn to_json(&self) -> serde_json::Value {
+        json!({
+            "line": self.line,
+            "code": self.code,
+            "message": self.message,
         })
+    }
+}
+
+impl RowAudit {
+    fn to_json(&self) -> serde_json::Value {
+        let mut v = self.verdict.to_json();
+        if let Some(obj) = v.as_object_mut() {
+            obj.insert("line".to_owned(), json!(self.line));
+            obj.insert("plan_hash".to_owned(), json!(self.plan_hash));
+        }
+        v
     }
 }

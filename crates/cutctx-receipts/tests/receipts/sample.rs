@@ -19,6 +19,17 @@ struct Sample {
     pin: Pin,
 }
 
+/// The audit's canonical text, written straight from it, is its tree's, with the file named
+/// as `cutctx ledger verify` names it.
+fn written_as_its_tree(a: &cutctx_receipts::Audit) {
+    let mut tree = a.to_json();
+    tree["file"] = "ledger.jsonl".into();
+    assert_eq!(
+        a.canonical_json(&[("file", "ledger.jsonl")]),
+        cutctx_model::canonical::canonical_json_value(&tree)
+    );
+}
+
 fn sample() -> Option<Sample> {
     let dir = conformance()?.join("sample");
     Some(Sample {
@@ -104,6 +115,7 @@ fn the_sample_is_accepted_with_and_without_content_and_pin() {
         (false, false, "BOUNDED"),
     ] {
         let a = audit(&s.text, &s, content, pin);
+        written_as_its_tree(&a);
         assert_eq!(a.failures, [], "content={content} pin={pin}");
         assert_eq!(a.exit_code(), 0);
         assert_eq!(a.verdict(), verdict, "content={content} pin={pin}");
@@ -212,6 +224,7 @@ fn any_single_edit_of_any_row_is_rejected_naming_its_line() {
                     },
                 );
                 assert_eq!(a.verdict(), "BROKEN", "line {}: {line}", parsed.line);
+                written_as_its_tree(&a);
                 assert_eq!(a.exit_code(), 1);
                 let want = if unchained_first && !strict {
                     2
