@@ -114,10 +114,92 @@ pub fn is_receipt_row(row: &Object) -> bool {
         })
 }
 
+/// The audit of the receipt row `parsed`, verified with its content from `content` when the
+/// map has its line (noted in `covered`), what fails pushed onto `failures`.
+fn audit_row(
+    parsed: chain::ParsedRow,
+    content: &BTreeMap<usize, SideContent>,
+    covered: &mut Vec<usize>,
+    failures: &mut Vec<Failure>,
+) -> RowAudit {
+    let line = parsed.line;
+    let (pre, post) = match content.get(&line) {
+        Some(side) => {
+            covered.push(line);
+            match side.digest() {
+                Ok(d) => d,
+                Err(e) => {
+                    failures.push(Failure {
+                        line: Some(line),
+                        code: RECEIPT_CONTENT_UNDIGESTIBLE,
+                        message: format!(
+                            "line {line}: the content given for this receipt cannot be \
+                             digested: {e}"
+                        ),
+                    });
+                    (None, None)
+                }
+            }
+        }
+        None => (None, None),
+    };
+    // The row is taken whole: the verdict reads it as a value, not a copy of it.
+    let row = Value::Object(parsed.row);
+    let verdict = verify_receipt(&row, pre.as_ref(), post.as_ref());
+    if !verdict.self_consistent {
+        failures.push(Failure {
+            line: Some(line),
+            code: RECEIPT_INCONSISTENT,
+            message: format!(
+                "line {line}: receipt is not self-consistent: {}",
+                verdict.notes.first().map_or("", String::as_str)
+            ),
+        });
+    }
+    if verdict.content == ContentCheck::Mismatch {
+        let first = verdict
+            .notes
+            .iter()
+            .find(|n| n.contains("recomputed") || n.contains("not found in"))
+            .map_or("", String::as_str);
+        failures.push(Failure {
+            line: Some(line),
+            code: RECEIPT_CONTENT_MISMATCH,
+            message: format!("line {line}: receipt disagrees with its content: {first}"),
+        });
+    }
+    RowAudit {
+        line,
+        plan_hash: row
+            .as_object()
+            .and_then(|o| o.get(PLAN_HASH_KEY))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        verdict,
+    }
+}
+
 /// Audits decoded ledger text.
 #[must_use]
 pub fn audit_text(text: &str, options: AuditOptions<'_>) -> Audit {
-    let (file, rows) = chain::verify_text(text, options.strict);
+    let empty = BTreeMap::new();
+    let content = options.content.unwrap_or(&empty);
+    let mut receipts = Vec::new();
+    let mut covered = Vec::new();
+    // The receipts' failures follow every break of the chain, so they wait for the walk.
+    let mut receipt_failures = Vec::new();
+    // Each row is verified as the walk hands it over and then dropped: the ledger is never
+    // held parsed whole.
+    let file = chain::verify_text_with(text, options.strict, |parsed| {
+        if is_receipt_row(&parsed.row) {
+            receipts.push(audit_row(
+                parsed,
+                content,
+                &mut covered,
+                &mut receipt_failures,
+            ));
+        }
+    });
     let mut failures: Vec<Failure> = file
         .all_breaks
         .iter()
@@ -130,70 +212,7 @@ pub fn audit_text(text: &str, options: AuditOptions<'_>) -> Audit {
             },
         })
         .collect();
-    let empty = BTreeMap::new();
-    let content = options.content.unwrap_or(&empty);
-    let mut receipts = Vec::new();
-    let mut covered = Vec::new();
-    // Each row is taken whole: the verdict reads it as a value, not a copy of it.
-    for parsed in rows {
-        if !is_receipt_row(&parsed.row) {
-            continue;
-        }
-        let line = parsed.line;
-        let (pre, post) = match content.get(&line) {
-            Some(side) => {
-                covered.push(line);
-                match side.digest() {
-                    Ok(d) => d,
-                    Err(e) => {
-                        failures.push(Failure {
-                            line: Some(line),
-                            code: RECEIPT_CONTENT_UNDIGESTIBLE,
-                            message: format!(
-                                "line {line}: the content given for this receipt cannot be \
-                                 digested: {e}"
-                            ),
-                        });
-                        (None, None)
-                    }
-                }
-            }
-            None => (None, None),
-        };
-        let row = Value::Object(parsed.row);
-        let verdict = verify_receipt(&row, pre.as_ref(), post.as_ref());
-        if !verdict.self_consistent {
-            failures.push(Failure {
-                line: Some(line),
-                code: RECEIPT_INCONSISTENT,
-                message: format!(
-                    "line {line}: receipt is not self-consistent: {}",
-                    verdict.notes.first().map_or("", String::as_str)
-                ),
-            });
-        }
-        if verdict.content == ContentCheck::Mismatch {
-            let first = verdict
-                .notes
-                .iter()
-                .find(|n| n.contains("recomputed") || n.contains("not found in"))
-                .map_or("", String::as_str);
-            failures.push(Failure {
-                line: Some(line),
-                code: RECEIPT_CONTENT_MISMATCH,
-                message: format!("line {line}: receipt disagrees with its content: {first}"),
-            });
-        }
-        receipts.push(RowAudit {
-            line,
-            plan_hash: row
-                .as_object()
-                .and_then(|o| o.get(PLAN_HASH_KEY))
-                .and_then(Value::as_str)
-                .map(str::to_owned),
-            verdict,
-        });
-    }
+    failures.append(&mut receipt_failures);
     for line in content.keys() {
         // `covered` grows in line order: a binary search keeps this linear-logarithmic.
         if covered.binary_search(line).is_err() {

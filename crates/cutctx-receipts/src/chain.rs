@@ -305,18 +305,25 @@ fn scan_declarations(text: &str) -> std::collections::BTreeMap<usize, Declaratio
 /// verdict and every row that parsed as an object.
 #[must_use]
 pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
+    let mut rows = Vec::new();
+    let verdict = verify_text_with(text, strict, |row| rows.push(row));
+    (verdict, rows)
+}
+
+/// As [`verify_text`], handing each row that parsed as an object to `each_row` as soon as the
+/// chain rule has been applied to it, in order, rather than holding them all: a caller that
+/// reads each row once (the audit) holds one row at a time, not the whole ledger parsed.
+pub fn verify_text_with(
+    text: &str,
+    strict: bool,
+    mut each_row: impl FnMut(ParsedRow),
+) -> FileVerdict {
     let mut res = FileVerdict {
         ok: Some(true),
         verified_scope: "full".to_owned(),
         ..FileVerdict::default()
     };
-    let mut parsed_rows = Vec::new();
     let declared = scan_declarations(text);
-    let excused = |i: usize, raw: &str| -> Option<&Declaration> {
-        declared
-            .get(&i)
-            .filter(|d| d.sha == sha256_hex(raw.as_bytes()))
-    };
     let last_line = text.split('\n').count();
     let unterminated = !text.ends_with('\n');
     let mut prev: Vec<u8> = GENESIS.as_bytes().to_vec();
@@ -364,105 +371,9 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
             continue;
         };
         res.rows += 1;
-        let claimed = obj.get("chain").cloned().unwrap_or(Value::Null);
         // The chain rule skips the `chain` key itself, so the row is hashed as parsed.
-        parsed_rows.push(ParsedRow { line: i, row: obj });
-        let Some(ParsedRow { row: obj, .. }) = parsed_rows.last() else {
-            continue;
-        };
-        let claimed = match claimed {
-            Value::Null => {
-                if res.chained > 0 {
-                    let d = if strict { None } else { excused(i, raw) };
-                    if let Some(d) = d {
-                        res.declared_breaks += 1;
-                        res.declared
-                            .push(format!("line {i}: declared break ({})", d.why));
-                        prev = match &d.resume_prev {
-                            Some(Value::Str(t)) if !t.is_empty() => t.as_bytes().to_vec(),
-                            _ => GENESIS.as_bytes().to_vec(),
-                        };
-                        continue;
-                    }
-                    let message = if !strict && declared.contains_key(&i) {
-                        format!(
-                            "line {i}: unchained row after chain began; a declaration exists but \
-                             its orphan_sha256 does not match these bytes"
-                        )
-                    } else {
-                        format!("line {i}: unchained row after chain began")
-                    };
-                    res.brk(i, BreakKind::Unchained, message, None);
-                } else if strict {
-                    res.prechain += 1;
-                    res.brk(
-                        i,
-                        BreakKind::Unchained,
-                        format!("line {i}: unchained (prechain) row rejected in strict mode"),
-                        None,
-                    );
-                } else {
-                    res.prechain += 1;
-                }
-                continue;
-            }
-            Value::Str(t) => t,
-            _ => {
-                res.brk(
-                    i,
-                    BreakKind::NonStringChain,
-                    format!("line {i}: non-string chain value"),
-                    None,
-                );
-                prev = Vec::new();
-                res.chained += 1;
-                continue;
-            }
-        };
-        let want = match chain_raw(&prev, obj) {
-            Ok(w) => w,
-            Err(e) => {
-                res.brk(
-                    i,
-                    BreakKind::Unhashable,
-                    format!("line {i}: unhashable row (RecursionError)"),
-                    Some(e.to_string()),
-                );
-                prev = claimed.as_bytes().to_vec();
-                res.chained += 1;
-                continue;
-            }
-        };
-        if claimed.as_bytes() != want.as_bytes() {
-            let d = if strict { None } else { excused(i, raw) };
-            if let Some(d) = d {
-                res.declared_breaks += 1;
-                res.declared
-                    .push(format!("line {i}: declared break ({})", d.why));
-            } else {
-                let message = if !strict && declared.contains_key(&i) {
-                    format!(
-                        "line {i}: chain mismatch; a declaration exists but its orphan_sha256 \
-                         does not match these bytes"
-                    )
-                } else {
-                    format!("line {i}: chain mismatch")
-                };
-                res.brk(
-                    i,
-                    BreakKind::ChainMismatch,
-                    message,
-                    Some(format!(
-                        "the row claims chain {} but recomputes to {want} from the previous \
-                         chain {}",
-                        crate::pyrepr::repr_text(&claimed),
-                        String::from_utf8_lossy(&prev)
-                    )),
-                );
-            }
-        }
-        prev = claimed.as_bytes().to_vec();
-        res.chained += 1;
+        chain_step(&mut res, &mut prev, (i, raw, &obj), strict, &declared);
+        each_row(ParsedRow { line: i, row: obj });
     }
     if !strict && (res.prechain > 0 || res.declared_breaks > 0) {
         res.verified_scope = match (res.prechain > 0, res.declared_breaks > 0) {
@@ -486,7 +397,117 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
             )
         }));
     }
-    (res, parsed_rows)
+    res
+}
+
+/// The chain rule applied to the row `obj` read from line `i` (its text `raw`), after the
+/// chain `prev`: the verdict `res` and `prev` updated as arcaeon's walk updates them.
+fn chain_step(
+    res: &mut FileVerdict,
+    prev: &mut Vec<u8>,
+    (i, raw, obj): (usize, &str, &Object),
+    strict: bool,
+    declared: &std::collections::BTreeMap<usize, Declaration>,
+) {
+    let excused = |i: usize, raw: &str| -> Option<&Declaration> {
+        declared
+            .get(&i)
+            .filter(|d| d.sha == sha256_hex(raw.as_bytes()))
+    };
+    let claimed = obj.get("chain").cloned().unwrap_or(Value::Null);
+    let claimed = match claimed {
+        Value::Null => {
+            if res.chained > 0 {
+                let d = if strict { None } else { excused(i, raw) };
+                if let Some(d) = d {
+                    res.declared_breaks += 1;
+                    res.declared
+                        .push(format!("line {i}: declared break ({})", d.why));
+                    *prev = match &d.resume_prev {
+                        Some(Value::Str(t)) if !t.is_empty() => t.as_bytes().to_vec(),
+                        _ => GENESIS.as_bytes().to_vec(),
+                    };
+                    return;
+                }
+                let message = if !strict && declared.contains_key(&i) {
+                    format!(
+                        "line {i}: unchained row after chain began; a declaration exists but \
+                         its orphan_sha256 does not match these bytes"
+                    )
+                } else {
+                    format!("line {i}: unchained row after chain began")
+                };
+                res.brk(i, BreakKind::Unchained, message, None);
+            } else if strict {
+                res.prechain += 1;
+                res.brk(
+                    i,
+                    BreakKind::Unchained,
+                    format!("line {i}: unchained (prechain) row rejected in strict mode"),
+                    None,
+                );
+            } else {
+                res.prechain += 1;
+            }
+            return;
+        }
+        Value::Str(t) => t,
+        _ => {
+            res.brk(
+                i,
+                BreakKind::NonStringChain,
+                format!("line {i}: non-string chain value"),
+                None,
+            );
+            *prev = Vec::new();
+            res.chained += 1;
+            return;
+        }
+    };
+    let want = match chain_raw(prev, obj) {
+        Ok(w) => w,
+        Err(e) => {
+            res.brk(
+                i,
+                BreakKind::Unhashable,
+                format!("line {i}: unhashable row (RecursionError)"),
+                Some(e.to_string()),
+            );
+            *prev = claimed.as_bytes().to_vec();
+            res.chained += 1;
+            return;
+        }
+    };
+    if claimed.as_bytes() != want.as_bytes() {
+        let d = if strict { None } else { excused(i, raw) };
+        if let Some(d) = d {
+            res.declared_breaks += 1;
+            res.declared
+                .push(format!("line {i}: declared break ({})", d.why));
+        } else {
+            let message = if !strict && declared.contains_key(&i) {
+                format!(
+                    "line {i}: chain mismatch; a declaration exists but its orphan_sha256 \
+                     does not match these bytes"
+                )
+            } else {
+                format!("line {i}: chain mismatch")
+            };
+            res.brk(
+                i,
+                BreakKind::ChainMismatch,
+                message,
+                Some(format!(
+                    "the row claims chain {} but recomputes to {want} from the previous \
+                     chain {}",
+                    crate::pyrepr::repr_text(&claimed),
+                    String::from_utf8_lossy(prev)
+                )),
+            );
+        }
+    }
+    *prev = claimed.as_bytes().to_vec();
+    res.chained += 1;
 }
 
 /// The chain of the `n`-th row (1-based, counting lines that parse as objects, as
