@@ -25,13 +25,14 @@ def timed(argv):
 
 
 def against_sha256(argv, path, runs):
-    """`runs` timings of argv, each right after one SHA-256 pass over `path`, after one warm-up
-    run (the page cache, the binary): the ratios of the two wall times, argv's peak RSS in
-    bytes, and its wall times."""
+    """`runs` timings of argv, each right after one SHA-256 pass over `path` (a file, or a list
+    of the files argv reads), after one warm-up run (the page cache, the binary): the ratios of
+    the two wall times, argv's peak RSS in bytes, and its wall times."""
+    paths = [path] if isinstance(path, str) else list(path)
     ratios, peaks, times = [], [], []
     timed(argv)
     for _ in range(runs):
-        sha, _ = timed(["openssl", "dgst", "-sha256", path])
+        sha, _ = timed(["openssl", "dgst", "-sha256", *paths])
         t, rss = timed(argv)
         ratios.append(t / sha)
         peaks.append(rss)
