@@ -49,7 +49,9 @@ pub use number::{py_float_json, py_float_repr};
 pub use parse::{Parsed, parse, parse_strict};
 pub use text::Text;
 pub use value::{Int, Object, Value};
-pub use write::{object_to_line, to_c14n, to_chain_body, to_chain_body_without, to_line};
+pub use write::{
+    object_to_line, to_c14n, to_c14n_picked, to_chain_body, to_chain_body_without, to_line,
+};
 
 /// The deepest nesting of arrays and objects accepted anywhere.
 ///
