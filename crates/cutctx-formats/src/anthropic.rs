@@ -127,6 +127,16 @@ impl Check {
         Ok(Self { len, open: None })
     }
 
+    /// A check of a list whose length is not known yet: as [`Check::start`] of a list longer
+    /// than any, so that it takes no empty final assistant message (a prefill), which only a
+    /// known length allows. Whatever it accepts, a check of the list's true length accepts.
+    pub(crate) const fn open_ended() -> Self {
+        Self {
+            len: usize::MAX,
+            open: None,
+        }
+    }
+
     /// Message `i`, in order.
     pub(crate) fn message(&mut self, i: usize, m: &Value) -> Result<(), Violation> {
         let Value::Object(map) = m else {
@@ -332,6 +342,25 @@ pub(crate) fn build(
     Ok(build.built)
 }
 
+/// The turn of the request's top-level `system`, when it has one that is not `null`.
+fn system_turn(
+    document: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<Option<TranscriptTurn>, FormatError> {
+    let Some(system) = document.get("system").filter(|s| !s.is_null()) else {
+        return Ok(None);
+    };
+    let mut t = Text::default();
+    t.push_content(system);
+    let (content, estimate) = t.finish(estimator);
+    Ok(Some(TranscriptTurn::new(
+        "system",
+        Role::System,
+        content,
+        estimate,
+    )?))
+}
+
 /// The turns, message by message.
 #[derive(Debug, Default)]
 pub(crate) struct Build {
@@ -350,16 +379,24 @@ impl Build {
         estimator: &dyn TokenEstimator,
     ) -> Result<Self, FormatError> {
         let mut build = Self::default();
-        if let Some(system) = document.get("system").filter(|s| !s.is_null()) {
-            let mut t = Text::default();
-            t.push_content(system);
-            let (content, estimate) = t.finish(estimator);
-            build.built.push(
-                TranscriptTurn::new("system", Role::System, content, estimate)?,
-                TurnSource::System,
-            );
+        if let Some(turn) = system_turn(document, estimator)? {
+            build.built.push(turn, TurnSource::System);
         }
         Ok(build)
+    }
+
+    /// The turns built, with the turn of the request's top-level `system` put first, as
+    /// [`Build::start`] puts it: for a reader that builds the messages before it has read the
+    /// rest of the request (its `system` may come after `messages`).
+    pub(crate) fn finish_with_system(
+        mut self,
+        document: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Built, FormatError> {
+        if let Some(turn) = system_turn(document, estimator)? {
+            self.built.insert_first(turn, TurnSource::System);
+        }
+        Ok(self.built)
     }
 
     /// The turns of message `i`, which the check accepted.

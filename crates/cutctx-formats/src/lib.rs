@@ -90,6 +90,7 @@ mod error;
 mod estimate;
 mod mapping;
 mod named;
+mod one_walk;
 pub mod openai_chat;
 pub mod openai_responses;
 mod prompt;
@@ -921,9 +922,15 @@ fn read_and_map(
         )?,
         // An Anthropic message read by hand holds its blocks (a tool's input as a value),
         // several times the room of a Chat or Responses one: held for the whole list, they
-        // would raise the run's peak by most of the input's size. Each is read from its span
-        // as the builder takes it instead, and dropped there.
-        (_, Format::Anthropic) => (text::read(text, key)?, Plains::None),
+        // would raise the run's peak by most of the input's size. Each is checked and mapped
+        // as the scan finds it instead, and dropped there ([`one_walk`]); what that walk does
+        // not take is read from the scan's spans, each message as the builder takes it.
+        (_, Format::Anthropic) => {
+            if let Some(done) = one_walk::anthropic(text, key, estimator, defer) {
+                return Some(done);
+            }
+            (text::read(text, key)?, Plains::None)
+        }
     };
     let built = map_messages(
         format,

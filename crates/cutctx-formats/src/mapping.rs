@@ -94,6 +94,16 @@ impl Built {
         self.sources.push(source);
     }
 
+    /// Puts `turn` before every turn built so far: each content left in the request keeps
+    /// its place, its position counted one further.
+    pub(crate) fn insert_first(&mut self, turn: TranscriptTurn, source: TurnSource) {
+        for d in &mut self.deferred {
+            d.position += 1;
+        }
+        self.turns.insert(0, turn);
+        self.sources.insert(0, source);
+    }
+
     /// [`Built::push`], noting where the turn's content lies when it is left in the request.
     pub(crate) fn push_deferring(
         &mut self,
