@@ -21,9 +21,8 @@ import statistics
 import subprocess
 import tempfile
 
-from benchlib import against_sha256
+from benchlib import against_sha256, built
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FORMATS = ["openai-chat", "openai-responses", "anthropic"]
 POLICIES = ["drop_oldest", "observation_masking"]
 
@@ -46,11 +45,7 @@ def main():
     p.add_argument("--cli", help="measure this cutctx binary instead of target/release/cutctx "
                    "(an older build, to compare)")
     args = p.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
-                    "--bin", "cutctx", "--example", "format_request"], cwd=ROOT, check=True)
-    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
-    cli = args.cli or os.path.join(target, "release/cutctx")
-    gen = os.path.join(target, "release/examples/format_request")
+    cli, gen = built("format_request", args.cli)
     sizes = [args.messages] + ([args.messages // args.scale] if args.scale else [])
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'format':<17} {'policy':<20} {'messages':>8} {'MB':>6} "

@@ -24,9 +24,8 @@ import statistics
 import subprocess
 import tempfile
 
-from benchlib import against_sha256
+from benchlib import against_sha256, built
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main():
@@ -38,11 +37,7 @@ def main():
     p.add_argument("--cli", help="measure this cutctx binary instead of target/release/cutctx "
                    "(an older build, to compare)")
     args = p.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
-                    "--bin", "cutctx", "--example", "ledger_rows"], cwd=ROOT, check=True)
-    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
-    cli = args.cli or os.path.join(target, "release/cutctx")
-    gen = os.path.join(target, "release/examples/ledger_rows")
+    cli, gen = built("ledger_rows", args.cli)
     sizes = [args.rows] + ([args.rows // args.scale] if args.scale else [])
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'rows':>8} {'MB':>6} {'x sha256 (median; runs)':<30} {'peak / input (runs)':<24}")

@@ -26,9 +26,8 @@ import statistics
 import subprocess
 import tempfile
 
-from benchlib import against_sha256
+from benchlib import against_sha256, built
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def measure(cli, command, path, runs):
@@ -58,12 +57,7 @@ def main():
     p.add_argument("--cli", help="measure this cutctx binary instead of target/release/cutctx "
                    "(an older build, to compare)")
     args = p.parse_args()
-    subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
-                    "--bin", "cutctx", "--example", "request_document"], cwd=ROOT, check=True)
-    # Where cargo put them: CARGO_TARGET_DIR when set, as cargo itself reads it.
-    target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
-    cli = args.cli or os.path.join(target, "release/cutctx")
-    gen = os.path.join(target, "release/examples/request_document")
+    cli, gen = built("request_document", args.cli)
     sizes = [args.turns] + ([args.turns // args.scale] if args.scale else [])
     with tempfile.TemporaryDirectory() as tmp:
         print(f"{'command':<8} {'budget':>6} {'turns':>8} {'MB read':>7} "
