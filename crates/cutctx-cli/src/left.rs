@@ -354,6 +354,25 @@ mod tests {
         r.map_err(|e| e.to_json_line())
     }
 
+    /// A compaction's output made whole, and written in parts, each as an [`outcome`].
+    fn whole_and_in_parts(
+        compacted: Result<crate::Compacted, crate::CliError>,
+    ) -> (Result<String, String>, Result<String, String>) {
+        let mut written = Vec::new();
+        let in_parts = match &compacted {
+            Ok(c) => outcome(
+                c.write_to(&mut written)
+                    .map(|()| String::from_utf8(written).expect("UTF-8"))
+                    .map_err(|_| unreachable!("a vector takes every write")),
+            ),
+            Err(e) => Err(e.to_json_line()),
+        };
+        (
+            outcome(compacted.map(crate::Compacted::into_text)),
+            in_parts,
+        )
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(300))]
 
@@ -379,17 +398,8 @@ mod tests {
                 Err(e) => prop_assert!(crate::compact(&text).is_err(), "{}", e.to_json_line()),
             }
             let expected = outcome(crate::compact(&text));
-            let left = crate::compact_text(text.clone());
-            let mut written = Vec::new();
-            let in_parts = match &left {
-                Ok(c) => outcome(
-                    c.write_to(&mut written)
-                        .map(|()| String::from_utf8(written).expect("UTF-8"))
-                        .map_err(|_| unreachable!("a vector takes every write")),
-                ),
-                Err(e) => Err(e.to_json_line()),
-            };
-            prop_assert_eq!(&outcome(left.map(crate::Compacted::into_text)), &expected);
+            let (whole, in_parts) = whole_and_in_parts(crate::compact_text(text.clone()));
+            prop_assert_eq!(&whole, &expected);
             prop_assert_eq!(&in_parts, &expected);
             // `cutctx plan` plans with the contents left too.
             let decoded_plan = parse(&text).and_then(|r| {
@@ -412,17 +422,8 @@ mod tests {
                 let renamed = own.replacen(r#""turn_id":"t0""#, r#""turn_id":"x0""#, 1);
                 for stored in [&own, &foreign, &broken, &renamed] {
                     let expected = outcome(crate::apply(&text, stored));
-                    let applied = crate::apply_text(text.clone(), stored);
-                    let mut written = Vec::new();
-                    let in_parts = match &applied {
-                        Ok(c) => outcome(
-                            c.write_to(&mut written)
-                                .map(|()| String::from_utf8(written).expect("UTF-8"))
-                                .map_err(|_| unreachable!("a vector takes every write")),
-                        ),
-                        Err(e) => Err(e.to_json_line()),
-                    };
-                    prop_assert_eq!(&outcome(applied.map(crate::Compacted::into_text)), &expected);
+                    let (whole, in_parts) = whole_and_in_parts(crate::apply_text(text.clone(), stored));
+                    prop_assert_eq!(&whole, &expected);
                     prop_assert_eq!(&in_parts, &expected);
                 }
             }

@@ -79,6 +79,22 @@ pub struct Audit {
     pub failures: Vec<Failure>,
 }
 
+/// A JSON array of `items`, each written by `item`.
+fn write_list<T>(
+    w: &mut cutctx_json::Writer<'_, String>,
+    items: &[T],
+    item: impl Fn(&mut cutctx_json::Writer<'_, String>, &T),
+) {
+    w.raw("[");
+    for (i, x) in items.iter().enumerate() {
+        if i > 0 {
+            w.item_separator();
+        }
+        item(w, x);
+    }
+    w.raw("]");
+}
+
 /// One receipt row's entry of [`Audit::canonical_json`]: its verdict's fields with `line`
 /// and `plan_hash`, in key order.
 fn write_row(w: &mut cutctx_json::Writer<'_, String>, r: &RowAudit) {
@@ -324,26 +340,8 @@ impl Audit {
             w.str(key);
             w.key_separator();
             match key {
-                "failures" => {
-                    w.raw("[");
-                    for (i, f) in self.failures.iter().enumerate() {
-                        if i > 0 {
-                            w.item_separator();
-                        }
-                        failure(&mut w, f);
-                    }
-                    w.raw("]");
-                }
-                "receipts" => {
-                    w.raw("[");
-                    for (i, r) in self.receipts.iter().enumerate() {
-                        if i > 0 {
-                            w.item_separator();
-                        }
-                        write_row(&mut w, r);
-                    }
-                    w.raw("]");
-                }
+                "failures" => write_list(&mut w, &self.failures, failure),
+                "receipts" => write_list(&mut w, &self.receipts, write_row),
                 other => {
                     let value = fields.get(other).map(canonical_json_value);
                     w.raw(value.as_deref().unwrap_or("null"));
