@@ -313,6 +313,15 @@ pub fn verify_text(text: &str, strict: bool) -> (FileVerdict, Vec<ParsedRow>) {
 /// As [`verify_text`], handing each row that parsed as an object to `each_row` as soon as the
 /// chain rule has been applied to it, in order, rather than holding them all: a caller that
 /// reads each row once (the audit) holds one row at a time, not the whole ledger parsed.
+///
+/// ```
+/// use cutctx_receipts::chain::{verify_text, verify_text_with};
+/// let text = "{\"tool\": \"a\"}\nnot json\n{\"tool\": \"b\"}\n";
+/// let mut lines = Vec::new();
+/// let verdict = verify_text_with(text, false, |row| lines.push(row.line));
+/// assert_eq!(lines, [1, 3]);
+/// assert_eq!(verdict, verify_text(text, false).0);
+/// ```
 pub fn verify_text_with(
     text: &str,
     strict: bool,

@@ -53,6 +53,15 @@ pub fn to_chain_body_without(object: &Object, skip: &str) -> Result<Vec<u8>, Rec
 /// `null` where it has none, written without copying the values: a receipt's digest covers
 /// seven of its keys, and a row holds its dropped items' digests among them.
 ///
+/// ```
+/// use cutctx_receipts::json::{parse, to_c14n, to_c14n_picked};
+/// let row = parse(r#"{"b": [1], "c": 2, "a": "x"}"#)?.value;
+/// let picked = parse(r#"{"b": [1], "a": "x", "z": null}"#)?.value;
+/// let row = row.as_object().expect("an object");
+/// assert_eq!(to_c14n_picked(row, &["b", "a", "z"])?, to_c14n(&picked)?);
+/// # Ok::<(), cutctx_receipts::ReceiptError>(())
+/// ```
+///
 /// # Errors
 ///
 /// As [`to_c14n`].
