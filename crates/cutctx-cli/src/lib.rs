@@ -304,17 +304,17 @@ pub fn apply_text(request_text: String, plan_text: &str) -> Result<Compacted, Cl
         let req = request::parse(&request_text)?;
         drop(request_text);
         let plan = stored_plan(&req, plan_text)?;
-        return applied(compacted_with(req, plan, None)?);
+        return Ok(without_plan(compacted_with(req, plan, None)?));
     };
     let (req, text) = left::LeftText::new(leaving?, request_text);
     let plan = stored_plan(&req, plan_text)?;
-    applied(compacted_with(req, plan, Some(text))?)
+    Ok(without_plan(compacted_with(req, plan, Some(text))?))
 }
 
-/// `compacted` written as `cutctx apply` prints it: without the plan, which is the caller's.
-fn applied(mut compacted: Compacted) -> Result<Compacted, CliError> {
+/// `compacted`, written as `cutctx apply` prints it: without the plan, which is the caller's.
+fn without_plan(mut compacted: Compacted) -> Compacted {
     compacted.head = false;
-    Ok(compacted)
+    compacted
 }
 
 #[cfg(test)]
