@@ -70,10 +70,8 @@ pub fn first_special(b: &[u8], controls: bool) -> Option<usize> {
     // the lowest such byte, which is the one sought: borrows only run upward, and the word is
     // read little-endian, first byte lowest.
     let below = |x: u64, n: u64| x.wrapping_sub(n) & !x & HIGHS;
-    let offset = skip_plain(b, 0, controls);
-    let b = &b[offset..];
-    let mut chunks = b.chunks_exact(8);
-    let mut offset = offset;
+    let mut offset = skip_plain(b, 0, controls);
+    let mut chunks = b[offset..].chunks_exact(8);
     for chunk in &mut chunks {
         let mut word = [0; 8];
         word.copy_from_slice(chunk);

@@ -95,6 +95,20 @@ fn write_list<T>(
     w.raw("]");
 }
 
+/// One failure's entry of [`Audit::canonical_json`], in key order.
+fn write_failure(w: &mut cutctx_json::Writer<'_, String>, f: &Failure) {
+    w.raw("{\"code\":");
+    w.str(f.code);
+    w.raw(",\"line\":");
+    match f.line {
+        Some(line) => w.u64(line as u64),
+        None => w.null(),
+    }
+    w.raw(",\"message\":");
+    w.str(&f.message);
+    w.raw("}");
+}
+
 /// One receipt row's entry of [`Audit::canonical_json`]: its verdict's fields with `line`
 /// and `plan_hash`, in key order.
 fn write_row(w: &mut cutctx_json::Writer<'_, String>, r: &RowAudit) {
@@ -288,8 +302,9 @@ impl Audit {
     /// The canonical JSON text (keys sorted, no whitespace, as cutctx's canonical form) of
     /// [`Audit::to_json`] with `extra` fields added at the top (`cutctx ledger verify` adds
     /// the ledger's `file`; a key of the audit's own is replaced, but for `failures` and
-    /// `receipts`, which stay the audit's), written straight from the audit: a ledger's verdict holds one
-    /// entry per receipt row, and building it as a tree first cost more than the audit.
+    /// `receipts`, which stay the audit's), written straight from the audit: a ledger's
+    /// verdict holds one entry per receipt row, and building it as a tree first cost more
+    /// than the audit.
     ///
     /// ```
     /// use cutctx_receipts::{AuditOptions, audit_text};
@@ -306,18 +321,6 @@ impl Audit {
     pub fn canonical_json(&self, extra: &[(&str, &str)]) -> String {
         use cutctx_json::{Style, Writer};
         use cutctx_model::canonical::canonical_json_value;
-        let failure = |w: &mut Writer<'_, String>, f: &Failure| {
-            w.raw("{\"code\":");
-            w.str(f.code);
-            w.raw(",\"line\":");
-            match f.line {
-                Some(line) => w.u64(line as u64),
-                None => w.null(),
-            }
-            w.raw(",\"message\":");
-            w.str(&f.message);
-            w.raw("}");
-        };
         let mut fields = self.summary_json();
         for (key, value) in extra {
             fields.insert((*key).to_owned(), serde_json::Value::from(*value));
@@ -340,7 +343,7 @@ impl Audit {
             w.str(key);
             w.key_separator();
             match key {
-                "failures" => write_list(&mut w, &self.failures, failure),
+                "failures" => write_list(&mut w, &self.failures, write_failure),
                 "receipts" => write_list(&mut w, &self.receipts, write_row),
                 other => {
                     let value = fields.get(other).map(canonical_json_value);
