@@ -2,7 +2,7 @@
 //! content in the request's text (the request document's record reader, the provider formats'
 //! message reader), one walk, shared, so that both accept exactly what decoding accepts.
 
-use crate::{escaped_char, is_canonical_escape, skip_plain, special_mask};
+use crate::{escaped_char, first_control, is_canonical_escape};
 
 /// What [`check_string`] learns of a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,9 +19,9 @@ pub struct CheckedString {
 
 /// Checks the JSON string whose text starts at `start` in `b` (just after its opening quote)
 /// as decoding would check it, without decoding it: `None` at an escape that does not decode
-/// (see [`escaped_char`]), at a raw control byte, and for a string `b` ends inside. Each word
-/// is read once and every quote and backslash in it taken in turn: tool output escapes a
-/// quote or a newline every few bytes.
+/// (see [`escaped_char`]), at a raw control byte, and for a string `b` ends inside. The walk
+/// goes from one quote or backslash to the next (see [`crate::first_special`]), then looks for
+/// controls in the whole string at once.
 ///
 /// ```
 /// use cutctx_json::{CheckedString, check_string};
@@ -36,50 +36,29 @@ pub struct CheckedString {
 pub fn check_string(b: &[u8], start: usize) -> Option<CheckedString> {
     let mut escape_bytes = 0;
     let mut canonical = true;
-    let mut escape = |at: usize| -> Option<usize> {
-        let (c, end) = escaped_char(b, at + 1)?;
-        canonical &= is_canonical_escape(c, b.get(at..end)?);
-        escape_bytes += end - at - 1;
-        Some(end)
-    };
     let mut at = start;
-    // The first byte not yet consumed by an escape.
-    let mut free = start;
-    let end = 'walk: {
-        loop {
-            // Never inside an escape here: `at` is at or past `free`.
-            at = skip_plain(b, at, true);
-            let Some(chunk) = b.get(at..at + 8) else {
-                break;
-            };
-            let mut word = [0; 8];
-            word.copy_from_slice(chunk);
-            let mut found = special_mask(u64::from_le_bytes(word), true);
-            while found != 0 {
-                let k = at + (found.trailing_zeros() / 8) as usize;
-                found &= found - 1;
-                if k < free {
-                    continue;
-                }
-                match b[k] {
-                    b'"' => break 'walk k,
-                    b'\\' => free = escape(k)?,
-                    // A raw control byte, which no JSON string holds.
-                    _ => return None,
-                }
-            }
-            at = (at + 8).max(free);
+    let end = loop {
+        let k = at + memchr::memchr2(b'"', b'\\', b.get(at..)?)?;
+        if b[k] == b'"' {
+            break k;
         }
-        let mut k = at.max(free);
-        loop {
-            match *b.get(k)? {
-                b'"' => break 'walk k,
-                b'\\' => k = escape(k)?,
-                c if c < 0x20 => return None,
-                _ => k += 1,
-            }
+        // The escapes tool output is full of (a quote, a newline) decode to one character
+        // each and are the canonical writer's own: taken without decoding them.
+        if let Some(b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't') = b.get(k + 1) {
+            escape_bytes += 1;
+            at = k + 2;
+            continue;
         }
+        let (c, end) = escaped_char(b, k + 1)?;
+        canonical &= is_canonical_escape(c, b.get(k..end)?);
+        escape_bytes += end - k - 1;
+        at = end;
     };
+    // A raw control byte, which no JSON string holds (an escape holds none either, or it
+    // would not have decoded).
+    if first_control(b.get(start..end)?).is_some() {
+        return None;
+    }
     Some(CheckedString {
         end,
         escape_bytes,
@@ -116,8 +95,8 @@ mod tests {
         }
     }
 
-    /// Pieces of string text: plain runs of every length (the walk takes them 32 bytes at a
-    /// time), escapes canonical or not, broken ones, raw controls, quotes and any byte.
+    /// Pieces of string text: plain runs of every length (controls are looked for 32 bytes at
+    /// a time), escapes canonical or not, broken ones, raw controls, quotes and any byte.
     fn piece() -> impl Strategy<Value = Vec<u8>> {
         prop_oneof![
             4 => (0..80_usize).prop_map(|n| vec![b'a'; n]),

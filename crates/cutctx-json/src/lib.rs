@@ -12,11 +12,12 @@
 //!   non-finite one is an error, never a default.
 //! * [`py_repr_str`]: Python's `repr` of a `str`, printability as CPython decides it.
 //! * [`hex`]: lower-case hex.
-//! * [`first_special`], [`skip_plain`]: where a JSON string's plain run ends, 32 bytes at a time.
+//! * [`first_special`], [`string_end`], [`check_string`]: a JSON string walked as it is written,
+//!   from one quote or backslash to the next.
 //! * [`write_turn`]: the seven-key turn object, the one place its shape is written.
 //!
-//! **Architecture invariant:** pure, and no dependency but `std`: no I/O, clock, environment,
-//! randomness or hash collections.
+//! **Architecture invariant:** pure, and no dependency but `std` and `memchr` (the byte search,
+//! see [`first_special`]): no I/O, clock, environment, randomness or hash collections.
 //!
 //! ```
 //! use cutctx_json::{Style, Writer};
@@ -50,7 +51,7 @@ pub use float::py_float_repr;
 pub use hex::{hex, push_hex};
 pub use repr::{py_printable, py_repr, py_repr_str};
 pub use sink::Sink;
-pub use special::{first_special, skip_plain, special_mask, string_end};
+pub use special::{first_control, first_special, string_end};
 pub use turn::{TurnFields, write_turn, write_turn_with};
 pub use unescape::{decode_escape, decode_written, escaped_char, is_canonical_escape};
 pub use writer::{LoneSurrogates, NegativeZero, NonFinite, Style, Writer};

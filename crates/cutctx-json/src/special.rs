@@ -1,55 +1,60 @@
 //! The search for the bytes that end a JSON string's plain run: `"`, `\`, and (when asked) a
-//! control byte, a block of 32 bytes at a time while the run lasts, then eight.
+//! control byte.
 //!
 //! String contents are most of a request's bytes, so the readers that walk them by hand (the
 //! request document's record reader, the provider formats' message reader) spend their time
-//! here: one search, shared, rather than one per reader.
+//! here: one search, shared, rather than one per reader. Quotes and backslashes are found by
+//! `memchr`, which picks the widest vector instructions the processor has when the program
+//! starts (safe Rust reaches no further than the baseline's), and which serde_json already
+//! builds in. Control bytes, which no JSON string holds raw, are rare: they are looked for
+//! only in the run before the quote or backslash, 32 bytes at a time by a loop the compiler
+//! vectorizes.
 
-/// How many bytes [`skip_plain`] looks at together: two of the vector registers every x86-64
+/// How many bytes [`first_control`] tests together: two of the vector registers every x86-64
 /// and AArch64 processor has, which the compiler compares at once (no `unsafe`, no
 /// target-specific code: the loop is written so that it vectorizes).
 const BLOCK: usize = 32;
 
-/// Whether `block` holds no `"`, no `\` and (with `controls`) no byte below 0x20. Written
-/// without an early exit, so that it compiles to a few vector compares and one test.
+/// Whether `block` holds a byte below 0x20. Written without an early exit, so that it
+/// compiles to a few vector compares and one test.
 #[inline]
-fn plain_block(block: &[u8; BLOCK], controls: bool) -> bool {
-    let mut special = false;
+fn has_control(block: &[u8; BLOCK]) -> bool {
+    let mut control = false;
     for &c in block {
-        special |= (c == b'"') | (c == b'\\') | (controls & (c < 0x20));
+        control |= c < 0x20;
     }
-    !special
+    control
 }
 
-/// The first position at or after `at` that does not begin a plain block of `b` (one holding
-/// no byte [`first_special`] looks for): the search for the next special byte can start
-/// there. A tool result is mostly such blocks, taken 32 bytes at a time.
+/// The offset of the first byte below 0x20 (a control byte, which a JSON string may not hold
+/// raw) in `b`, `None` when there is none: 32 bytes at a time, then byte by byte in the block
+/// that holds it and in the tail.
 ///
 /// ```
-/// use cutctx_json::skip_plain;
-/// let b = [b"x".repeat(70), b"\"".to_vec()].concat();
-/// assert_eq!(skip_plain(&b, 0, true), 64); // two plain blocks; the third holds the quote
-/// assert_eq!(skip_plain(&b, 50, true), 50);
-/// assert_eq!(skip_plain(b"a\tb", 0, false), 0); // shorter than a block
+/// use cutctx_json::first_control;
+/// let b = [b"x".repeat(70), b"\t".to_vec()].concat();
+/// assert_eq!(first_control(&b), Some(70));
+/// assert_eq!(first_control(b"\"quotes\" and \\ are not controls"), None);
 /// ```
 #[inline]
 #[must_use]
-pub fn skip_plain(b: &[u8], mut at: usize, controls: bool) -> usize {
-    while let Some(block) = b
-        .get(at..at.saturating_add(BLOCK))
-        .and_then(|s| <&[u8; BLOCK]>::try_from(s).ok())
-    {
-        if !plain_block(block, controls) {
+pub fn first_control(b: &[u8]) -> Option<usize> {
+    let mut blocks = b.chunks_exact(BLOCK);
+    let mut offset = 0;
+    for block in &mut blocks {
+        if <&[u8; BLOCK]>::try_from(block).is_ok_and(has_control) {
             break;
         }
-        at += BLOCK;
+        offset += BLOCK;
     }
-    at
+    b.get(offset..)?
+        .iter()
+        .position(|&c| c < 0x20)
+        .map(|p| offset + p)
 }
 
 /// The offset of the first `"` or `\` in `b` (with `controls`, of a control byte below 0x20
-/// too, which a string may not hold raw), 32 bytes at a time through a plain run, then eight;
-/// `None` when there is none.
+/// too, which a string may not hold raw); `None` when there is none.
 ///
 /// ```
 /// use cutctx_json::first_special;
@@ -61,71 +66,18 @@ pub fn skip_plain(b: &[u8], mut at: usize, controls: bool) -> usize {
 #[inline]
 #[must_use]
 pub fn first_special(b: &[u8], controls: bool) -> Option<usize> {
-    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
-    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
-    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
-    const SPACES: u64 = u64::from_le_bytes([0x20; 8]);
-    // The high bit of each byte of `x` below the bytes of `n` (each at most 0x80), exact for
-    // the lowest such byte, which is the one sought: borrows only run upward, and the word is
-    // read little-endian, first byte lowest.
-    let below = |x: u64, n: u64| x.wrapping_sub(n) & !x & HIGHS;
-    let mut offset = skip_plain(b, 0, controls);
-    let mut chunks = b[offset..].chunks_exact(8);
-    for chunk in &mut chunks {
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let x = u64::from_le_bytes(word);
-        let mut found = below(x ^ QUOTES, ONES) | below(x ^ BACKSLASHES, ONES);
-        if controls {
-            found |= below(x, SPACES);
-        }
-        if found != 0 {
-            return Some(offset + (found.trailing_zeros() / 8) as usize);
-        }
-        offset += 8;
+    let quote_or_backslash = memchr::memchr2(b'"', b'\\', b);
+    if !controls {
+        return quote_or_backslash;
     }
-    chunks
-        .remainder()
-        .iter()
-        .position(|&c| c == b'"' || c == b'\\' || (controls && c < 0x20))
-        .map(|p| offset + p)
-}
-
-/// Flags each byte of `word` (eight bytes read little-endian, first byte lowest) that is `"`
-/// or `\` (with `controls`, or below 0x20): bit `8k + 7` for byte `k`. Exact for every byte,
-/// not only the first, so that a reader may take every flagged byte of a word in turn.
-///
-/// ```
-/// use cutctx_json::special_mask;
-/// let word = u64::from_le_bytes(*b"a\"b\\c\nde");
-/// assert_eq!(special_mask(word, false), 0x80 << 8 | 0x80 << 24);
-/// assert_eq!(special_mask(word, true), 0x80 << 8 | 0x80 << 24 | 0x80 << 40);
-/// ```
-#[inline]
-#[must_use]
-pub const fn special_mask(word: u64, controls: bool) -> u64 {
-    const LOW7: u64 = u64::from_le_bytes([0x7f; 8]);
-    const QUOTES: u64 = u64::from_le_bytes([b'"'; 8]);
-    const BACKSLASHES: u64 = u64::from_le_bytes([b'\\'; 8]);
-    const TOP3: u64 = u64::from_le_bytes([0xe0; 8]);
-    // The high bit of each zero byte of `y`: adding 0x7f to the low seven bits carries into
-    // the high bit unless they are all zero, and no carry crosses a byte.
-    const fn zeros(y: u64) -> u64 {
-        !(((y & LOW7) + LOW7) | y | LOW7)
-    }
-    let mut found = zeros(word ^ QUOTES) | zeros(word ^ BACKSLASHES);
-    if controls {
-        // A byte below 0x20 has its top three bits clear.
-        found |= zeros(word & TOP3);
-    }
-    found
+    // A control can only come first in the run before the quote or backslash.
+    let run = b.get(..quote_or_backslash.unwrap_or(b.len()))?;
+    first_control(run).or(quote_or_backslash)
 }
 
 /// Just past the closing quote of the JSON string whose opening quote is at `open` in `b`,
 /// its escapes skipped unchecked (a backslash escapes the byte after it); `None` when the
-/// string is not closed. Many escapes cost little: each word is read once, and every quote
-/// and backslash in it taken in turn.
+/// string is not closed.
 ///
 /// ```
 /// use cutctx_json::string_end;
@@ -136,39 +88,14 @@ pub const fn special_mask(word: u64, controls: bool) -> u64 {
 #[must_use]
 pub fn string_end(b: &[u8], open: usize) -> Option<usize> {
     let mut at = open.checked_add(1)?;
-    // The first byte that is not escaped: the one after a backslash is.
-    let mut free = at;
     loop {
-        // Never inside an escape here: `at` is at or past `free`.
-        at = skip_plain(b, at, false);
-        let Some(chunk) = b.get(at..at + 8) else {
-            break;
-        };
-        let mut word = [0; 8];
-        word.copy_from_slice(chunk);
-        let mut found = special_mask(u64::from_le_bytes(word), false);
-        while found != 0 {
-            let k = at + (found.trailing_zeros() / 8) as usize;
-            found &= found - 1;
-            if k < free {
-                continue;
-            }
-            if b[k] == b'"' {
-                return Some(k + 1);
-            }
-            free = k + 2;
+        let k = at + memchr::memchr2(b'"', b'\\', b.get(at..)?)?;
+        if b[k] == b'"' {
+            return Some(k + 1);
         }
-        at = (at + 8).max(free);
+        // The byte after a backslash is escaped, whatever it is.
+        at = k + 2;
     }
-    let mut k = at.max(free);
-    while let Some(&c) = b.get(k) {
-        match c {
-            b'"' => return Some(k + 1),
-            b'\\' => k += 2,
-            _ => k += 1,
-        }
-    }
-    None
 }
 
 #[cfg(test)]
@@ -187,26 +114,6 @@ mod tests {
             }
         }
         None
-    }
-
-    #[test]
-    fn the_mask_flags_exactly_the_special_bytes_whatever_their_neighbours() {
-        for special in 0..=255_u8 {
-            for neighbour in [0_u8, b'"', b'\\', 0x1f, 0x20, 0x7f, 0x80, 0xff] {
-                for at in 0..8 {
-                    let mut bytes = [neighbour; 8];
-                    bytes[at] = special;
-                    for controls in [false, true] {
-                        let expected = bytes.iter().enumerate().fold(0, |m, (k, &c)| {
-                            let hit = c == b'"' || c == b'\\' || (controls && c < 0x20);
-                            m | (u64::from(hit) << (8 * k + 7))
-                        });
-                        let mask = special_mask(u64::from_le_bytes(bytes), controls);
-                        assert_eq!(mask, expected, "{bytes:?} {controls}");
-                    }
-                }
-            }
-        }
     }
 
     proptest! {
@@ -248,22 +155,27 @@ mod tests {
 
     #[test]
     fn every_byte_at_every_offset_is_found_as_one_at_a_time_finds_it() {
-        // Past two blocks of 32, then the words and the tail: every offset of each.
+        // Past two blocks of 32 and the tail: every offset of each, with a later quote, a
+        // later control and a high byte around it that must not change the answer.
         for len in (0..20).chain([31, 32, 33, 63, 64, 65, 71, 72, 79]) {
             for at in 0..len {
                 for special in 0..=255_u8 {
-                    let mut b = vec![b'a'; len];
-                    b[at] = special;
-                    // A high byte after it must not hide it (borrows run upward only).
-                    if at + 1 < len {
-                        b[at + 1] = 0xff;
-                    }
-                    for controls in [false, true] {
-                        assert_eq!(
-                            first_special(&b, controls),
-                            naive(&b, controls),
-                            "{b:?} {controls}"
-                        );
+                    for later in [b'"', 0x01, 0xff] {
+                        let mut b = vec![b'a'; len];
+                        b[at] = special;
+                        if at + 1 < len {
+                            b[at + 1] = 0xff;
+                        }
+                        if at + 3 < len {
+                            b[len - 1] = later;
+                        }
+                        for controls in [false, true] {
+                            assert_eq!(
+                                first_special(&b, controls),
+                                naive(&b, controls),
+                                "{b:?} {controls}"
+                            );
+                        }
                     }
                 }
             }
@@ -271,33 +183,24 @@ mod tests {
     }
 
     #[test]
-    fn plain_blocks_are_skipped_as_one_byte_at_a_time_would_skip_them() {
-        // The blocks from `at`, each taken when none of its bytes is special.
-        let naive_skip = |b: &[u8], mut at: usize, controls: bool| {
-            while b.len() >= at + BLOCK && naive(&b[at..at + BLOCK], controls).is_none() {
-                at += BLOCK;
-            }
-            at
-        };
-        for special in 0..=255_u8 {
+    fn every_control_at_every_offset_is_found_as_one_at_a_time_finds_it() {
+        // Every byte at every offset of two blocks of 32 and a tail, after a plain lead.
+        for lead in [0, 1, BLOCK - 1] {
             for at in 0..2 * BLOCK + 5 {
-                let mut b = vec![b'a'; 2 * BLOCK + 5];
-                b[at] = special;
-                for from in [0, 1, 5, BLOCK - 1, BLOCK] {
-                    for controls in [false, true] {
-                        assert_eq!(
-                            skip_plain(&b, from, controls),
-                            naive_skip(&b, from, controls),
-                            "{special} at {at} from {from} {controls}"
-                        );
-                    }
+                for c in 0..=255_u8 {
+                    let mut b = vec![b'a'; lead + 2 * BLOCK + 5];
+                    b[lead + at] = c;
+                    // A second control later must not be taken for the first.
+                    b.push(0x01);
+                    let naive = b.iter().position(|&c| c < 0x20);
+                    assert_eq!(
+                        first_control(&b[lead..]),
+                        naive.map(|p| p - lead),
+                        "{c} at {at}"
+                    );
                 }
             }
         }
-        assert_eq!(
-            skip_plain(b"short", 9, true),
-            9,
-            "from past the end, nothing to skip"
-        );
+        assert_eq!(first_control(b""), None);
     }
 }
