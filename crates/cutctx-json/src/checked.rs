@@ -2,6 +2,7 @@
 //! content in the request's text (the request document's record reader, the provider formats'
 //! message reader), one walk, shared, so that both accept exactly what decoding accepts.
 
+use crate::special::special_in_first_block;
 use crate::{escaped_char, first_control, is_canonical_escape};
 
 /// What [`check_string`] learns of a string.
@@ -34,6 +35,18 @@ pub struct CheckedString {
 /// ```
 #[must_use]
 pub fn check_string(b: &[u8], start: usize) -> Option<CheckedString> {
+    // A short string (a key, an id, a role) mostly closes, unescaped, in its first block.
+    match special_in_first_block(b.get(start..)?, true).map(|k| (start + k, b[start + k])) {
+        Some((end, b'"')) => {
+            return Some(CheckedString {
+                end,
+                escape_bytes: 0,
+                canonical: true,
+            });
+        }
+        Some((_, c)) if c < 0x20 => return None,
+        _ => {}
+    }
     let mut escape_bytes = 0;
     let mut canonical = true;
     let mut at = start;
