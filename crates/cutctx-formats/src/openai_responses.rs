@@ -410,6 +410,9 @@ impl Build {
     pub(crate) fn sized(mut self, n: usize) -> Self {
         self.built.turns.reserve(n);
         self.built.sources.reserve(n);
+        // A call and its output take two items at least: room for every call, made once
+        // rather than grown (and every call id hashed again) as the list goes.
+        self.calls.reserve(n / 2);
         self.ids = MessageIds::ahead(n);
         self
     }
