@@ -9,36 +9,13 @@
 #![forbid(unsafe_code)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cutctx_json::{check_string, first_special, string_end};
 use sha2::{Digest, Sha256};
 
-/// The best of several timed rounds of `f`, each long enough to dwarf the clock's resolution.
-fn best_per_call(mut f: impl FnMut()) -> Duration {
-    let mut calls = 1_u32;
-    // Grow the round until it takes at least 20 ms.
-    loop {
-        let start = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
-        if start.elapsed() >= Duration::from_millis(20) {
-            break;
-        }
-        calls = calls.saturating_mul(2);
-    }
-    (0..15)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..calls {
-                f();
-            }
-            start.elapsed() / calls
-        })
-        .min()
-        .unwrap_or(Duration::ZERO)
-}
+#[path = "support/timing.rs"]
+mod timing;
 
 /// `text` as a JSON string literal, quotes included.
 fn literal(text: &str) -> Vec<u8> {
@@ -72,16 +49,16 @@ fn main() {
     for (name, text) in &shapes {
         let b = literal(text);
         let inner = &b[1..b.len() - 1];
-        let sha = best_per_call(|| {
+        let sha = timing::best_per_call(|| {
             black_box(Sha256::digest(black_box(inner)));
         });
-        let check = best_per_call(|| {
+        let check = timing::best_per_call(|| {
             black_box(check_string(black_box(&b), 1));
         });
-        let end = best_per_call(|| {
+        let end = timing::best_per_call(|| {
             black_box(string_end(black_box(&b), 0));
         });
-        let special = best_per_call(|| {
+        let special = timing::best_per_call(|| {
             black_box(first_special(black_box(inner), true));
         });
         let ratio = |d: Duration| d.as_secs_f64() / sha.as_secs_f64();

@@ -6,36 +6,12 @@
 #![forbid(unsafe_code)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use cutctx_model::canonical::sha256_of_str;
 use sha2::{Digest, Sha256};
 
-/// The best of several timed rounds of `f`, each long enough to dwarf the clock's resolution.
-fn best_per_call(mut f: impl FnMut()) -> Duration {
-    let mut calls = 1_u32;
-    // Grow the round until it takes at least 20 ms.
-    loop {
-        let start = Instant::now();
-        for _ in 0..calls {
-            f();
-        }
-        if start.elapsed() >= Duration::from_millis(20) {
-            break;
-        }
-        calls = calls.saturating_mul(2);
-    }
-    (0..15)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..calls {
-                f();
-            }
-            start.elapsed() / calls
-        })
-        .min()
-        .unwrap_or(Duration::ZERO)
-}
+#[path = "../../cutctx-json/benches/support/timing.rs"]
+mod timing;
 
 fn main() {
     let shapes: [(&str, String); 5] = [
@@ -53,10 +29,10 @@ fn main() {
         "shape", "digest", "sha256", "ratio"
     );
     for (name, text) in &shapes {
-        let ours = best_per_call(|| {
+        let ours = timing::best_per_call(|| {
             black_box(sha256_of_str(black_box(text)));
         });
-        let plain = best_per_call(|| {
+        let plain = timing::best_per_call(|| {
             black_box(Sha256::digest(black_box(text.as_bytes())));
         });
         println!(
