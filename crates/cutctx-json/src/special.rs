@@ -12,8 +12,9 @@
 //! vectorizes. `cargo bench -p cutctx-json --bench string_walk` measures each walk against one
 //! SHA-256 pass.
 
-/// How many bytes [`first_control`] tests together: two of the vector registers every x86-64
-/// and AArch64 processor has, which the compiler compares at once (no `unsafe`, no
+/// How many bytes a string's first block holds (searched a word at a time before any vector
+/// search starts), and how many [`first_control`] tests together: two of the vector registers
+/// every x86-64 and AArch64 processor has, which the compiler compares at once (no `unsafe`, no
 /// target-specific code: the loop is written so that it vectorizes).
 const BLOCK: usize = 32;
 
