@@ -262,16 +262,32 @@ impl<'s, S: Sink + ?Sized> Writer<'s, S> {
         Ok(())
     }
 
-    /// An array of strings.
-    pub fn str_list<'a>(&mut self, items: impl IntoIterator<Item = &'a str>) {
+    /// An array of `items`, each written by `item`, separated as the style separates them.
+    ///
+    /// ```
+    /// use cutctx_json::{Style, Writer};
+    /// let mut out = String::new();
+    /// Writer::new(&mut out, Style::CANONICAL).list([1_u64, 2], |w, n| w.u64(n));
+    /// assert_eq!(out, "[1,2]");
+    /// ```
+    pub fn list<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        mut item: impl FnMut(&mut Self, T),
+    ) {
         self.out.put("[");
-        for (i, s) in items.into_iter().enumerate() {
+        for (i, x) in items.into_iter().enumerate() {
             if i > 0 {
                 self.item_separator();
             }
-            self.str(s);
+            item(self, x);
         }
         self.out.put("]");
+    }
+
+    /// An array of strings.
+    pub fn str_list<'a>(&mut self, items: impl IntoIterator<Item = &'a str>) {
+        self.list(items, |w, s| w.str(s));
     }
 
     /// An object of string values, its entries given in the order the style wants (for a

@@ -84,16 +84,7 @@ fn write_value<S: Sink + ?Sized>(w: &mut Writer<'_, S>, value: &Value) {
         Value::Bool(b) => w.bool(*b),
         Value::Number(n) => write_number(w, n),
         Value::String(s) => w.str(s),
-        Value::Array(items) => {
-            w.raw("[");
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    w.item_separator();
-                }
-                write_value(w, item);
-            }
-            w.raw("]");
-        }
+        Value::Array(items) => w.list(items, |w, item| write_value(w, item)),
         Value::Object(map) => {
             // serde_json's map is sorted unless some crate turns on its `preserve_order`.
             let mut entries: Vec<(&String, &Value)> = map.iter().collect();

@@ -79,22 +79,6 @@ pub struct Audit {
     pub failures: Vec<Failure>,
 }
 
-/// A JSON array of `items`, each written by `item`.
-fn write_list<T>(
-    w: &mut cutctx_json::Writer<'_, String>,
-    items: &[T],
-    item: impl Fn(&mut cutctx_json::Writer<'_, String>, &T),
-) {
-    w.raw("[");
-    for (i, x) in items.iter().enumerate() {
-        if i > 0 {
-            w.item_separator();
-        }
-        item(w, x);
-    }
-    w.raw("]");
-}
-
 /// One failure's entry of [`Audit::canonical_json`], in key order.
 fn write_failure(w: &mut cutctx_json::Writer<'_, String>, f: &Failure) {
     w.raw("{\"code\":");
@@ -343,8 +327,8 @@ impl Audit {
             w.str(key);
             w.key_separator();
             match key {
-                "failures" => write_list(&mut w, &self.failures, write_failure),
-                "receipts" => write_list(&mut w, &self.receipts, write_row),
+                "failures" => w.list(&self.failures, write_failure),
+                "receipts" => w.list(&self.receipts, write_row),
                 other => {
                     let value = fields.get(other).map(canonical_json_value);
                     w.raw(value.as_deref().unwrap_or("null"));

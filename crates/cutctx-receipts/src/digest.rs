@@ -121,10 +121,7 @@ pub fn canon_json(value: &Value) -> Result<Vec<u8>, ReceiptError> {
 ///
 /// As [`canon_json`].
 pub fn digest_json(value: &Value) -> Result<String, ReceiptError> {
-    Ok(format!(
-        "{JSON_C14N_PREFIX}{}",
-        sha256_hex(&canon_json(value)?)
-    ))
+    Ok(digest_canonical(&canon_json(value)?).digest)
 }
 
 /// The digest and byte size of one item (arcaeon's `_digest_item`).

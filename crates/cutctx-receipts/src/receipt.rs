@@ -338,11 +338,7 @@ pub fn core_of(row: &Object) -> Value {
 pub fn receipt_digest_of(row: &Object) -> Result<String, ReceiptError> {
     // The digest of `core_of(row)`, written from the row itself rather than from a copy.
     let canonical = crate::json::to_c14n_picked(row, &CORE_KEYS)?;
-    Ok(format!(
-        "{}{}",
-        crate::digest::JSON_C14N_PREFIX,
-        crate::digest::sha256_hex(&canonical)
-    ))
+    Ok(crate::digest::digest_canonical(&canonical).digest)
 }
 
 #[cfg(test)]

@@ -96,8 +96,8 @@ fn string_end(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
-/// The offset of the first `"` or `\` in `b`, a block at a time: string contents are
-/// most of a request's bytes, and this is where the scan spends its time.
+/// The offset of the first `"` or `\` in `b` ([`cutctx_json::first_special`]): string
+/// contents are most of a request's bytes, and this is where the scan spends its time.
 fn quote_or_backslash(b: &[u8]) -> Option<usize> {
     cutctx_json::first_special(b, false)
 }

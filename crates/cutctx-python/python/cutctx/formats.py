@@ -161,20 +161,11 @@ def compact_json_with_report(
     >>> json.loads(report)["prompt"]["reserve_tokens"]  # the request's own max_tokens
     20
     """
-    request, report = _core.compact_json(
-        data,
-        format,
-        _count(max_tokens, "max_tokens"),
-        protected_recent_turns=_count(protected_recent_turns, "protected_recent_turns"),
-        policy=policy,
-        prompt_id=prompt_id,
-        estimator=estimator,
-        summaries=None if summaries is None else dict(summaries),
-        summarize=summarize,
-        reserve_output=_reserve(reserve_output),
-        repair=bool(repair),
+    request, report = _compact_json(
+        data, format, max_tokens, protected_recent_turns, policy, prompt_id, estimator,
+        summaries, summarize, reserve_output, repair, report=True,
     )
-    assert report is not None  # asked for by default
+    assert report is not None  # asked for
     return request, report
 
 
@@ -236,7 +227,31 @@ def compact_json(
     """
     # The report is not made: nor is the plan hashed, which for a long transcript costs about
     # as much as reading the request.
-    request, _ = _core.compact_json(
+    request, _ = _compact_json(
+        data, format, max_tokens, protected_recent_turns, policy, prompt_id, estimator,
+        summaries, summarize, reserve_output, repair, report=False,
+    )
+    return request
+
+
+def _compact_json(
+    data: bytes | str,
+    format: Format,
+    max_tokens: int,
+    protected_recent_turns: int,
+    policy: Policy,
+    prompt_id: str | None,
+    estimator: str | None,
+    summaries: Mapping[str, str] | None,
+    summarize: Summarize | None,
+    reserve_output: int | None,
+    repair: bool,
+    *,
+    report: bool,
+) -> tuple[bytes, bytes | None]:
+    """The core's ``compact_json`` with the arguments checked as both public functions check
+    them; the report only when asked for."""
+    return _core.compact_json(
         data,
         format,
         _count(max_tokens, "max_tokens"),
@@ -248,9 +263,8 @@ def compact_json(
         summarize=summarize,
         reserve_output=_reserve(reserve_output),
         repair=bool(repair),
-        report=False,
+        report=report,
     )
-    return request
 
 
 def compact(
