@@ -395,10 +395,13 @@ pub(crate) fn build(
 #[derive(Debug, Default)]
 pub(crate) struct Build {
     pub(crate) built: Built,
-    /// call_id -> the key of the step that made the call (the latest wins). Every call of
-    /// the request, looked up by each output: hashed, never iterated.
+    /// call_id -> the key of the step that made the call, for the calls since the last
+    /// prompt: looked up by each output, hashed, never iterated. An output answers a call
+    /// made since the last prompt (the check refuses any other list, and the turns built for
+    /// it are dropped), so the calls before a prompt are let go at the prompt: the map holds
+    /// a step's calls, not every call of the request.
     calls: IdHashMap<String, Arc<str>>,
-    /// The keys of the steps that began with reasoning.
+    /// The keys of the steps since the last prompt that began with reasoning.
     reasoning_steps: BTreeSet<Arc<str>>,
     step: Option<Step>,
     ids: MessageIds,
@@ -410,9 +413,6 @@ impl Build {
     pub(crate) fn sized(mut self, n: usize) -> Self {
         self.built.turns.reserve(n);
         self.built.sources.reserve(n);
-        // A call and its output take two items at least: room for every call, made once
-        // rather than grown (and every call id hashed again) as the list goes.
-        self.calls.reserve(n / 2);
         self.ids = MessageIds::ahead(n);
         self
     }
@@ -472,6 +472,19 @@ impl Build {
         self.push(i, item.kind(), text, estimator)
     }
 
+    /// Lets the calls since the last prompt go, at a prompt: no output after it answers one.
+    /// A map grown far past what it holds (a step of many parallel calls, long gone) is
+    /// replaced rather than cleared, so that clearing costs what was put in, not what the
+    /// largest step once needed.
+    fn forget_calls(&mut self) {
+        if self.calls.capacity() > 4 * self.calls.len() + 16 {
+            self.calls = IdHashMap::default();
+        } else {
+            self.calls.clear();
+        }
+        self.reasoning_steps.clear();
+    }
+
     /// Adds the turn of item `i`, of kind `k` and text `text`, to its step.
     fn push(
         &mut self,
@@ -484,6 +497,7 @@ impl Build {
         let (role, key) = match k {
             Kind::Prompt(role) => {
                 self.step = None;
+                self.forget_calls();
                 (role, None)
             }
             Kind::Output(_, call_id) => {

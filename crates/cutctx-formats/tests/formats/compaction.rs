@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use cutctx_formats::{Format, LEAD_IN_TEXT, ProviderTranscript, TurnSource, validate};
 use cutctx_model::{CompactionBudget, DEFAULT_PLACEHOLDER, Transcript};
 use cutctx_policies::{
-    CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy, SummarizingPolicy,
+    CharRatioEstimator, CompactionPolicy, DropOldestPolicy, ObservationMaskingPolicy,
+    SummarizingPolicy,
 };
 use serde_json::{Value, json};
 
@@ -369,6 +370,51 @@ fn responses_reasoning_travels_with_the_calls_it_precedes() {
         assert_eq!(key(p), key(2), "item {}", p - 1);
     }
     assert_ne!(key(7), key(2), "the next reasoning item starts a new step");
+}
+
+#[test]
+fn responses_a_call_id_used_again_after_a_prompt_keys_the_later_step() {
+    // A step of many parallel calls, prompts, then steps that use its call ids again: each
+    // output joins the step of the call since its prompt, read by value and from the text.
+    let mut input = vec![json!({"role": "user", "content": "go"})];
+    for c in 0..40 {
+        input.push(json!({"type": "function_call", "call_id": format!("c{c}"), "name": "f", "arguments": "{}"}));
+    }
+    for c in 0..40 {
+        input.push(
+            json!({"type": "function_call_output", "call_id": format!("c{c}"), "output": "r"}),
+        );
+    }
+    for round in 0..3 {
+        input.push(json!({"role": "user", "content": format!("again {round}")}));
+        input.push(
+            json!({"type": "function_call", "call_id": "c7", "name": "f", "arguments": "{}"}),
+        );
+        input.push(json!({"type": "function_call_output", "call_id": "c7", "output": "r"}));
+    }
+    let doc = json!({ "input": input });
+    let text = doc.to_string();
+    let by_value = ProviderTranscript::parse(Format::OpenAiResponses, &doc).expect("valid");
+    let estimator = CharRatioEstimator::default();
+    let by_text = ProviderTranscript::from_text_with(Format::OpenAiResponses, &text, &estimator)
+        .expect("read from the text");
+    for pt in [&by_value, &by_text] {
+        let keys: Vec<Option<&str>> = pt
+            .transcript()
+            .turns()
+            .iter()
+            .map(|t| t.tool_call_id())
+            .collect();
+        // The big step: keyed by its first call, m1, outputs included.
+        assert!(keys[1..81].iter().all(|k| *k == Some("m1")));
+        // Each later call and its output: the step of that round's call.
+        for (round, call) in [82_usize, 85, 88].into_iter().enumerate() {
+            let own = format!("m{call}");
+            assert_eq!(keys[call], Some(own.as_str()), "round {round}");
+            assert_eq!(keys[call + 1], Some(own.as_str()), "round {round}");
+        }
+    }
+    assert_eq!(by_value.transcript(), by_text.transcript());
 }
 
 #[test]
