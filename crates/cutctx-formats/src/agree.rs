@@ -63,7 +63,7 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
     let scanned = read_and_map(format, text, &estimator, Reading::Hand, usize::MAX);
     let scanned_deferring =
         read_and_map(format, text, &estimator, Reading::HandDeferring, usize::MAX);
-    // The same, the list's second half read ahead on another thread from a guessed start
+    // The same, most of the list read ahead on another thread from a guessed start
     // whatever the request's size: right or wrong, the guess changes nothing.
     let ahead = read_and_map(format, text, &estimator, Reading::HandDeferring, 0);
     assert_eq!(by_value, reference, "values: {text}");

@@ -88,6 +88,7 @@ mod content;
 mod deferred;
 mod error;
 mod estimate;
+mod fused;
 mod mapping;
 mod named;
 mod one_walk;
@@ -852,14 +853,20 @@ fn depth(v: &Value) -> usize {
 enum Plains<'a> {
     /// None read: each message is read from its span.
     None,
-    Chat(Vec<Option<openai_chat::Plain<'a>>>),
-    Responses(Vec<Option<openai_responses::Plain<'a>>>),
+    /// Messages mapped as they were read, the rest waiting ([`fused`]).
+    Chat(fused::Mapper<openai_chat::Mapping, openai_chat::Plain<'a>>),
+    Responses(fused::Mapper<openai_responses::Mapping, openai_responses::Plain<'a>>),
 }
+
+/// The room a list's turns are sized for as it is read: one turn for every this many bytes
+/// of the request (most messages take more; a list of shorter ones grows its room). Room
+/// never reached is never touched, and is given back once the list is read.
+const MESSAGE_BYTES: usize = 64;
 
 /// The request `text` read ([`text::read`]) and its messages checked and mapped
 /// ([`map_messages`]): the common messages read by hand as the scan of the list finds them,
-/// so that each is walked once, the second half of a list of `ahead_from` bytes or more read
-/// ahead on another core ([`ahead`]).
+/// so that each is walked once (Chat and Responses messages mapped there too, [`fused`]),
+/// most of a list of `ahead_from` bytes or more read ahead on another core ([`ahead`]).
 fn read_and_map(
     format: Format,
     text: &str,
@@ -867,59 +874,94 @@ fn read_and_map(
     reading: Reading,
     ahead_from: usize,
 ) -> Option<(text::Read, mapping::Built)> {
-    /// Reads the list with `read` taking each message it can, and those it took. A large
-    /// list's second half is read ahead on another core ([`ahead`]), to the same readings.
-    fn scan_reading<'a, P: Send>(
-        text: &'a str,
+    /// Reads the list with `read` taking each message it can, handing each reading to
+    /// `took` in order, which gives back a reading it is done with; with whether the scan
+    /// read the whole list, every message of it taken (`false`: the readings were of a scan
+    /// given up for the parser's). A large list's messages from about byte `cut` on are read
+    /// ahead on another core ([`ahead`]), to the same readings.
+    fn scan_reading<P: Send>(
+        text: &str,
         key: &str,
         read: impl Fn(usize) -> Option<(P, usize)> + Sync,
-        wrap: fn(Vec<Option<P>>) -> Plains<'a>,
+        took: &mut dyn FnMut(Option<P>) -> Option<P>,
         ahead_from: usize,
-    ) -> Option<(text::Read, Plains<'a>)> {
-        let mut taken = Vec::new();
+        cut: usize,
+    ) -> Option<(text::Read, bool)> {
+        let mut count = 0_usize;
         let (read_list, scanned) = std::thread::scope(|scope| {
             let parallelism = Parallelism::Automatic;
-            let mut ahead = ahead::Ahead::start(scope, text, parallelism, ahead_from, &read);
-            text::read_with(text, key, &mut |start| match ahead
-                .take(start)
-                .unwrap_or_else(|| read(start))
-            {
-                Some((plain, end)) => {
-                    taken.push(Some(plain));
-                    Some(end)
-                }
-                None => {
-                    taken.push(None);
-                    None
+            let mut ahead = ahead::Ahead::start(scope, text, parallelism, ahead_from, cut, &read);
+            text::read_with(text, key, &mut |start| {
+                count += 1;
+                let (reading, read_ahead) = match ahead.take(start) {
+                    Some(reading) => (reading, true),
+                    None => (read(start), false),
+                };
+                match reading {
+                    Some((plain, end)) => {
+                        // The helper's own reading is freed by the helper.
+                        if let Some(done) = took(Some(plain))
+                            && read_ahead
+                        {
+                            ahead.give_back(done, end);
+                        }
+                        Some(end)
+                    }
+                    None => {
+                        took(None);
+                        None
+                    }
                 }
             })
         })?;
-        // Messages of a scan given up for the parser's are not the parser's messages.
-        let plains = if scanned && taken.len() == read_list.layout.items.len() {
-            wrap(taken)
-        } else {
-            Plains::None
-        };
-        Some((read_list, plains))
+        let whole = scanned && count == read_list.layout.items.len();
+        Some((read_list, whole))
     }
     let key = list_key(format);
     let defer = reading == Reading::HandDeferring;
     let (read, plains) = match (reading, format) {
         (Reading::Values, _) => (text::read(text, key)?, Plains::None),
-        (_, Format::OpenAiChat) => scan_reading(
-            text,
-            key,
-            |start| openai_chat::Plain::read_at(text, start, defer),
-            Plains::Chat,
-            ahead_from,
-        )?,
-        (_, Format::OpenAiResponses) => scan_reading(
-            text,
-            key,
-            |start| openai_responses::Plain::read_at(text, start, defer),
-            Plains::Responses,
-            ahead_from,
-        )?,
+        // Each message is checked and mapped as the scan reads it ([`fused`]), so the other
+        // core reads most of the list: from a tenth of the way in, about where reading and
+        // mapping on this thread take as long as reading on the other.
+        (_, Format::OpenAiChat) => {
+            let capacity = text.len() / MESSAGE_BYTES;
+            let mut mapper = fused::Mapper::new(openai_chat::Mapping::growing(capacity));
+            let (read, whole) = scan_reading(
+                text,
+                key,
+                |start| openai_chat::Plain::read_at(text, start, defer),
+                &mut |reading| mapper.take(reading, estimator),
+                ahead_from,
+                text.len() / 10,
+            )?;
+            (
+                read,
+                if whole {
+                    Plains::Chat(mapper)
+                } else {
+                    Plains::None
+                },
+            )
+        }
+        (_, Format::OpenAiResponses) => {
+            let capacity = text.len() / MESSAGE_BYTES;
+            let mut mapper = fused::Mapper::new(openai_responses::Mapping::growing(capacity));
+            let (read, whole) = scan_reading(
+                text,
+                key,
+                |start| openai_responses::Plain::read_at(text, start, defer),
+                &mut |reading| mapper.take(reading, estimator),
+                ahead_from,
+                text.len() / 10,
+            )?;
+            let plains = if whole {
+                Plains::Responses(mapper)
+            } else {
+                Plains::None
+            };
+            (read, plains)
+        }
         // An Anthropic message read by hand holds its blocks (a tool's input as a value),
         // several times the room of a Chat or Responses one: held for the whole list, they
         // would raise the run's peak by most of the input's size. Each is checked and mapped
@@ -990,15 +1032,18 @@ fn map_messages(
     let n = layout.items.len();
     match format {
         Format::OpenAiChat => {
-            let mut check = openai_chat::Check::start(n).ok()?;
-            let mut build = openai_chat::Build::of(n);
-            let mut taken = match plains {
-                Plains::Chat(taken) => Some(taken),
-                _ => None,
+            // At least one message (the check's first rule), whether mapped as read or not.
+            let fresh = openai_chat::Check::start(n).ok()?;
+            let (mut check, mut build, from, mut taken) = match plains {
+                Plains::Chat(mapper) if mapper.taken() == n => {
+                    let (mapping, from, rest) = mapper.finish()?;
+                    (mapping.check, mapping.build, from, Some(rest.into_iter()))
+                }
+                _ => (fresh, openai_chat::Build::of(n), 0, None),
             };
-            for (i, span) in layout.items.iter().enumerate() {
+            for (i, span) in layout.items.iter().enumerate().skip(from) {
                 let plain = match &mut taken {
-                    Some(taken) => taken.get_mut(i).and_then(Option::take),
+                    Some(taken) => taken.next().flatten(),
                     None => hand
                         .then(|| {
                             openai_chat::Plain::read(text.get(span.clone())?, span.start, defer)
@@ -1019,17 +1064,25 @@ fn map_messages(
             Some(build.built)
         }
         Format::OpenAiResponses => {
-            let mut check = openai_responses::Check::start(shell).ok()?;
-            let mut build = openai_responses::Build::start(shell, estimator)
-                .ok()?
-                .sized(n);
-            let mut taken = match plains {
-                Plains::Responses(taken) => Some(taken),
-                _ => None,
+            // The request's top-level fields checked, whether its items were mapped as read
+            // or not; their turn goes first.
+            let fresh = openai_responses::Check::start(shell).ok()?;
+            let (mut check, mut build, from, mut taken) = match plains {
+                Plains::Responses(mapper) if mapper.taken() == n => {
+                    let (mapping, from, rest) = mapper.finish()?;
+                    let build = mapping.build.finish_growing(shell, estimator).ok()?;
+                    (mapping.check, build, from, Some(rest.into_iter()))
+                }
+                _ => {
+                    let build = openai_responses::Build::start(shell, estimator)
+                        .ok()?
+                        .sized(n);
+                    (fresh, build, 0, None)
+                }
             };
-            for (i, span) in layout.items.iter().enumerate() {
+            for (i, span) in layout.items.iter().enumerate().skip(from) {
                 let plain = match &mut taken {
-                    Some(taken) => taken.get_mut(i).and_then(Option::take),
+                    Some(taken) => taken.next().flatten(),
                     None => hand
                         .then(|| {
                             openai_responses::Plain::read(

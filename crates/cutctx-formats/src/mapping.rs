@@ -94,6 +94,16 @@ impl Built {
         self.sources.push(source);
     }
 
+    /// Puts `turn` before every turn built so far: a request's top-level turn (the Responses
+    /// `instructions`), known only once the list it precedes was mapped as it was read.
+    pub(crate) fn put_first(&mut self, turn: TranscriptTurn, source: TurnSource) {
+        self.turns.insert(0, turn);
+        self.sources.insert(0, source);
+        for d in &mut self.deferred {
+            d.position += 1;
+        }
+    }
+
     /// Puts `turn` before every turn built so far: each content left in the request keeps
     /// its place, its position counted one further.
     pub(crate) fn insert_first(&mut self, turn: TranscriptTurn, source: TurnSource) {
@@ -133,18 +143,40 @@ impl Built {
 #[derive(Debug, Default)]
 pub(crate) struct MessageIds {
     ids: Vec<Arc<str>>,
+    /// How many more ids are made at once when one past those made is asked for (0: each is
+    /// made alone).
+    chunk: usize,
 }
 
 impl MessageIds {
+    /// How many ids [`MessageIds::growing`] makes at a time: runs of ids long enough that
+    /// passes over them read packed memory, few beside any list worth reading on two threads.
+    const CHUNK: usize = 4096;
+
     /// The ids of `n` messages.
     pub(crate) fn ahead(n: usize) -> Self {
         Self {
             ids: (0..n).map(|i| message_id(i, None)).collect(),
+            chunk: 0,
+        }
+    }
+
+    /// The ids of a list whose length is not known yet, made [`MessageIds::CHUNK`] at a time
+    /// as they are asked for (in order).
+    pub(crate) fn growing() -> Self {
+        Self {
+            ids: Vec::new(),
+            chunk: Self::CHUNK,
         }
     }
 
     /// The id of message `i`: the one made ahead, else a new one.
-    pub(crate) fn get(&self, i: usize) -> Arc<str> {
+    pub(crate) fn get(&mut self, i: usize) -> Arc<str> {
+        if i >= self.ids.len() && self.chunk > 0 {
+            let end = i.saturating_add(self.chunk);
+            self.ids
+                .extend((self.ids.len()..end).map(|j| message_id(j, None)));
+        }
         self.ids
             .get(i)
             .map_or_else(|| message_id(i, None), Arc::clone)

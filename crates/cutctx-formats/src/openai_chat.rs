@@ -32,6 +32,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
+use crate::fused::MapsAsRead;
 use crate::mapping::{
     Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
 };
@@ -335,6 +336,16 @@ impl Build {
         }
     }
 
+    /// The turns of a list whose length is not known yet, room made for `capacity` of them:
+    /// a list read as it is scanned.
+    pub(crate) fn growing(capacity: usize) -> Self {
+        Self {
+            built: Built::with_capacity(capacity),
+            keys: BTreeMap::new(),
+            ids: MessageIds::growing(),
+        }
+    }
+
     /// The turn of message `i`, which the check accepted.
     pub(crate) fn message(
         &mut self,
@@ -439,6 +450,36 @@ impl Build {
         self.built
             .push_deferring(turn, TurnSource::Message(i), written);
         Ok(())
+    }
+}
+
+/// A Chat list's check and turns, mapping its messages as the scan reads them
+/// ([`crate::fused`]).
+pub(crate) struct Mapping {
+    pub(crate) check: Check,
+    pub(crate) build: Build,
+}
+
+impl Mapping {
+    /// Before the first message of a list whose length is not known yet, with room for
+    /// `capacity` turns.
+    pub(crate) fn growing(capacity: usize) -> Self {
+        Self {
+            check: Check { open: None },
+            build: Build::growing(capacity),
+        }
+    }
+}
+
+impl<'a> MapsAsRead<Plain<'a>> for Mapping {
+    fn plain(
+        &mut self,
+        i: usize,
+        m: &Plain<'a>,
+        estimator: &dyn TokenEstimator,
+    ) -> Option<Result<(), FormatError>> {
+        self.check.plain(i, m)?;
+        Some(self.build.plain(i, m, estimator))
     }
 }
 

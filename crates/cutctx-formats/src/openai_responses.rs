@@ -36,6 +36,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
+use crate::fused::MapsAsRead;
 use crate::mapping::{Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::quick::{Lex, ReadMessage, Str, once};
 use crate::validate::{Rule, Violation, shape};
@@ -423,16 +424,34 @@ impl Build {
         estimator: &dyn TokenEstimator,
     ) -> Result<Self, FormatError> {
         let mut build = Self::default();
-        if let Some(text) = instructions(document)? {
-            let mut t = Text::default();
-            t.push(text);
-            let (content, estimate) = t.finish(estimator);
-            build.built.push(
-                TranscriptTurn::new("instructions", Role::System, content, estimate)?,
-                TurnSource::System,
-            );
+        if let Some(turn) = instructions_turn(document, estimator)? {
+            build.built.push(turn, TurnSource::System);
         }
         Ok(build)
+    }
+
+    /// The turns of a list whose length is not known yet, with room for `capacity` of them,
+    /// before the request's top-level fields are known: [`Build::finish_growing`] puts their
+    /// turn first.
+    pub(crate) fn growing(capacity: usize) -> Self {
+        Self {
+            built: Built::with_capacity(capacity),
+            ids: MessageIds::growing(),
+            ..Self::default()
+        }
+    }
+
+    /// The turns of a list read as [`Build::growing`] says, with the turn of the request's
+    /// `instructions` put first, as [`Build::start`] would have.
+    pub(crate) fn finish_growing(
+        mut self,
+        document: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Self, FormatError> {
+        if let Some(turn) = instructions_turn(document, estimator)? {
+            self.built.put_first(turn, TurnSource::System);
+        }
+        Ok(self)
     }
 
     /// The turn of item `i`, which the check accepted.
@@ -556,6 +575,57 @@ impl Build {
         self.built
             .push_deferring(turn, TurnSource::Message(i), written);
         Ok(())
+    }
+}
+
+/// The system turn of a request's `instructions`, when it has them.
+fn instructions_turn(
+    document: &Value,
+    estimator: &dyn TokenEstimator,
+) -> Result<Option<TranscriptTurn>, FormatError> {
+    let Some(text) = instructions(document)? else {
+        return Ok(None);
+    };
+    let mut t = Text::default();
+    t.push(text);
+    let (content, estimate) = t.finish(estimator);
+    Ok(Some(TranscriptTurn::new(
+        "instructions",
+        Role::System,
+        content,
+        estimate,
+    )?))
+}
+
+/// A Responses list's check and turns, mapping its items as the scan reads them
+/// ([`crate::fused`]); the request's top-level turn is put first once it is known.
+pub(crate) struct Mapping {
+    pub(crate) check: Check,
+    pub(crate) build: Build,
+}
+
+impl Mapping {
+    /// Before the first item of a list whose length is not known yet, with room for
+    /// `capacity` turns.
+    pub(crate) fn growing(capacity: usize) -> Self {
+        Self {
+            check: Check::default(),
+            build: Build::growing(capacity),
+        }
+    }
+}
+
+impl<'a> MapsAsRead<Plain<'a>> for Mapping {
+    fn plain(
+        &mut self,
+        i: usize,
+        item: &Plain<'a>,
+        estimator: &dyn TokenEstimator,
+    ) -> Option<Result<(), FormatError>> {
+        // A plain item is always one the check takes (its rules are checked as it goes, and
+        // the first broken one is reported at the end).
+        self.check.plain(i, item);
+        Some(self.build.plain(i, item, estimator))
     }
 }
 
