@@ -968,7 +968,7 @@ fn read_and_map(
         // as the scan finds it instead, and dropped there ([`one_walk`]); what that walk does
         // not take is read from the scan's spans, each message as the builder takes it.
         (_, Format::Anthropic) => {
-            if let Some(done) = one_walk::anthropic(text, key, estimator, defer) {
+            if let Some(done) = one_walk::anthropic(text, key, estimator, defer, ahead_from) {
                 return Some(done);
             }
             (text::read(text, key)?, Plains::None)

@@ -1,13 +1,13 @@
 //! An Anthropic request read, checked and mapped in one walk over its messages.
 //!
-//! Chat and Responses messages are read as the scan of the list finds them and checked and
-//! mapped afterwards, which holds every reading until then. An Anthropic reading holds its
-//! blocks, several times the room of the others, so held for the whole list it would raise the
-//! run's peak by most of the input: the two-walk reader lets the scan find each message's end
-//! first and reads each message afterwards, walking every string twice.
+//! An Anthropic reading holds its blocks, several times the room of a Chat or Responses one,
+//! so held for the whole list it would raise the run's peak by most of the input: the two-walk
+//! reader lets the scan find each message's end first and reads each message afterwards,
+//! walking every string twice.
 //!
 //! [`anthropic`] walks once: it checks and maps each message as the scan finds it, then drops
-//! its reading. Two things are not known yet at that point. One is the list's length, which the
+//! its reading (most of a large list's readings made on another core, [`crate::ahead`], and
+//! given back to it to be freed). Two things are not known yet at that point. One is the list's length, which the
 //! check needs for one rule (a final assistant message may be empty), so the check is
 //! [`Check::open_ended`], which takes no empty assistant message at all. The other is the rest
 //! of the request (its `system` may come after `messages`), so the system turn is put first at
@@ -18,9 +18,13 @@
 
 use std::ops::Range;
 
+use cutctx_model::Parallelism;
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
+#[cfg(doc)]
+use crate::ahead::AHEAD_FROM_BYTES;
+use crate::ahead::Ahead;
 use crate::anthropic::{self, Build, Check, Plain};
 use crate::mapping::Built;
 use crate::quick::{ReadMessage, value_end};
@@ -31,12 +35,14 @@ const DEPTH: usize = 64;
 
 /// The request `text` (its list at `key`) read and its messages checked and mapped in one walk,
 /// as the two-walk reader reads them when it accepts the request; `None` when this walk does
-/// not take it (the two-walk reader then says what it is).
+/// not take it (the two-walk reader then says what it is). A list of `ahead_from` bytes or
+/// more is mostly read ahead on another core (the readers use [`AHEAD_FROM_BYTES`]).
 pub(crate) fn anthropic(
     text: &str,
     key: &str,
     estimator: &dyn TokenEstimator,
     defer: bool,
+    ahead_from: usize,
 ) -> Option<(text::Read, Built)> {
     // The arrays and objects around a message: the list, and the request object around it.
     let around = if text.trim_start().starts_with('{') {
@@ -52,33 +58,55 @@ pub(crate) fn anthropic(
     let mut build = Build::default();
     let mut taken = 0_usize;
     let mut refused = false;
-    // One message, at `start`: checked and mapped as the two-walk reader does it, by hand where
-    // the check takes the reading, else as a value; where it ends.
-    let mut step = |start: usize| -> Option<usize> {
-        let i = taken;
-        let reading = Plain::read_at(text, start, defer);
-        let end = match &reading {
-            Some((_, end)) => *end,
-            None => value_end(text.as_bytes(), start, DEPTH)?,
-        };
-        match reading {
-            Some((m, _)) if check.plain(i, &m).is_some() => build.plain(i, &m, estimator).ok()?,
-            _ => {
-                let m = value(start..end)?;
-                check.message(i, &m).ok()?;
-                build.message(i, &m, estimator).ok()?;
+    let read_at = |start: usize| Plain::read_at(text, start, defer);
+    let (read, scanned) = std::thread::scope(|scope| {
+        // Most of a large list read ahead on another core, as the Chat and Responses readers
+        // do it ([`crate::ahead`]).
+        let mut ahead = Ahead::start(
+            scope,
+            text,
+            Parallelism::Automatic,
+            ahead_from,
+            text.len() / 10,
+            &read_at,
+        );
+        // One message, at `start`: checked and mapped as the two-walk reader does it, by hand
+        // where the check takes the reading, else as a value; where it ends.
+        let mut step = |start: usize| -> Option<usize> {
+            let i = taken;
+            let (reading, read_ahead) = match ahead.take(start) {
+                Some(reading) => (reading, true),
+                None => (read_at(start), false),
+            };
+            let end = match &reading {
+                Some((_, end)) => *end,
+                None => value_end(text.as_bytes(), start, DEPTH)?,
+            };
+            match reading {
+                Some((m, _)) if check.plain(i, &m).is_some() => {
+                    build.plain(i, &m, estimator).ok()?;
+                    if read_ahead {
+                        // The helper's reading is freed by the helper.
+                        ahead.give_back(m, end);
+                    }
+                }
+                _ => {
+                    let m = value(start..end)?;
+                    check.message(i, &m).ok()?;
+                    build.message(i, &m, estimator).ok()?;
+                }
             }
-        }
-        taken += 1;
-        Some(end)
-    };
-    let (read, scanned) = text::read_with(text, key, &mut |start| {
-        if refused {
-            return None;
-        }
-        let end = step(start);
-        refused = end.is_none();
-        end
+            taken += 1;
+            Some(end)
+        };
+        text::read_with(text, key, &mut |start| {
+            if refused {
+                return None;
+            }
+            let end = step(start);
+            refused = end.is_none();
+            end
+        })
     })?;
     // A scan given up for the parser's saw other messages than the parser's.
     if refused || !scanned || taken != read.layout.items.len() || taken == 0 {
@@ -128,7 +156,7 @@ mod tests {
         for system_last in [false, true] {
             for defer in [false, true] {
                 let text = request(40, system_last);
-                let one = super::anthropic(&text, "messages", &estimator, defer)
+                let one = super::anthropic(&text, "messages", &estimator, defer, usize::MAX)
                     .expect("a usual request is taken");
                 let reading = if defer {
                     Reading::HandDeferring
@@ -150,6 +178,10 @@ mod tests {
                 if defer {
                     assert!(!one.1.deferred.is_empty());
                 }
+                // The same with most of the list read ahead on another core.
+                let ahead = super::anthropic(&text, "messages", &estimator, defer, 0)
+                    .expect("taken read ahead too");
+                assert_eq!(ahead.1, one.1, "read ahead, system last: {system_last}");
             }
         }
     }
@@ -160,7 +192,7 @@ mod tests {
         // A prefill: an empty final assistant message, which only the list's length allows.
         let prefill =
             r#"{"messages":[{"role":"user","content":"go"},{"role":"assistant","content":""}]}"#;
-        assert!(super::anthropic(prefill, "messages", &estimator, true).is_none());
+        assert!(super::anthropic(prefill, "messages", &estimator, true, 0).is_none());
         assert!(
             read_and_map(
                 Format::Anthropic,
@@ -173,7 +205,7 @@ mod tests {
         );
         // A result without its call: neither takes it.
         let orphan = r#"{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"x","content":"r"}]}]}"#;
-        assert!(super::anthropic(orphan, "messages", &estimator, true).is_none());
+        assert!(super::anthropic(orphan, "messages", &estimator, true, 0).is_none());
         assert!(
             read_and_map(
                 Format::Anthropic,
@@ -185,6 +217,6 @@ mod tests {
             .is_none()
         );
         // No message at all.
-        assert!(super::anthropic(r#"{"messages":[]}"#, "messages", &estimator, true).is_none());
+        assert!(super::anthropic(r#"{"messages":[]}"#, "messages", &estimator, true, 0).is_none());
     }
 }
