@@ -1,7 +1,7 @@
 //! One turn of a transcript: its role, its fields and their wire form.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use cutctx_json::TurnFields;
 use serde::{Deserialize, Serialize};
@@ -14,9 +14,14 @@ use crate::{CompactionError, details, py_repr_str};
 /// Shared behind an `Arc`, so a view that keeps a turn does not copy its metadata.
 pub type Metadata = Arc<BTreeMap<String, String>>;
 
+/// The empty metadata most turns have, shared: one for each thread, because every turn a
+/// thread builds takes a reference to it, and threads building turns side by side (a large
+/// request read in parts) would otherwise each wait for the other's hold on one counter.
 fn empty_metadata() -> Metadata {
-    static EMPTY: OnceLock<Metadata> = OnceLock::new();
-    Arc::clone(EMPTY.get_or_init(|| Arc::new(BTreeMap::new())))
+    thread_local! {
+        static EMPTY: Metadata = Arc::new(BTreeMap::new());
+    }
+    EMPTY.with(Arc::clone)
 }
 
 /// Who spoke a turn.
