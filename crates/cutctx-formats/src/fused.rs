@@ -24,6 +24,13 @@ pub(crate) trait MapsAsRead<P> {
     ) -> Option<Result<(), FormatError>>;
 }
 
+/// A format's check and turn builder, side by side: what a [`Mapper`] drives (each format says
+/// how, as [`MapsAsRead`]).
+pub(crate) struct Mapping<C, B> {
+    pub(crate) check: C,
+    pub(crate) build: B,
+}
+
 /// The messages of a list mapped as the scan reads them (see the module's documentation).
 pub(crate) struct Mapper<S, P> {
     state: S,

@@ -854,9 +854,16 @@ enum Plains<'a> {
     /// None read: each message is read from its span.
     None,
     /// Messages mapped as they were read, the rest waiting ([`fused`]).
-    Chat(fused::Mapper<openai_chat::Mapping, openai_chat::Plain<'a>>),
-    Responses(fused::Mapper<openai_responses::Mapping, openai_responses::Plain<'a>>),
+    Chat(ChatMapper<'a>),
+    Responses(ResponsesMapper<'a>),
 }
+
+type ChatMapper<'a> =
+    fused::Mapper<fused::Mapping<openai_chat::Check, openai_chat::Build>, openai_chat::Plain<'a>>;
+type ResponsesMapper<'a> = fused::Mapper<
+    fused::Mapping<openai_responses::Check, openai_responses::Build>,
+    openai_responses::Plain<'a>,
+>;
 
 /// The room a list's turns are sized for as it is read: one turn for every this many bytes
 /// of the request (most messages take more; a list of shorter ones grows its room). Room
@@ -874,33 +881,34 @@ fn read_and_map(
     reading: Reading,
     ahead_from: usize,
 ) -> Option<(text::Read, mapping::Built)> {
-    /// Reads the list with `read` taking each message it can, handing each reading to
-    /// `took` in order, which gives back a reading it is done with; with whether the scan
-    /// read the whole list, every message of it taken (`false`: the readings were of a scan
-    /// given up for the parser's). A large list's messages from about byte `cut` on are read
-    /// ahead on another core ([`ahead`]), to the same readings.
-    fn scan_reading<P: Send>(
+    /// Reads the list with `read` taking each message it can, each reading checked and mapped
+    /// by `mapping` as the scan has it ([`fused`]); the mapper, unless the scan did not read
+    /// the whole list, every message of it taken (then the readings were of a scan given up
+    /// for the parser's). A large list's messages from a tenth of the way in are read ahead
+    /// on another core ([`ahead`]), to the same readings: about where reading and mapping on
+    /// this thread take as long as reading on the other. The helper's readings go back to it
+    /// to be freed.
+    fn scan_mapping<S: fused::MapsAsRead<P>, P: Send>(
         text: &str,
         key: &str,
         read: impl Fn(usize) -> Option<(P, usize)> + Sync,
-        took: &mut dyn FnMut(Option<P>) -> Option<P>,
+        mapping: S,
+        estimator: &dyn TokenEstimator,
         ahead_from: usize,
-        cut: usize,
-    ) -> Option<(text::Read, bool)> {
-        let mut count = 0_usize;
+    ) -> Option<(text::Read, Option<fused::Mapper<S, P>>)> {
+        let mut mapper = fused::Mapper::new(mapping);
         let (read_list, scanned) = std::thread::scope(|scope| {
             let parallelism = Parallelism::Automatic;
+            let cut = text.len() / 10;
             let mut ahead = ahead::Ahead::start(scope, text, parallelism, ahead_from, cut, &read);
             text::read_with(text, key, &mut |start| {
-                count += 1;
                 let (reading, read_ahead) = match ahead.take(start) {
                     Some(reading) => (reading, true),
                     None => (read(start), false),
                 };
                 match reading {
                     Some((plain, end)) => {
-                        // The helper's own reading is freed by the helper.
-                        if let Some(done) = took(Some(plain))
+                        if let Some(done) = mapper.take(Some(plain), estimator)
                             && read_ahead
                         {
                             ahead.give_back(done, end);
@@ -908,59 +916,36 @@ fn read_and_map(
                         Some(end)
                     }
                     None => {
-                        took(None);
+                        mapper.take(None, estimator);
                         None
                     }
                 }
             })
         })?;
-        let whole = scanned && count == read_list.layout.items.len();
-        Some((read_list, whole))
+        let whole = scanned && mapper.taken() == read_list.layout.items.len();
+        Some((read_list, whole.then_some(mapper)))
     }
     let key = list_key(format);
     let defer = reading == Reading::HandDeferring;
     let (read, plains) = match (reading, format) {
         (Reading::Values, _) => (text::read(text, key)?, Plains::None),
-        // Each message is checked and mapped as the scan reads it ([`fused`]), so the other
-        // core reads most of the list: from a tenth of the way in, about where reading and
-        // mapping on this thread take as long as reading on the other.
         (_, Format::OpenAiChat) => {
-            let capacity = text.len() / MESSAGE_BYTES;
-            let mut mapper = fused::Mapper::new(openai_chat::Mapping::growing(capacity));
-            let (read, whole) = scan_reading(
-                text,
-                key,
-                |start| openai_chat::Plain::read_at(text, start, defer),
-                &mut |reading| mapper.take(reading, estimator),
-                ahead_from,
-                text.len() / 10,
-            )?;
-            (
-                read,
-                if whole {
-                    Plains::Chat(mapper)
-                } else {
-                    Plains::None
-                },
-            )
+            let mapping = fused::Mapping {
+                check: openai_chat::Check::default(),
+                build: openai_chat::Build::growing(text.len() / MESSAGE_BYTES),
+            };
+            let read_at = |start| openai_chat::Plain::read_at(text, start, defer);
+            let (read, mapper) = scan_mapping(text, key, read_at, mapping, estimator, ahead_from)?;
+            (read, mapper.map_or(Plains::None, Plains::Chat))
         }
         (_, Format::OpenAiResponses) => {
-            let capacity = text.len() / MESSAGE_BYTES;
-            let mut mapper = fused::Mapper::new(openai_responses::Mapping::growing(capacity));
-            let (read, whole) = scan_reading(
-                text,
-                key,
-                |start| openai_responses::Plain::read_at(text, start, defer),
-                &mut |reading| mapper.take(reading, estimator),
-                ahead_from,
-                text.len() / 10,
-            )?;
-            let plains = if whole {
-                Plains::Responses(mapper)
-            } else {
-                Plains::None
+            let mapping = fused::Mapping {
+                check: openai_responses::Check::default(),
+                build: openai_responses::Build::growing(text.len() / MESSAGE_BYTES),
             };
-            (read, plains)
+            let read_at = |start| openai_responses::Plain::read_at(text, start, defer);
+            let (read, mapper) = scan_mapping(text, key, read_at, mapping, estimator, ahead_from)?;
+            (read, mapper.map_or(Plains::None, Plains::Responses))
         }
         // An Anthropic message read by hand holds its blocks (a tool's input as a value),
         // several times the room of a Chat or Responses one: held for the whole list, they

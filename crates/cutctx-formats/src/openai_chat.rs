@@ -32,7 +32,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::fused::MapsAsRead;
+use crate::fused::{Mapping, MapsAsRead};
 use crate::mapping::{
     Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
 };
@@ -116,7 +116,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
 
 /// The rules, message by message: [`validate`] over a document, and the text path over one
 /// parsed message at a time.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct Check {
     /// The calls the current run of tool messages may answer (in order, and as a set, so that
     /// a message of many parallel calls costs no more than its length), and those answered.
@@ -453,25 +453,8 @@ impl Build {
     }
 }
 
-/// A Chat list's check and turns, mapping its messages as the scan reads them
-/// ([`crate::fused`]).
-pub(crate) struct Mapping {
-    pub(crate) check: Check,
-    pub(crate) build: Build,
-}
-
-impl Mapping {
-    /// Before the first message of a list whose length is not known yet, with room for
-    /// `capacity` turns.
-    pub(crate) fn growing(capacity: usize) -> Self {
-        Self {
-            check: Check { open: None },
-            build: Build::growing(capacity),
-        }
-    }
-}
-
-impl<'a> MapsAsRead<Plain<'a>> for Mapping {
+/// A Chat list's check and turns, mapping its messages as the scan reads them.
+impl<'a> MapsAsRead<Plain<'a>> for Mapping<Check, Build> {
     fn plain(
         &mut self,
         i: usize,

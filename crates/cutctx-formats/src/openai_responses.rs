@@ -36,7 +36,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
-use crate::fused::MapsAsRead;
+use crate::fused::{Mapping, MapsAsRead};
 use crate::mapping::{Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::quick::{Lex, ReadMessage, Str, once};
 use crate::validate::{Rule, Violation, shape};
@@ -597,25 +597,9 @@ fn instructions_turn(
     )?))
 }
 
-/// A Responses list's check and turns, mapping its items as the scan reads them
-/// ([`crate::fused`]); the request's top-level turn is put first once it is known.
-pub(crate) struct Mapping {
-    pub(crate) check: Check,
-    pub(crate) build: Build,
-}
-
-impl Mapping {
-    /// Before the first item of a list whose length is not known yet, with room for
-    /// `capacity` turns.
-    pub(crate) fn growing(capacity: usize) -> Self {
-        Self {
-            check: Check::default(),
-            build: Build::growing(capacity),
-        }
-    }
-}
-
-impl<'a> MapsAsRead<Plain<'a>> for Mapping {
+/// A Responses list's check and turns, mapping its items as the scan reads them (the
+/// request's top-level turn is put first once it is known, [`Build::finish_growing`]).
+impl<'a> MapsAsRead<Plain<'a>> for Mapping<Check, Build> {
     fn plain(
         &mut self,
         i: usize,

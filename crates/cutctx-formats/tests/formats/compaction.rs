@@ -399,12 +399,7 @@ fn responses_a_call_id_used_again_after_a_prompt_keys_the_later_step() {
     let by_text = ProviderTranscript::from_text_with(Format::OpenAiResponses, &text, &estimator)
         .expect("read from the text");
     for pt in [&by_value, &by_text] {
-        let keys: Vec<Option<&str>> = pt
-            .transcript()
-            .turns()
-            .iter()
-            .map(|t| t.tool_call_id())
-            .collect();
+        let keys = crate::call_keys(pt);
         // The big step: keyed by its first call, m1, outputs included.
         assert!(keys[1..81].iter().all(|k| *k == Some("m1")));
         // Each later call and its output: the step of that round's call.

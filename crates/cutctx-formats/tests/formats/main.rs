@@ -340,6 +340,15 @@ pub(crate) fn orphans(format: Format, document: &Value) -> Vec<String> {
     problems
 }
 
+/// Each turn's exchange key (`tool_call_id`), by position.
+pub(crate) fn call_keys(pt: &cutctx_formats::ProviderTranscript) -> Vec<Option<&str>> {
+    pt.transcript()
+        .turns()
+        .iter()
+        .map(|t| t.tool_call_id())
+        .collect()
+}
+
 /// The role of a message or item (`"message"` items by role, other items by type).
 pub(crate) fn role(v: &Value) -> String {
     v.get("role")

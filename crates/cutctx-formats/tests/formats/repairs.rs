@@ -138,12 +138,7 @@ fn chat_reusing_an_id_in_later_calls_is_valid_by_position() {
     ]);
     assert!(validate(Format::OpenAiChat, &doc).is_ok());
     let pt = ProviderTranscript::parse(Format::OpenAiChat, &doc).expect("valid");
-    let keys: Vec<Option<&str>> = pt
-        .transcript()
-        .turns()
-        .iter()
-        .map(|t| t.tool_call_id())
-        .collect();
+    let keys = crate::call_keys(&pt);
     assert_eq!(
         keys,
         [None, Some("m1"), Some("m1"), Some("m3"), Some("m3"), None]
