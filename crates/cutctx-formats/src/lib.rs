@@ -858,8 +858,10 @@ enum Plains<'a> {
     Responses(ResponsesMapper<'a>),
 }
 
+/// A Chat list mapped as the scan reads it.
 type ChatMapper<'a> =
     fused::Mapper<fused::Mapping<openai_chat::Check, openai_chat::Build>, openai_chat::Plain<'a>>;
+/// A Responses list mapped as the scan reads it.
 type ResponsesMapper<'a> = fused::Mapper<
     fused::Mapping<openai_responses::Check, openai_responses::Build>,
     openai_responses::Plain<'a>,
