@@ -34,7 +34,7 @@ use crate::quick::value_end;
 /// it saves.
 pub(crate) const AHEAD_FROM_BYTES: usize = 1 << 20;
 
-/// How far past the middle [`guess`] looks for a message start before it gives up.
+/// How far past where it starts [`guess`] looks for a message start before it gives up.
 const GUESS_WINDOW: usize = 1 << 20;
 
 /// How deep a message the helper walks past when it does not read it (as the scan's limit).
@@ -183,6 +183,19 @@ impl<'scope, P: Send + 'scope> Ahead<'scope, P> {
         None
     }
 
+    /// The reading of the message at `start`: the helper's ([`Ahead::take`]), else `read`'s
+    /// on this thread; with whether it was the helper's (give it back then, once done).
+    pub(crate) fn take_or_read(
+        &mut self,
+        start: usize,
+        read: impl Fn(usize) -> Reading<P>,
+    ) -> (Reading<P>, bool) {
+        match self.take(start) {
+            Some(reading) => (reading, true),
+            None => (read(start), false),
+        }
+    }
+
     /// Gives back the reading [`Ahead::take`] last gave, ending at `end`, once done with it:
     /// the helper frees it.
     pub(crate) fn give_back(&mut self, reading: P, end: usize) {
@@ -192,7 +205,9 @@ impl<'scope, P: Send + 'scope> Ahead<'scope, P> {
             slot.1 = Some((reading, end));
         }
     }
+}
 
+impl<P> Ahead<'_, P> {
     /// Stops taking readings: the batch at hand goes back to the helper, and the helper
     /// stops at its next hand-over.
     fn stop(&mut self) {
@@ -207,10 +222,7 @@ impl<P> Drop for Ahead<'_, P> {
     fn drop(&mut self) {
         // The batch at hand goes back, and the ways close: the helper stops reading at its
         // next hand-over and is done once it has freed what it was given back.
-        if let State::Serving { ways, batch, .. } = std::mem::replace(&mut self.state, State::Done)
-        {
-            let _ = ways.spent.send(batch);
-        }
+        self.stop();
         if let Some(helper) = self.helper.take() {
             // A helper that panicked read nothing the scan still needs.
             let _ = helper.join();

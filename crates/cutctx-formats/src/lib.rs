@@ -904,10 +904,7 @@ fn read_and_map(
             let cut = text.len() / 10;
             let mut ahead = ahead::Ahead::start(scope, text, parallelism, ahead_from, cut, &read);
             text::read_with(text, key, &mut |start| {
-                let (reading, read_ahead) = match ahead.take(start) {
-                    Some(reading) => (reading, true),
-                    None => (read(start), false),
-                };
+                let (reading, read_ahead) = ahead.take_or_read(start, &read);
                 match reading {
                     Some((plain, end)) => {
                         if let Some(done) = mapper.take(Some(plain), estimator)
@@ -1022,7 +1019,8 @@ fn map_messages(
             // At least one message (the check's first rule), whether mapped as read or not.
             let fresh = openai_chat::Check::start(n).ok()?;
             let (mut check, mut build, from, mut taken) = match plains {
-                Plains::Chat(mapper) if mapper.taken() == n => {
+                Plains::Chat(mapper) => {
+                    debug_assert_eq!(mapper.taken(), n, "a mapper is kept only for a whole list");
                     let (mapping, from, rest) = mapper.finish()?;
                     (mapping.check, mapping.build, from, Some(rest.into_iter()))
                 }
@@ -1055,7 +1053,8 @@ fn map_messages(
             // or not; their turn goes first.
             let fresh = openai_responses::Check::start(shell).ok()?;
             let (mut check, mut build, from, mut taken) = match plains {
-                Plains::Responses(mapper) if mapper.taken() == n => {
+                Plains::Responses(mapper) => {
+                    debug_assert_eq!(mapper.taken(), n, "a mapper is kept only for a whole list");
                     let (mapping, from, rest) = mapper.finish()?;
                     let build = mapping.build.finish_growing(shell, estimator).ok()?;
                     (mapping.check, build, from, Some(rest.into_iter()))

@@ -94,16 +94,6 @@ impl Built {
         self.sources.push(source);
     }
 
-    /// Puts `turn` before every turn built so far: a request's top-level turn (the Responses
-    /// `instructions`), known only once the list it precedes was mapped as it was read.
-    pub(crate) fn put_first(&mut self, turn: TranscriptTurn, source: TurnSource) {
-        self.turns.insert(0, turn);
-        self.sources.insert(0, source);
-        for d in &mut self.deferred {
-            d.position += 1;
-        }
-    }
-
     /// Puts `turn` before every turn built so far: each content left in the request keeps
     /// its place, its position counted one further.
     pub(crate) fn insert_first(&mut self, turn: TranscriptTurn, source: TurnSource) {

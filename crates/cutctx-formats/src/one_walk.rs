@@ -7,14 +7,14 @@
 //!
 //! [`anthropic`] walks once: it checks and maps each message as the scan finds it, then drops
 //! its reading (most of a large list's readings made on another core, [`crate::ahead`], and
-//! given back to it to be freed). Two things are not known yet at that point. One is the list's length, which the
-//! check needs for one rule (a final assistant message may be empty), so the check is
-//! [`Check::open_ended`], which takes no empty assistant message at all. The other is the rest
-//! of the request (its `system` may come after `messages`), so the system turn is put first at
-//! the end, and the request's other fields are checked then. Either may only refuse what the
-//! two-walk reader takes, never the reverse: on `None` the caller reads the request the other
-//! way, which gives the answer, so a request this cannot take costs a second reading, and
-//! nothing else.
+//! given back to it to be freed). Two things are not known yet at that point. One is the
+//! list's length, which the check needs for one rule (a final assistant message may be
+//! empty), so the check is [`Check::open_ended`], which takes no empty assistant message at
+//! all. The other is the rest of the request (its `system` may come after `messages`), so the
+//! system turn is put first at the end, and the request's other fields are checked then.
+//! Either may only refuse what the two-walk reader takes, never the reverse: on `None` the
+//! caller reads the request the other way, which gives the answer, so a request this cannot
+//! take costs a second reading, and nothing else.
 
 use std::ops::Range;
 
@@ -22,8 +22,6 @@ use cutctx_model::Parallelism;
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
-#[cfg(doc)]
-use crate::ahead::AHEAD_FROM_BYTES;
 use crate::ahead::Ahead;
 use crate::anthropic::{self, Build, Check, Plain};
 use crate::mapping::Built;
@@ -36,7 +34,7 @@ const DEPTH: usize = 64;
 /// The request `text` (its list at `key`) read and its messages checked and mapped in one walk,
 /// as the two-walk reader reads them when it accepts the request; `None` when this walk does
 /// not take it (the two-walk reader then says what it is). A list of `ahead_from` bytes or
-/// more is mostly read ahead on another core (the readers use [`AHEAD_FROM_BYTES`]).
+/// more is mostly read ahead on another core (the readers use [`crate::ahead::AHEAD_FROM_BYTES`]).
 pub(crate) fn anthropic(
     text: &str,
     key: &str,
@@ -74,10 +72,7 @@ pub(crate) fn anthropic(
         // where the check takes the reading, else as a value; where it ends.
         let mut step = |start: usize| -> Option<usize> {
             let i = taken;
-            let (reading, read_ahead) = match ahead.take(start) {
-                Some(reading) => (reading, true),
-                None => (read_at(start), false),
-            };
+            let (reading, read_ahead) = ahead.take_or_read(start, read_at);
             let end = match &reading {
                 Some((_, end)) => *end,
                 None => value_end(text.as_bytes(), start, DEPTH)?,

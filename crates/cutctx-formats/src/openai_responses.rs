@@ -449,7 +449,7 @@ impl Build {
         estimator: &dyn TokenEstimator,
     ) -> Result<Self, FormatError> {
         if let Some(turn) = instructions_turn(document, estimator)? {
-            self.built.put_first(turn, TurnSource::System);
+            self.built.insert_first(turn, TurnSource::System);
         }
         Ok(self)
     }
