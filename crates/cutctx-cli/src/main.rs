@@ -204,7 +204,7 @@ fn main() -> ExitCode {
         return status.map_or_else(|err| fail(cli.error_format, &err), ExitCode::from);
     }
     let delivered = run(&cli.command).and_then(|(status, out)| {
-        let mut stdout = std::io::stdout().lock();
+        let mut stdout = output::Stdout::new();
         let delivery = match &out {
             Output::Text(text) => output::deliver(&mut stdout, text.as_bytes()),
             Output::Compacted(compacted) => {

@@ -14,6 +14,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 
 use crate::{CliError, OUTPUT_ERROR};
@@ -85,6 +86,68 @@ pub fn deliver_with<W: Write>(
         Ok(()) => Ok(Delivery::Written),
         Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(Delivery::ReaderGone),
         Err(e) => Err(output_error("stdout", None, &e)),
+    }
+}
+
+/// Standard output for a command's one output: written through a buffer of its own straight
+/// to the descriptor, not through Rust's `Stdout`, which buffers by line and so looks for the
+/// last newline in everything written to it (the whole of a large output, which holds one
+/// newline, at its end). Every writer of an output ends with [`Write::flush`], which says
+/// whether the last of it was written (dropping it writes what it holds and drops any error).
+pub struct Stdout(StdoutTarget);
+
+enum StdoutTarget {
+    File(std::io::BufWriter<std::fs::File>),
+    /// Where the descriptor cannot be duplicated (it is closed, say): the usual `Stdout`,
+    /// which reports the failure as it writes.
+    Locked(std::io::StdoutLock<'static>),
+}
+
+/// The buffer of [`Stdout`]: larger writes go to the descriptor directly.
+const STDOUT_BUFFER_BYTES: usize = 64 << 10;
+
+impl Stdout {
+    /// Standard output, after whatever was written to Rust's `Stdout` before (flushed).
+    #[must_use]
+    pub fn new() -> Self {
+        let stdout = std::io::stdout();
+        let _ = stdout.lock().flush();
+        match stdout.as_fd().try_clone_to_owned() {
+            Ok(fd) => Self(StdoutTarget::File(std::io::BufWriter::with_capacity(
+                STDOUT_BUFFER_BYTES,
+                std::fs::File::from(fd),
+            ))),
+            Err(_) => Self(StdoutTarget::Locked(stdout.lock())),
+        }
+    }
+}
+
+impl Default for Stdout {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Write for Stdout {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match &mut self.0 {
+            StdoutTarget::File(f) => f.write(buf),
+            StdoutTarget::Locked(l) => l.write(buf),
+        }
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match &mut self.0 {
+            StdoutTarget::File(f) => f.write_all(buf),
+            StdoutTarget::Locked(l) => l.write_all(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match &mut self.0 {
+            StdoutTarget::File(f) => f.flush(),
+            StdoutTarget::Locked(l) => l.flush(),
+        }
     }
 }
 
