@@ -473,6 +473,8 @@ struct Builder {
     ids: String,
     /// Room for decoding a string's escapes.
     scratch: String,
+    /// The keys of the record read last, in their order.
+    keys: record::KeyOrder,
     read: Vec<Element>,
     /// When contents are left in the text: the content every such turn shows, one string
     /// per builder (a shared one would have every thread count references to it).
@@ -496,6 +498,7 @@ impl Builder {
             i,
             &mut self.ids,
             &mut self.scratch,
+            &mut self.keys,
             self.placeholder.as_ref(),
         ) {
             self.read.push(Element::Quick(r));

@@ -44,17 +44,50 @@ const CALL: u8 = 16;
 const PINNED: u8 = 32;
 const METADATA: u8 = 64;
 
+/// Each key as a record spells it, quotes included, by its bit's position.
+const KEY_LITERALS: [&[u8]; 7] = [
+    b"\"turn_id\"",
+    b"\"role\"",
+    b"\"content\"",
+    b"\"token_estimate\"",
+    b"\"tool_call_id\"",
+    b"\"pinned\"",
+    b"\"metadata\"",
+];
+
+/// The keys of the record read last, in their order: the records of one transcript are
+/// mostly written alike, so each key is first looked for as the one in its place in the last
+/// record, by comparing its literal, before it is read as any string.
+#[derive(Debug, Default)]
+pub(super) struct KeyOrder {
+    bits: [u8; 7],
+    len: usize,
+}
+
+impl KeyOrder {
+    /// The key at `i` in `b` when it is the literal of the `k`-th key of the last record: its
+    /// bit and the position after its closing quote.
+    fn expected(&self, b: &[u8], i: usize, k: usize) -> Option<(u8, usize)> {
+        let bit = *self.bits.get(k).filter(|_| k < self.len)?;
+        let literal = KEY_LITERALS[bit.trailing_zeros() as usize];
+        b.get(i..)?
+            .starts_with(literal)
+            .then_some((bit, i + literal.len()))
+    }
+}
+
 /// The record opening at or after `i` in `s` (after whitespace), its ids appended to `ids`;
-/// `scratch` is room for decoding escapes, reused from record to record. With `left`, the
-/// content is checked but not decoded: the record's content is that placeholder and
-/// [`Record::left`] says where the content lies. The record and the position just after its
-/// closing brace; `None` for anything this reader does not take (see the module's header) or
-/// a record `s` ends inside.
+/// `scratch` is room for decoding escapes, reused from record to record; `order` the keys of
+/// the record read before, and afterwards this one's. With `left`, the content is checked but
+/// not decoded: the record's content is that placeholder and [`Record::left`] says where the
+/// content lies. The record and the position just after its closing brace; `None` for
+/// anything this reader does not take (see the module's header) or a record `s` ends inside.
 pub(super) fn record_at(
     s: &str,
     i: usize,
     ids: &mut String,
     scratch: &mut String,
+    order: &mut KeyOrder,
     left: Option<&Arc<str>>,
 ) -> Option<(Record, usize)> {
     let b = s.as_bytes();
@@ -77,23 +110,33 @@ pub(super) fn record_at(
     if b.get(i) == Some(&b'}') {
         return None;
     }
+    let mut keys = KeyOrder::default();
     loop {
-        let (key, end) = string(s, i, scratch)?;
-        let Text::Plain(key) = key else { return None };
-        let bit = match &s[key] {
-            "turn_id" => TURN_ID,
-            "role" => ROLE,
-            "content" => CONTENT,
-            "token_estimate" => ESTIMATE,
-            "tool_call_id" => CALL,
-            "pinned" => PINNED,
-            "metadata" => METADATA,
-            _ => return None,
+        let (bit, end) = match order.expected(b, i, keys.len) {
+            Some(found) => found,
+            None => {
+                let (key, end) = string(s, i, scratch)?;
+                let Text::Plain(key) = key else { return None };
+                let bit = match &s[key] {
+                    "turn_id" => TURN_ID,
+                    "role" => ROLE,
+                    "content" => CONTENT,
+                    "token_estimate" => ESTIMATE,
+                    "tool_call_id" => CALL,
+                    "pinned" => PINNED,
+                    "metadata" => METADATA,
+                    _ => return None,
+                };
+                (bit, end)
+            }
         };
         if seen & bit != 0 {
             return None;
         }
         seen |= bit;
+        // At most seven keys are seen, each once: there is room for each.
+        keys.bits[keys.len] = bit;
+        keys.len += 1;
         i = ws(b, end);
         if b.get(i) != Some(&b':') {
             return None;
@@ -157,6 +200,7 @@ pub(super) fn record_at(
         }
     }
     let required = TURN_ID | ROLE | ESTIMATE;
+    *order = keys;
     (seen & required == required).then_some((rec, i + 1))
 }
 
@@ -310,7 +354,7 @@ mod tests {
 
     /// The record `s` holds whole (an object and nothing else).
     fn record(s: &str, ids: &mut String, scratch: &mut String) -> Option<Record> {
-        let (rec, end) = super::record_at(s, 0, ids, scratch, None)?;
+        let (rec, end) = super::record_at(s, 0, ids, scratch, &mut super::KeyOrder::default(), None)?;
         (super::ws(s.as_bytes(), end) == s.len()).then_some(rec)
     }
 
@@ -594,6 +638,42 @@ mod tests {
         assert!(took >= 50, "only {took} of 500 taken");
     }
 
+    /// What the reader gives for `text` with `order` as it stands, and the ids it read.
+    fn read_with(text: &str, order: &mut super::KeyOrder) -> (String, String) {
+        let (mut ids, mut scratch) = (String::new(), String::new());
+        let read = super::record_at(text, 0, &mut ids, &mut scratch, order, None);
+        (format!("{read:?}"), ids)
+    }
+
+    #[test]
+    fn keys_in_the_last_records_order_or_in_another_read_alike() {
+        let mut order = super::KeyOrder::default();
+        for text in [
+            r#"{"turn_id":"a","role":"user","token_estimate":1}"#,
+            r#"{"turn_id":"b","role":"tool","token_estimate":2,"tool_call_id":"c"}"#,
+            r#"{"role":"user","turn_id":"c","token_estimate":3}"#,
+            r#"{"turn_id":"d","rol\u0065":"user","token_estimate":4}"#,
+            r#"{"turn_id":"e","roles":"user","token_estimate":5}"#,
+            r#"{"turn_id":"f","role":"user","token_estimate":6,"role":"user"}"#,
+            r#"{"turn_id" : "g", "role" : "user", "token_estimate" : 7}"#,
+            r#"{"turn_id":"h","role":"user","token_estimate":8}"#,
+        ] {
+            let fresh = read_with(text, &mut super::KeyOrder::default());
+            assert_eq!(read_with(text, &mut order), fresh, "{text}");
+        }
+    }
+
+    /// A run of records one after another, some with a key spelled with an escape (which the
+    /// reader does not take) or lengthened (another key).
+    fn records_in_a_row() -> impl Strategy<Value = Vec<String>> {
+        let respelled = (record_text(), 0..4_u8).prop_map(|(text, how)| match how {
+            0 => text.replacen("\"role\"", "\"rol\\u0065\"", 1),
+            1 => text.replacen("\"turn_id\"", "\"turn_idx\"", 1),
+            _ => text,
+        });
+        prop::collection::vec(respelled, 1..8)
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2_000))]
 
@@ -601,6 +681,17 @@ mod tests {
         #[test]
         fn a_generated_record_reads_as_the_strict_parse_reads_it(text in record_text()) {
             agrees(&text);
+        }
+
+        /// Reading records one after another, each key looked for first in the place it had in
+        /// the record before, gives what reading each on its own gives.
+        #[test]
+        fn records_read_in_a_row_read_as_each_alone(texts in records_in_a_row()) {
+            let mut order = super::KeyOrder::default();
+            for text in &texts {
+                let fresh = read_with(text, &mut super::KeyOrder::default());
+                prop_assert_eq!(read_with(text, &mut order), fresh, "{}", text);
+            }
         }
     }
 }
