@@ -359,7 +359,8 @@ mod tests {
         compacted: Result<crate::Compacted, crate::CliError>,
     ) -> (Result<String, String>, Result<String, String>) {
         let mut written = Vec::new();
-        let in_parts = match &compacted {
+        let mut compacted = compacted;
+        let in_parts = match &mut compacted {
             Ok(c) => outcome(
                 c.write_to(&mut written)
                     .map(|()| String::from_utf8(written).expect("UTF-8"))

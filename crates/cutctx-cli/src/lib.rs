@@ -23,6 +23,8 @@ mod svg;
 pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 
 use cutctx::model::wire::ObjectOnly;
+use std::sync::Arc;
+
 use cutctx::{CompactionPlan, Parallelism, PlanDraft};
 
 /// `cutctx plan`: the plan's canonical JSON and one newline.
@@ -60,12 +62,16 @@ pub fn compact(request_text: &str) -> Result<String, CliError> {
 /// from, hundreds of thousands of small allocations for a large request, so that a process
 /// about to exit can leave them to the operating system rather than free them piece by piece.
 pub struct Compacted {
-    /// The output from the report up to the transcript: `"report":…,"transcript":`.
-    report: String,
+    /// The output from the report up to the transcript, `"report":…,"transcript":`, once the
+    /// plan's hash is known (see [`Compacted::report`]).
+    report: Option<String>,
     _request: request::Request,
     /// The plan, written as the output's first part, `{"plan":…,`, unless `head` is false
     /// (`cutctx apply`, whose plan is the caller's own, prints only `{"report", "transcript"}`).
-    plan: CompactionPlan,
+    plan: Arc<CompactionPlan>,
+    /// The thread hashing a large plan, when one was started: it hashes on while the plan is
+    /// applied and written out, and is waited for only when the report needs its hash.
+    hashing: Option<std::thread::JoinHandle<String>>,
     head: bool,
     out: cutctx::CompactedTranscript,
     /// The request's text, when the view's kept contents are written from it.
@@ -78,15 +84,16 @@ const WRITE_PART_BYTES: usize = 64 << 10;
 impl Compacted {
     /// The output whole: what [`compact`] returns.
     #[must_use]
-    pub fn into_text(self) -> String {
+    pub fn into_text(mut self) -> String {
         let mut text = String::new();
         if self.head {
             head::push_head(&self.plan, &mut text);
         } else {
             text.push('{');
         }
-        text.reserve(self.report.len() + self.out.transcript.canonical_len_hint() + 2);
-        text.push_str(&self.report);
+        let report = self.report();
+        text.reserve(report.len() + self.out.transcript.canonical_len_hint() + 2);
+        text.push_str(&report);
         // One part: the text is the buffer, kept whole.
         let whole: Result<(), std::convert::Infallible> =
             self.write_transcript(&mut text, usize::MAX, |_| Ok(()));
@@ -95,6 +102,23 @@ impl Compacted {
         }
         text.push_str("}\n");
         text
+    }
+
+    /// The output's `"report":…,"transcript":`: made the first time, once the plan's hash is
+    /// known (waiting for the thread hashing it, or hashing it here when none was started or
+    /// the thread was lost), and taken from the compaction until given back.
+    fn report(&mut self) -> String {
+        if let Some(report) = self.report.take() {
+            return report;
+        }
+        let hashed = self.hashing.take().and_then(|h| h.join().ok());
+        self.out.report.plan_hash = hashed.unwrap_or_else(|| self.plan.plan_hash());
+        // One buffer sized once: the parts are written in place, never copied together.
+        let mut report = String::with_capacity(self.out.report.canonical_len_hint() + 32);
+        report.push_str("\"report\":");
+        self.out.report.write_canonical_into(&mut report);
+        report.push_str(",\"transcript\":");
+        report
     }
 
     /// Writes the view's canonical JSON onto `buf`, handing it to `drain` each time it holds
@@ -119,13 +143,17 @@ impl Compacted {
     /// # Errors
     ///
     /// The first error writing to `out` returns; part of the output may have been written.
-    pub fn write_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+    pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         if self.head {
             head::write_head(&self.plan, out)?;
         } else {
             out.write_all(b"{")?;
         }
-        out.write_all(self.report.as_bytes())?;
+        let report = self.report();
+        let written = out.write_all(report.as_bytes());
+        // Kept for a later writing of the same output.
+        self.report = Some(report);
+        written?;
         let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
         self.write_transcript(&mut buf, WRITE_PART_BYTES, |part| {
             out.write_all(part.as_bytes())?;
@@ -197,11 +225,11 @@ pub fn compact_reader(
     compacted(request::parse_reader(reader, whole)?)
 }
 
-/// Plans and applies `req`, and writes the report.
+/// Plans and applies `req`.
 ///
 /// The report's `plan_hash` is the SHA-256 of the plan's canonical JSON, streamed through the
 /// hash (the output writes the plan again, see [`head`]): for a large plan, on a second thread
-/// while this one applies it.
+/// while this one applies it and writes it out.
 fn compacted(req: request::Request) -> Result<Compacted, CliError> {
     let plan = req.policy.decide(&req.transcript, &req.budget)?;
     compacted_with(req, plan, None)
@@ -214,33 +242,27 @@ fn compacted_with(
     plan: CompactionPlan,
     text: Option<left::LeftText>,
 ) -> Result<Compacted, CliError> {
-    let apply = || cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries);
-    let (out, hashed) =
-        if plan.actions.len() >= PARALLEL_PLAN_ACTIONS && Parallelism::Automatic.threads() > 1 {
-            std::thread::scope(|scope| {
-                // One thread hashing beside this one applying: no third.
-                let hasher = scope.spawn(|| plan.plan_hash_with(Parallelism::Sequential));
-                let out = apply();
-                // Hashing cannot panic; were the thread lost anyway, hash here.
-                (out, hasher.join().ok())
-            })
-        } else {
-            (apply(), None)
-        };
-    let mut out = out?;
-    out.report.plan_hash = hashed.unwrap_or_else(|| plan.plan_hash());
-    // One buffer sized once: the parts are written in place, never copied together.
-    let mut report = String::with_capacity(out.report.canonical_len_hint() + 32);
-    report.push_str("\"report\":");
-    out.report.write_canonical_into(&mut report);
-    report.push_str(",\"transcript\":");
+    let plan = Arc::new(plan);
+    let hashing = (plan.actions.len() >= PARALLEL_PLAN_ACTIONS
+        && Parallelism::Automatic.threads() > 1)
+        .then(|| {
+            // One thread hashing beside this one: no third. Were it not started, the report
+            // hashes the plan itself.
+            let plan = Arc::clone(&plan);
+            std::thread::Builder::new()
+                .spawn(move || plan.plan_hash_with(Parallelism::Sequential))
+                .ok()
+        })
+        .flatten();
+    let out = cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries)?;
     if let Some(text) = &text {
         text.check_view(&req.transcript, &out.transcript)?;
     }
     Ok(Compacted {
-        report,
+        report: None,
         _request: req,
         plan,
+        hashing,
         head: true,
         out,
         left: text,
@@ -398,7 +420,7 @@ mod tests {
                 Ok(())
             }
         }
-        let compacted = super::compact_retaining(request(3_000)).expect("a valid request");
+        let mut compacted = super::compact_retaining(request(3_000)).expect("a valid request");
         for room in [0, 10, super::WRITE_PART_BYTES + 7] {
             let e = compacted
                 .write_to(&mut Full { room })

@@ -203,9 +203,9 @@ fn main() -> ExitCode {
         );
         return status.map_or_else(|err| fail(cli.error_format, &err), ExitCode::from);
     }
-    let delivered = run(&cli.command).and_then(|(status, out)| {
+    let delivered = run(&cli.command).and_then(|(status, mut out)| {
         let mut stdout = output::Stdout::new();
-        let delivery = match &out {
+        let delivery = match &mut out {
             Output::Text(text) => output::deliver(&mut stdout, text.as_bytes()),
             Output::Compacted(compacted) => {
                 output::deliver_with(&mut stdout, |w| compacted.write_to(w))
