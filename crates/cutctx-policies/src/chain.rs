@@ -664,6 +664,8 @@ impl State<'_> {
     ) -> Result<(), CompactionError> {
         let positions: Vec<usize> = deferred.masks.iter().map(|m| m.position).collect();
         require_increasing(member, &positions, projection.len())?;
+        // Room for every job at once, rather than grown by doubling onto fresh pages.
+        self.jobs.reserve(deferred.masks.len());
         for m in &deferred.masks {
             let Some(p) = origin.real(m.position) else {
                 continue;
@@ -928,37 +930,35 @@ impl<'t> Run<'t> {
             requests.push((first, request));
         }
         requests.sort_by_key(|(first, _)| *first);
-        let actions = t
-            .turn_id_arcs()
-            .iter()
-            .zip(self.state.resolved)
-            .map(|(id, r)| {
-                let id = id.clone();
-                match r {
-                    Resolved::Keep => Ok(TurnAction::keep(id)),
-                    Resolved::Mask { content, estimate } => Ok(TurnAction::mask(
-                        id,
-                        TurnReplacement {
-                            content,
-                            token_estimate: estimate,
-                        },
-                    )),
-                    // Every digest was computed above.
-                    Resolved::PendingMask { .. } => {
-                        debug_assert!(false, "a stub left pending after realizing every one");
-                        Err(CompactionError::validation(
-                            format!(
-                                "The stub of turn {} was never computed.",
-                                cutctx_model::py_repr_str(&id)
-                            ),
-                            details! { "turn_id" => &*id },
-                        ))
-                    }
-                    Resolved::Summarize(g) => Ok(TurnAction::summarize(id, g)),
-                    Resolved::Drop => Ok(TurnAction::drop_turn(id)),
+        // Sized once: collected through a `Result`, the list would grow from nothing by
+        // doubling, each step a copy onto pages touched for the first time.
+        let mut actions = Vec::with_capacity(self.state.resolved.len());
+        for (id, r) in t.turn_id_arcs().iter().zip(self.state.resolved) {
+            let id = id.clone();
+            actions.push(match r {
+                Resolved::Keep => TurnAction::keep(id),
+                Resolved::Mask { content, estimate } => TurnAction::mask(
+                    id,
+                    TurnReplacement {
+                        content,
+                        token_estimate: estimate,
+                    },
+                ),
+                // Every digest was computed above.
+                Resolved::PendingMask { .. } => {
+                    debug_assert!(false, "a stub left pending after realizing every one");
+                    return Err(CompactionError::validation(
+                        format!(
+                            "The stub of turn {} was never computed.",
+                            cutctx_model::py_repr_str(&id)
+                        ),
+                        details! { "turn_id" => &*id },
+                    ));
                 }
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                Resolved::Summarize(g) => TurnAction::summarize(id, g),
+                Resolved::Drop => TurnAction::drop_turn(id),
+            });
+        }
         let decisions = Decisions {
             actions,
             summarization_requests: requests.into_iter().map(|(_, r)| r).collect(),

@@ -336,7 +336,8 @@ impl ObservationMaskingPolicy {
         let recent_from = results.len().saturating_sub(self.keep_recent_results);
         let placeholder_chars = self.placeholder.chars().count();
         let mut running = t.token_estimate();
-        let mut masks = Vec::new();
+        // At most one mask a result: room reserved for all, and only what is used is touched.
+        let mut masks = Vec::with_capacity(results.len());
         for (rank, &p) in results.iter().enumerate() {
             if running <= b.max_tokens {
                 break;
