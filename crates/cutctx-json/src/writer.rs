@@ -335,7 +335,18 @@ mod tests {
     fn integers_are_written_as_display_writes_them() {
         let mut out = String::new();
         let mut w = Writer::new(&mut out, Style::CANONICAL);
-        let unsigned = [0, 1, 9, 10, 99, 100, 12_345, u64::from(u32::MAX), u64::MAX - 1, u64::MAX];
+        let unsigned = [
+            0,
+            1,
+            9,
+            10,
+            99,
+            100,
+            12_345,
+            u64::from(u32::MAX),
+            u64::MAX - 1,
+            u64::MAX,
+        ];
         let signed = [0, -1, 1, -9, -10, 10, i64::MIN, i64::MIN + 1, i64::MAX];
         let mut expected = String::new();
         for n in unsigned {

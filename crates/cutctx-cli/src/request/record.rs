@@ -354,7 +354,8 @@ mod tests {
 
     /// The record `s` holds whole (an object and nothing else).
     fn record(s: &str, ids: &mut String, scratch: &mut String) -> Option<Record> {
-        let (rec, end) = super::record_at(s, 0, ids, scratch, &mut super::KeyOrder::default(), None)?;
+        let (rec, end) =
+            super::record_at(s, 0, ids, scratch, &mut super::KeyOrder::default(), None)?;
         (super::ws(s.as_bytes(), end) == s.len()).then_some(rec)
     }
 
