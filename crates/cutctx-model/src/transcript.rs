@@ -89,6 +89,58 @@ impl PartialEq for Layout {
 
 impl Eq for Layout {}
 
+/// The fewest turns whose ids are hashed for uniqueness on a second thread while their
+/// exchanges are found on the first: below it, the thread costs more than it saves.
+const PARALLEL_CHECK_TURNS: usize = 20_000;
+
+/// What a transcript of unique ids derives from its turns when made: the sum of their
+/// estimates (`None` beyond `u64::MAX`) and their exchange partition.
+struct Unique {
+    total: Option<u64>,
+    exchange_of: Vec<usize>,
+    exchanges: usize,
+}
+
+impl Unique {
+    fn of(turns: &[TranscriptTurn]) -> Self {
+        let total = turns
+            .iter()
+            .try_fold(0_u64, |acc, t| acc.checked_add(t.token_estimate));
+        let (exchange_of, exchanges) = partition(turns);
+        Self {
+            total,
+            exchange_of,
+            exchanges,
+        }
+    }
+
+    /// The transcript of `turns`, whose ids are unique and of which this was derived.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` when the estimates sum beyond `u64::MAX` (details: `turn_count`).
+    fn into_transcript(self, turns: Vec<TranscriptTurn>) -> Result<Transcript, CompactionError> {
+        let total = self.total.ok_or_else(|| {
+            CompactionError::validation(
+                format!(
+                    "The transcript's token estimates sum beyond {}; no budget could be \
+                     compared with them.",
+                    u64::MAX
+                ),
+                details! { "turn_count" => turns.len() },
+            )
+        })?;
+        Ok(Transcript {
+            turns,
+            total,
+            exchange_of: self.exchange_of,
+            exchanges: self.exchanges,
+            layout: Layout::default(),
+            columns: LazyColumns::default(),
+        })
+    }
+}
+
 impl Transcript {
     /// A transcript of these turns.
     ///
@@ -184,8 +236,24 @@ impl Transcript {
         // Uniqueness by hashing each id once: sorting a hundred thousand ids that share their
         // prefixes ("t1", "t2", ...) spends most of its time comparing those prefixes. Only a
         // repeat (or two ids of equal hash) pays for the sort that names the repeats in order.
-        if crate::idmap::hashes_distinct(turns.iter().map(TranscriptTurn::turn_id)) {
-            return Self::from_unique(turns);
+        // A long transcript's exchanges are found on this thread meanwhile, on the chance (an
+        // almost certain one) that the ids are unique.
+        let distinct = || crate::idmap::hashes_distinct(turns.iter().map(TranscriptTurn::turn_id));
+        let (distinct, layout) =
+            if turns.len() >= PARALLEL_CHECK_TURNS && crate::Parallelism::Automatic.threads() > 1 {
+                std::thread::scope(|scope| {
+                    let hashing = scope.spawn(distinct);
+                    let layout = Unique::of(&turns);
+                    // Hashing cannot panic; were the thread lost anyway, hash here.
+                    (hashing.join().unwrap_or_else(|_| distinct()), Some(layout))
+                })
+            } else {
+                (distinct(), None)
+            };
+        if distinct {
+            return layout
+                .unwrap_or_else(|| Unique::of(&turns))
+                .into_transcript(turns);
         }
         let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
         ids.sort_unstable();
@@ -222,28 +290,7 @@ impl Transcript {
 
     /// The transcript of `turns`, whose ids are known to be unique and laid out.
     fn from_unique(turns: Vec<TranscriptTurn>) -> Result<Self, CompactionError> {
-        let total = turns
-            .iter()
-            .try_fold(0_u64, |acc, t| acc.checked_add(t.token_estimate))
-            .ok_or_else(|| {
-                CompactionError::validation(
-                    format!(
-                        "The transcript's token estimates sum beyond {}; no budget could be \
-                         compared with them.",
-                        u64::MAX
-                    ),
-                    details! { "turn_count" => turns.len() },
-                )
-            })?;
-        let (exchange_of, exchanges) = partition(&turns);
-        Ok(Self {
-            turns,
-            total,
-            exchange_of,
-            exchanges,
-            layout: Layout::default(),
-            columns: LazyColumns::default(),
-        })
+        Unique::of(&turns).into_transcript(turns)
     }
 
     /// Empties the content of every turn whose position `keep` refuses, keeping all else:
@@ -894,5 +941,44 @@ mod tests {
     fn totals_overflowing_u64_are_refused() {
         let e = Transcript::new(vec![turn("a", u64::MAX), turn("b", 1)]).expect_err("overflow");
         assert_eq!(e.code(), ErrorCode::Validation);
+    }
+
+    /// Turns enough for the ids to be hashed on a second thread: calls with their results,
+    /// a result whose call came long before, and plain turns.
+    fn long_turns() -> Vec<TranscriptTurn> {
+        (0..PARALLEL_CHECK_TURNS + 7)
+            .map(|i| {
+                let t = turn(&format!("t{i}"), 1);
+                match i % 3 {
+                    0 => t.with_tool_call_id(format!("c{}", i / 3)),
+                    1 => t.with_tool_call_id(format!("c{}", (i / 3) % 50)),
+                    _ => t,
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_long_transcript_is_checked_as_a_short_one_is() {
+        let turns = long_turns();
+        let t = Transcript::new(turns.clone()).expect("unique ids");
+        let (of, count) = partition(&turns);
+        assert_eq!((t.exchange_of.clone(), t.exchanges), (of, count));
+        assert_eq!(t.token_estimate(), turns.len() as u64);
+        // A repeat far apart is named as in a short transcript; so is a sum beyond u64.
+        let mut repeated = turns.clone();
+        repeated.push(turn("t5", 1));
+        let e = Transcript::new(repeated).expect_err("a repeat");
+        assert_eq!(e.details()["duplicate_turn_ids"], serde_json::json!(["t5"]));
+        assert!(
+            e.message().contains("1 are repeated (first: 't5')"),
+            "{}",
+            e.message()
+        );
+        let mut heavy = turns;
+        heavy.push(turn("last", u64::MAX));
+        let e = Transcript::new(heavy).expect_err("overflow");
+        assert!(e.message().contains("sum beyond"), "{}", e.message());
+        assert_eq!(e.details()["turn_count"], PARALLEL_CHECK_TURNS + 8);
     }
 }
