@@ -132,30 +132,15 @@ impl LeftText {
         part: usize,
         mut drain: impl FnMut(&mut String) -> Result<(), E>,
     ) -> Result<(), E> {
+        let turns = view.turns();
+        if turns.len() >= PARALLEL_WRITE_TURNS && cutctx::Parallelism::Automatic.threads() > 1 {
+            return self.write_view_on_two(input, turns, buf, part, drain);
+        }
         let mut walk = self.walk(input);
         let mut decoded = String::new();
         Writer::new(buf, Style::CANONICAL).raw("[");
-        for (at, turn) in view.turns().iter().enumerate() {
-            let mut w = Writer::new(buf, Style::CANONICAL);
-            if at > 0 {
-                w.item_separator();
-            }
-            match walk.find(turn).flatten() {
-                Some(l) if l.is_canonical() => {
-                    let span = l.span();
-                    // The literal, quotes included.
-                    let literal = &self.text[span.start - 1..span.end + 1];
-                    write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
-                }
-                Some(l) => {
-                    decoded.clear();
-                    let ok = cutctx_json::decode_written(&self.text[l.span()], &mut decoded);
-                    debug_assert!(ok.is_some(), "checked as decoding checks when it was read");
-                    write_turn_with(&mut w, turn.json_fields(), |w| w.str(&decoded));
-                }
-                // Its own content; `check_view` found every placeholder's.
-                None => cutctx_json::write_turn(&mut w, turn.json_fields()),
-            }
+        for (at, turn) in turns.iter().enumerate() {
+            self.write_one(buf, at, turn, walk.find(turn).flatten(), &mut decoded);
             if buf.len() >= part {
                 drain(buf)?;
             }
@@ -163,7 +148,119 @@ impl LeftText {
         Writer::new(buf, Style::CANONICAL).raw("]");
         drain(buf)
     }
+
+    /// The view's turn at `at` onto `buf`, after its separator, its content `found` left in
+    /// the text or its own.
+    fn write_one(
+        &self,
+        buf: &mut String,
+        at: usize,
+        turn: &TranscriptTurn,
+        found: Option<&Left>,
+        decoded: &mut String,
+    ) {
+        let mut w = Writer::new(buf, Style::CANONICAL);
+        if at > 0 {
+            w.item_separator();
+        }
+        match found {
+            Some(l) if l.is_canonical() => {
+                let span = l.span();
+                // The literal, quotes included.
+                let literal = &self.text[span.start - 1..span.end + 1];
+                write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
+            }
+            Some(l) => {
+                decoded.clear();
+                let ok = cutctx_json::decode_written(&self.text[l.span()], decoded);
+                debug_assert!(ok.is_some(), "checked as decoding checks when it was read");
+                write_turn_with(&mut w, turn.json_fields(), |w| w.str(decoded));
+            }
+            // Its own content; `check_view` found every placeholder's.
+            None => cutctx_json::write_turn(&mut w, turn.json_fields()),
+        }
+    }
+
+    /// As [`LeftText::write_view`], blocks of turns written on two threads in turn: this one
+    /// writes the even blocks and drains them, the other the odd ones into buffers it hands
+    /// over in order (two at most waiting, so the output is never held) and gets back
+    /// emptied. Writing a view is mostly waiting on memory, each kept content read from a
+    /// text long out of the caches: a second thread waits beside the first. Where each turn's
+    /// content lies is found first, in one pass, as [`LeftText::check_view`] finds it.
+    fn write_view_on_two<E>(
+        &self,
+        input: &Transcript,
+        turns: &[TranscriptTurn],
+        buf: &mut String,
+        part: usize,
+        mut drain: impl FnMut(&mut String) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let mut walk = self.walk(input);
+        let found: Vec<Option<&Left>> = turns.iter().map(|t| walk.find(t).flatten()).collect();
+        let blocks = turns.len().div_ceil(WRITE_BLOCK_TURNS);
+        let write_block = |k: usize, out: &mut String, decoded: &mut String| {
+            let from = k * WRITE_BLOCK_TURNS;
+            let to = (from + WRITE_BLOCK_TURNS).min(turns.len());
+            for at in from..to {
+                self.write_one(out, at, &turns[at], found[at], decoded);
+            }
+        };
+        std::thread::scope(|scope| {
+            let (to_main, from_helper) = std::sync::mpsc::sync_channel::<String>(2);
+            let (to_helper, from_main) = std::sync::mpsc::channel::<String>();
+            let write_block = &write_block;
+            scope.spawn(move || {
+                let mut decoded = String::new();
+                for k in (1..blocks).step_by(2) {
+                    let mut out = from_main.try_recv().unwrap_or_default();
+                    write_block(k, &mut out, &mut decoded);
+                    if to_main.send(out).is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut decoded = String::new();
+            Writer::new(&mut *buf, Style::CANONICAL).raw("[");
+            for k in 0..blocks {
+                if k % 2 == 0 {
+                    write_block(k, buf, &mut decoded);
+                    if buf.len() >= part {
+                        drain(buf)?;
+                    }
+                } else {
+                    let Ok(mut block) = from_helper.recv() else {
+                        // The helper is gone: write its block here.
+                        write_block(k, buf, &mut decoded);
+                        continue;
+                    };
+                    if !buf.is_empty() {
+                        drain(buf)?;
+                    }
+                    // A drained buffer is empty, and the block takes its place uncopied; a
+                    // drain that keeps what it is given (a text made whole) takes it appended.
+                    if buf.is_empty() {
+                        std::mem::swap(buf, &mut block);
+                    } else {
+                        buf.push_str(&block);
+                        block.clear();
+                    }
+                    let _ = to_helper.send(block);
+                    if buf.len() >= part {
+                        drain(buf)?;
+                    }
+                }
+            }
+            Writer::new(&mut *buf, Style::CANONICAL).raw("]");
+            drain(buf)
+        })
+    }
 }
+
+/// The fewest turns in a view whose writing is shared with a second thread.
+const PARALLEL_WRITE_TURNS: usize = 20_000;
+
+/// How many turns of a view each block written on one thread holds.
+const WRITE_BLOCK_TURNS: usize = 512;
 
 /// `req`'s plan, `req` read from `text` with its contents left at `left`, reading only what
 /// its policy reads: the masked turns' digests for a policy that decides with digests, every
@@ -372,6 +469,45 @@ mod tests {
             outcome(compacted.map(crate::Compacted::into_text)),
             in_parts,
         )
+    }
+
+    #[test]
+    fn a_view_long_enough_for_two_writers_is_written_as_one_writes_it() {
+        // Contents of every spelling, most kept: the view is written in blocks on two threads.
+        let n = super::PARALLEL_WRITE_TURNS + 2 * super::WRITE_BLOCK_TURNS + 5;
+        let contents: Vec<(Vec<usize>, u8)> = (0..n)
+            .map(|k| (vec![k, k / 7, k / 3 + 1], (k % 11 == 5) as u8))
+            .collect();
+        let text = request(
+            &contents,
+            r#"{"name":"observation_masking","keep_recent_results":2}"#,
+            90,
+            4,
+        );
+        let expected = crate::compact(&text).expect("a valid request");
+        let (whole, in_parts) = whole_and_in_parts(crate::compact_text(text.clone()));
+        assert_eq!(whole.as_deref(), Ok(expected.as_str()));
+        assert_eq!(in_parts.as_deref(), Ok(expected.as_str()));
+        // A writer that fails partway fails the writing, wherever it fails.
+        struct Full(usize);
+        impl std::io::Write for Full {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(std::io::ErrorKind::StorageFull.into());
+                }
+                let n = buf.len().min(self.0);
+                self.0 -= n;
+                Ok(n)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let mut c = crate::compact_text(text).expect("a valid request");
+        for room in [expected.len() / 3, expected.len() - 10] {
+            let e = c.write_to(&mut Full(room)).expect_err("the writer fills");
+            assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{room}");
+        }
     }
 
     proptest! {
