@@ -22,9 +22,9 @@ mod svg;
 
 pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 
-use cutctx::model::wire::ObjectOnly;
 use std::sync::Arc;
 
+use cutctx::model::wire::ObjectOnly;
 use cutctx::{CompactionPlan, Parallelism, PlanDraft};
 
 /// `cutctx plan`: the plan's canonical JSON and one newline.
