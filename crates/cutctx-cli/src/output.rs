@@ -94,6 +94,14 @@ pub fn deliver_with<W: Write>(
 /// last newline in everything written to it (the whole of a large output, which holds one
 /// newline, at its end). Every writer of an output ends with [`Write::flush`], which says
 /// whether the last of it was written (dropping it writes what it holds and drops any error).
+///
+/// ```
+/// use std::io::Write;
+/// let mut out = cutctx_cli::output::Stdout::new();
+/// out.write_all(b"")?;
+/// out.flush()?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
 pub struct Stdout(StdoutTarget);
 
 enum StdoutTarget {
