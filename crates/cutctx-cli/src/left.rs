@@ -488,6 +488,29 @@ mod tests {
         let (whole, in_parts) = whole_and_in_parts(crate::compact_text(text.clone()));
         assert_eq!(whole.as_deref(), Ok(expected.as_str()));
         assert_eq!(in_parts.as_deref(), Ok(expected.as_str()));
+        // The two writers, called directly whatever the machine's cores: drained in parts,
+        // and kept whole by a drain that keeps what it is given.
+        let c = crate::compact_text(text.clone()).expect("a valid request");
+        let left = c.left.as_ref().expect("contents left in the text");
+        let (input, view) = (&c._request.transcript, &c.out.transcript);
+        let transcript = expected
+            .rfind("\"transcript\":")
+            .and_then(|at| expected.get(at + 13..expected.len() - 2))
+            .expect("the output's transcript");
+        for part in [1, super::super::WRITE_PART_BYTES, usize::MAX] {
+            let mut written = String::new();
+            let mut buf = String::new();
+            let drained = left.write_view_on_two(input, view.turns(), &mut buf, part, |b| {
+                if part < usize::MAX {
+                    written.push_str(b);
+                    b.clear();
+                }
+                Ok::<(), ()>(())
+            });
+            assert_eq!(drained, Ok(()));
+            written.push_str(&buf);
+            assert_eq!(written, transcript, "{part}");
+        }
         // A writer that fails partway fails the writing, wherever it fails.
         struct Full(usize);
         impl std::io::Write for Full {

@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use cutctx_executor::META_KIND;
+use cutctx_json::Digits;
 use cutctx_model::{Transcript, TranscriptTurn, details};
 use serde_json::{Map, Value};
 
@@ -176,31 +177,19 @@ impl MessageIds {
 /// The turn id of message `i` (`m{i}`), or of its block `block` (`m{i}.{block}`): written
 /// digit by digit into one allocation, as a large request makes one per turn.
 pub(crate) fn message_id(i: usize, block: Option<usize>) -> Arc<str> {
-    /// Appends the decimal digits of `n` at `buf[at..]`; returns where they end.
-    fn digits(buf: &mut [u8], at: usize, mut n: usize) -> usize {
-        let mut reversed = [0_u8; 20];
-        let mut k = 0;
-        loop {
-            // A digit: below 10, so the cast keeps it.
-            reversed[k] = b'0' + (n % 10) as u8;
-            k += 1;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        for (slot, &d) in buf[at..at + k].iter_mut().zip(reversed[..k].iter().rev()) {
-            *slot = d;
-        }
-        at + k
-    }
     // "m", two numbers of at most 20 digits, and the dot.
     let mut buf = [0_u8; 42];
-    buf[0] = b'm';
-    let mut end = digits(&mut buf, 1, i);
+    let mut end = 0;
+    let mut put = |part: &[u8]| {
+        buf[end..end + part.len()].copy_from_slice(part);
+        end += part.len();
+    };
+    let mut digits = Digits::new();
+    put(b"m");
+    put(digits.of(i as u64).as_bytes());
     if let Some(j) = block {
-        buf[end] = b'.';
-        end = digits(&mut buf, end + 1, j);
+        put(b".");
+        put(digits.of(j as u64).as_bytes());
     }
     // ASCII throughout; the formatted spelling is the same id, should it ever not be.
     std::str::from_utf8(&buf[..end]).map_or_else(

@@ -34,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 mod checked;
+mod digits;
 mod error;
 pub mod escape;
 mod float;
@@ -46,6 +47,7 @@ mod unescape;
 mod writer;
 
 pub use checked::{CheckedString, check_string};
+pub use digits::Digits;
 pub use error::JsonError;
 pub use float::py_float_repr;
 pub use hex::{hex, push_hex};

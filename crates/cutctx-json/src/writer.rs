@@ -1,6 +1,6 @@
 //! The one JSON writer, with Python's `json.dumps` arguments as a [`Style`].
 
-use crate::{JsonError, Sink, py_float_repr};
+use crate::{Digits, JsonError, Sink, py_float_repr};
 
 /// What a style does with negative zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -214,14 +214,12 @@ impl<'s, S: Sink + ?Sized> Writer<'s, S> {
 
     /// An unsigned integer.
     pub fn u64(&mut self, n: u64) {
-        let mut digits = Digits::new();
-        self.out.put(digits.of(n, false));
+        self.out.put(Digits::new().of(n));
     }
 
     /// A signed integer.
     pub fn i64(&mut self, n: i64) {
-        let mut digits = Digits::new();
-        self.out.put(digits.of(n.unsigned_abs(), n < 0));
+        self.out.put(Digits::new().of_signed(n));
     }
 
     /// A float as Python writes it in this style.
@@ -297,82 +295,8 @@ impl<'s, S: Sink + ?Sized> Writer<'s, S> {
     }
 }
 
-/// Room for an integer's decimal digits, written from the right: the sink takes them in one
-/// piece. `Display` through `fmt::Write` cost a writer of plans and transcripts a twentieth of
-/// its time, for the many estimates it writes.
-struct Digits([u8; 20]);
-
-impl Digits {
-    const fn new() -> Self {
-        Self([0; 20])
-    }
-
-    /// `n` in decimal, after a minus sign when `negative` (a magnitude of up to 20 digits, or
-    /// 19 and the sign, fits).
-    fn of(&mut self, mut n: u64, negative: bool) -> &str {
-        let mut at = self.0.len();
-        loop {
-            at -= 1;
-            // A digit: the cast keeps the remainder, below ten.
-            self.0[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
-        if negative {
-            at -= 1;
-            self.0[at] = b'-';
-        }
-        // ASCII digits and a sign: always UTF-8.
-        std::str::from_utf8(&self.0[at..]).unwrap_or_default()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn integers_are_written_as_display_writes_them() {
-        let mut out = String::new();
-        let mut w = Writer::new(&mut out, Style::CANONICAL);
-        let unsigned = [
-            0,
-            1,
-            9,
-            10,
-            99,
-            100,
-            12_345,
-            u64::from(u32::MAX),
-            u64::MAX - 1,
-            u64::MAX,
-        ];
-        let signed = [0, -1, 1, -9, -10, 10, i64::MIN, i64::MIN + 1, i64::MAX];
-        let mut expected = String::new();
-        for n in unsigned {
-            w.u64(n);
-            w.raw(",");
-            expected.push_str(&format!("{n},"));
-        }
-        for n in signed {
-            w.i64(n);
-            w.raw(",");
-            expected.push_str(&format!("{n},"));
-        }
-        assert_eq!(out, expected);
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn any_integer_is_written_as_display_writes_it(u in proptest::prelude::any::<u64>(), i in proptest::prelude::any::<i64>()) {
-            let mut out = String::new();
-            let mut w = Writer::new(&mut out, Style::CANONICAL);
-            w.u64(u);
-            w.raw(" ");
-            w.i64(i);
-            proptest::prop_assert_eq!(out, format!("{u} {i}"));
-        }
-    }
 
     use super::*;
 

@@ -102,6 +102,23 @@ struct Unique {
 }
 
 impl Unique {
+    /// Whether the ids of `turns` are distinct as far as their hashes tell (see
+    /// [`crate::idmap::hashes_distinct`]), and, when `beside`, what this thread derived
+    /// meanwhile, on the chance (an almost certain one) that they are: the ids are then hashed
+    /// on a second thread.
+    fn checked(turns: &[TranscriptTurn], beside: bool) -> (bool, Option<Self>) {
+        let distinct = || crate::idmap::hashes_distinct(turns.iter().map(TranscriptTurn::turn_id));
+        if !beside {
+            return (distinct(), None);
+        }
+        std::thread::scope(|scope| {
+            let hashing = scope.spawn(distinct);
+            let layout = Self::of(turns);
+            // Hashing cannot panic; were the thread lost anyway, hash here.
+            (hashing.join().unwrap_or_else(|_| distinct()), Some(layout))
+        })
+    }
+
     fn of(turns: &[TranscriptTurn]) -> Self {
         let total = turns
             .iter()
@@ -236,20 +253,9 @@ impl Transcript {
         // Uniqueness by hashing each id once: sorting a hundred thousand ids that share their
         // prefixes ("t1", "t2", ...) spends most of its time comparing those prefixes. Only a
         // repeat (or two ids of equal hash) pays for the sort that names the repeats in order.
-        // A long transcript's exchanges are found on this thread meanwhile, on the chance (an
-        // almost certain one) that the ids are unique.
-        let distinct = || crate::idmap::hashes_distinct(turns.iter().map(TranscriptTurn::turn_id));
-        let (distinct, layout) =
-            if turns.len() >= PARALLEL_CHECK_TURNS && crate::Parallelism::Automatic.threads() > 1 {
-                std::thread::scope(|scope| {
-                    let hashing = scope.spawn(distinct);
-                    let layout = Unique::of(&turns);
-                    // Hashing cannot panic; were the thread lost anyway, hash here.
-                    (hashing.join().unwrap_or_else(|_| distinct()), Some(layout))
-                })
-            } else {
-                (distinct(), None)
-            };
+        let beside =
+            turns.len() >= PARALLEL_CHECK_TURNS && crate::Parallelism::Automatic.threads() > 1;
+        let (distinct, layout) = Unique::checked(&turns, beside);
         if distinct {
             return layout
                 .unwrap_or_else(|| Unique::of(&turns))
@@ -980,5 +986,22 @@ mod tests {
         let e = Transcript::new(heavy).expect_err("overflow");
         assert!(e.message().contains("sum beyond"), "{}", e.message());
         assert_eq!(e.details()["turn_count"], PARALLEL_CHECK_TURNS + 8);
+    }
+
+    #[test]
+    fn the_ids_hashed_beside_the_layout_tell_what_they_tell_alone() {
+        // Whatever the machine's cores: both ways, called directly.
+        let turns = long_turns();
+        let mut repeated = turns.clone();
+        repeated.push(turn("t9", 1));
+        for (turns, unique) in [(&turns, true), (&repeated, false)] {
+            let (alone, none) = Unique::checked(turns, false);
+            let (beside, layout) = Unique::checked(turns, true);
+            assert!(none.is_none());
+            assert_eq!((alone, beside), (unique, unique));
+            let layout = layout.expect("derived beside the hashing");
+            assert_eq!((layout.exchange_of, layout.exchanges), partition(turns));
+            assert_eq!(layout.total, Some(turns.len() as u64));
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! Observation masking: replace old tool results with a stub that carries their digest.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use cutctx_invariants::{Analysis, CompactionPlan, Decisions, build_plan};
+use cutctx_json::Digits;
 use cutctx_model::canonical::push_sha256_of_str;
 use cutctx_model::{
     CompactionBudget, CompactionError, DEFAULT_PLACEHOLDER, Role, Transcript, TurnAction,
@@ -132,8 +132,7 @@ pub(crate) fn stub(
     let mut stub = String::with_capacity(placeholder.len() + STUB_FRAME_CHARS + 20);
     stub.push_str(placeholder);
     stub.push_str(" (original: ");
-    // Writing to a `String` cannot fail.
-    let _ = write!(stub, "{original_tokens}");
+    stub.push_str(Digits::new().of(original_tokens));
     stub.push_str(" tokens, sha256:");
     digest(&mut stub);
     stub.push(')');
@@ -365,13 +364,8 @@ impl ObservationMaskingPolicy {
     }
 }
 
-fn decimal_digits(mut n: u64) -> usize {
-    let mut digits = 1;
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
-    }
-    digits
+fn decimal_digits(n: u64) -> usize {
+    Digits::new().of(n).len()
 }
 
 /// Realizes every job, on as many cores as `parallelism` allows when the work is large enough

@@ -44,7 +44,8 @@ const CALL: u8 = 16;
 const PINNED: u8 = 32;
 const METADATA: u8 = 64;
 
-/// Each key as a record spells it, quotes included, by its bit's position.
+/// Each key as a record spells it, quotes included, by its bit's position: the one list of
+/// the keys, for the literal comparison and the string read alike.
 const KEY_LITERALS: [&[u8]; 7] = [
     b"\"turn_id\"",
     b"\"role\"",
@@ -69,11 +70,19 @@ impl KeyOrder {
     /// bit and the position after its closing quote.
     fn expected(&self, b: &[u8], i: usize, k: usize) -> Option<(u8, usize)> {
         let bit = *self.bits.get(k).filter(|_| k < self.len)?;
-        let literal = KEY_LITERALS[bit.trailing_zeros() as usize];
+        let literal = KEY_LITERALS.get(bit.trailing_zeros() as usize)?;
         b.get(i..)?
             .starts_with(literal)
             .then_some((bit, i + literal.len()))
     }
+}
+
+/// The bit of the key spelled `key` (without its quotes), if it is one of the seven.
+fn key_bit(key: &str) -> Option<u8> {
+    let k = KEY_LITERALS
+        .iter()
+        .position(|l| l.get(1..l.len() - 1) == Some(key.as_bytes()))?;
+    Some(1 << k)
 }
 
 /// The record opening at or after `i` in `s` (after whitespace), its ids appended to `ids`;
@@ -117,17 +126,7 @@ pub(super) fn record_at(
             None => {
                 let (key, end) = string(s, i, scratch)?;
                 let Text::Plain(key) = key else { return None };
-                let bit = match &s[key] {
-                    "turn_id" => TURN_ID,
-                    "role" => ROLE,
-                    "content" => CONTENT,
-                    "token_estimate" => ESTIMATE,
-                    "tool_call_id" => CALL,
-                    "pinned" => PINNED,
-                    "metadata" => METADATA,
-                    _ => return None,
-                };
-                (bit, end)
+                (key_bit(&s[key])?, end)
             }
         };
         if seen & bit != 0 {
@@ -644,6 +643,25 @@ mod tests {
         let (mut ids, mut scratch) = (String::new(), String::new());
         let read = super::record_at(text, 0, &mut ids, &mut scratch, order, None);
         (format!("{read:?}"), ids)
+    }
+
+    #[test]
+    fn each_key_has_its_own_bit_and_nothing_else_has_one() {
+        use super::{CALL, CONTENT, ESTIMATE, METADATA, PINNED, ROLE, TURN_ID, key_bit};
+        for (key, bit) in [
+            ("turn_id", TURN_ID),
+            ("role", ROLE),
+            ("content", CONTENT),
+            ("token_estimate", ESTIMATE),
+            ("tool_call_id", CALL),
+            ("pinned", PINNED),
+            ("metadata", METADATA),
+        ] {
+            assert_eq!(key_bit(key), Some(bit), "{key}");
+        }
+        for other in ["", "turn", "turn_ids", "Role", "\"role\""] {
+            assert_eq!(key_bit(other), None, "{other}");
+        }
     }
 
     #[test]
