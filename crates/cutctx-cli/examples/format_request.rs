@@ -54,7 +54,7 @@ fn result_text(step: usize, bytes: usize) -> String {
     s
 }
 
-fn request(format: &str, n: usize, result_bytes: usize) -> Option<Value> {
+pub(crate) fn request(format: &str, n: usize, result_bytes: usize) -> Option<Value> {
     let system = "You are a careful coding agent. Keep answers short.";
     let mut items = Vec::with_capacity(n);
     let steps = n.saturating_sub(1);

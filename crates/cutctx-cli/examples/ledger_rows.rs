@@ -39,7 +39,7 @@ fn main() -> std::process::ExitCode {
 }
 
 /// The ledger's text: `rows` rows, each chained after the one before.
-fn ledger(rows: usize, items: usize) -> Result<String, ReceiptError> {
+pub(crate) fn ledger(rows: usize, items: usize) -> Result<String, ReceiptError> {
     let clock = SteppingClock::starting_at_unix(1_796_000_000);
     let labels = Labels::new("cutctx/bench", "summary");
     let mut text = String::new();

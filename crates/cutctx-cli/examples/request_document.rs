@@ -82,7 +82,7 @@ fn transcript(n: usize, result_bytes: usize) -> Result<Transcript, cutctx::Compa
 }
 
 /// The document's text: keys in code point order, one line and a newline.
-fn document(n: usize, percent: u64, result_bytes: usize) -> Result<String, String> {
+pub(crate) fn document(n: usize, percent: u64, result_bytes: usize) -> Result<String, String> {
     let t = transcript(n, result_bytes).map_err(|e| e.to_string())?;
     let max_tokens = t.token_estimate() * percent / 100;
     let plan = default_chain(PROMPT_ID)
