@@ -45,6 +45,7 @@ use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem
 use crate::openai_chat::with_field;
 use crate::quick::{Lex, ReadMessage, Str, once};
 use crate::validate::{Rule, Violation, shape};
+use crate::verbatim;
 use crate::{Format, FormatError};
 
 const FORMAT: Format = Format::Anthropic;
@@ -499,7 +500,10 @@ impl Build {
                             keys.insert(use_id.clone().into_owned(), Arc::clone(key));
                         }
                         t.push(name);
-                        t.push_json(input);
+                        match input {
+                            Input::Written(written) => t.push_json_text(written),
+                            Input::Value(value) => t.push_json(value),
+                        }
                     }
                     Block::ToolResult { .. } => {}
                 }
@@ -644,13 +648,32 @@ enum Block<'a> {
     ToolUse {
         id: Cow<'a, str>,
         name: Cow<'a, str>,
-        input: Value,
+        input: Input<'a>,
     },
     /// A result: its call's id and the pieces of its content.
     ToolResult {
         id: Cow<'a, str>,
         content: Vec<Str<'a>>,
     },
+}
+
+/// A `tool_use` block's `input`, as a turn's text holds it (see [`Text::push_json`]).
+#[derive(Debug)]
+enum Input<'a> {
+    /// An object written from the request's text (see [`verbatim::plain_object`]).
+    Written(Cow<'a, str>),
+    /// Any other value, parsed.
+    Value(Value),
+}
+
+impl<'a> Input<'a> {
+    fn read(lex: &mut Lex<'a>) -> Option<Self> {
+        let raw = lex.raw()?;
+        match verbatim::plain_object(raw) {
+            Some(written) => Some(Self::Written(written)),
+            None => serde_json::from_str(raw).ok().map(Self::Value),
+        }
+    }
 }
 
 impl<'a> ReadMessage<'a> for Plain<'a> {
@@ -691,7 +714,7 @@ fn read_block<'a>(lex: &mut Lex<'a>, calls: bool) -> Option<Block<'a>> {
         "text" => once(&mut text, lex.text()),
         "id" if calls => once(&mut id, lex.string()),
         "name" if calls => once(&mut name, lex.string()),
-        "input" if calls => once(&mut input, lex.value()),
+        "input" if calls => once(&mut input, Input::read(lex)),
         "tool_use_id" if calls => once(&mut use_id, lex.string()),
         "content" if calls => once(&mut content, read_content(lex, false)),
         // Neither the check nor the turn reads whether a result is an error.

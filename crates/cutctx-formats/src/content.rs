@@ -148,6 +148,12 @@ impl<'a> Text<'a> {
         }
     }
 
+    /// An object or array as [`Text::push_json`] writes it, given written already (by
+    /// [`crate::verbatim::plain_object`]).
+    pub(crate) fn push_json_text(&mut self, written: &str) {
+        self.append(written);
+    }
+
     /// Message content: a string, an array of parts, or null.
     pub(crate) fn push_content(&mut self, v: &'a Value) {
         match v {

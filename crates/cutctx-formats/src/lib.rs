@@ -102,6 +102,7 @@ mod repair;
 mod scan;
 mod text;
 mod validate;
+mod verbatim;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

@@ -322,8 +322,14 @@ impl<'a> Lex<'a> {
     /// A small value of any type, parsed as the value path parses it: for the few fields a
     /// turn reads as JSON (a tool's input).
     pub(crate) fn value(&mut self) -> Option<serde_json::Value> {
+        serde_json::from_str(self.raw()?).ok()
+    }
+
+    /// A small value of any type as the request spells it, skipped as [`Lex::value`] skips it
+    /// and not checked: the caller checks it.
+    pub(crate) fn raw(&mut self) -> Option<&'a str> {
         let span = self.skip()?;
-        serde_json::from_str(self.text.get(span)?).ok()
+        self.text.get(span)
     }
 }
 
