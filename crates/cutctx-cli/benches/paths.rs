@@ -228,8 +228,18 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-/// One case's medians: (time of the large run, × SHA-256, growth), and the × SHA-256 range.
-fn measure(case: &mut Case, rounds: usize) -> ([f64; 3], (f64, f64)) {
+/// What one case measured, over its rounds.
+struct Measured {
+    /// The median time of the large run, in seconds.
+    time: f64,
+    /// The median of the large run's time over the SHA-256 pass's, and its range.
+    ratio: f64,
+    ratio_range: (f64, f64),
+    /// The median of the large run's time over one small run's.
+    growth: f64,
+}
+
+fn measure(case: &mut Case, rounds: usize) -> Measured {
     let (mut times, mut ratios, mut growths) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..WARM_UP_ROUNDS + rounds {
         let mut small_runs = || {
@@ -254,18 +264,16 @@ fn measure(case: &mut Case, rounds: usize) -> ([f64; 3], (f64, f64)) {
             growths.push(large.as_secs_f64() / small);
         }
     }
-    let range = (
+    let ratio_range = (
         ratios.iter().copied().fold(f64::INFINITY, f64::min),
         ratios.iter().copied().fold(0.0, f64::max),
     );
-    (
-        [
-            median(&mut times),
-            median(&mut ratios),
-            median(&mut growths),
-        ],
-        range,
-    )
+    Measured {
+        time: median(&mut times),
+        ratio: median(&mut ratios),
+        ratio_range,
+        growth: median(&mut growths),
+    }
 }
 
 fn main() {
@@ -284,7 +292,12 @@ fn main() {
     let mut over = Vec::new();
     for mut case in cases(run) {
         let bytes: usize = case.large.read.iter().map(|piece| piece.len()).sum();
-        let ([time, ratio, growth], (low, high)) = measure(&mut case, run.rounds);
+        let Measured {
+            time,
+            ratio,
+            ratio_range: (low, high),
+            growth,
+        } = measure(&mut case, run.rounds);
         println!(
             "{:<40} {:>8.1} {:>8.1} ms {:>8.2} ({low:.2}-{high:.2}) {growth:>8.1}",
             case.name,

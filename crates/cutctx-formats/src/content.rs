@@ -148,7 +148,7 @@ impl<'a> Text<'a> {
         }
     }
 
-    /// An object or array as [`Text::push_json`] writes it, given written already (by
+    /// An object as [`Text::push_json`] writes it, given written already (by
     /// [`crate::verbatim::plain_object`]).
     pub(crate) fn push_json_text(&mut self, written: &str) {
         self.append(written);

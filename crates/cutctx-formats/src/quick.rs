@@ -319,8 +319,8 @@ impl<'a> Lex<'a> {
         Some(start..self.at)
     }
 
-    /// A small value of any type, parsed as the value path parses it: for the few fields a
-    /// turn reads as JSON (a tool's input).
+    /// A small value of any type, parsed as the value path parses it: for the few fields read
+    /// as JSON values (whether a result is an error, a text's annotations).
     pub(crate) fn value(&mut self) -> Option<serde_json::Value> {
         serde_json::from_str(self.raw()?).ok()
     }
