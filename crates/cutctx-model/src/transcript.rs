@@ -102,20 +102,23 @@ struct Unique {
 }
 
 impl Unique {
-    /// Whether the ids of `turns` are distinct as far as their hashes tell (see
-    /// [`crate::idmap::hashes_distinct`]), and, when `beside`, what this thread derived
-    /// meanwhile, on the chance (an almost certain one) that they are: the ids are then hashed
-    /// on a second thread.
-    fn checked(turns: &[TranscriptTurn], beside: bool) -> (bool, Option<Self>) {
+    /// What `turns` derive, when their ids are distinct as far as their hashes tell (see
+    /// [`crate::idmap::hashes_distinct`]); `None` when they may not be. With `beside`, the ids
+    /// are hashed on a second thread while this one derives, on the chance (an almost certain
+    /// one) that they are distinct; without it, the ids are hashed first.
+    fn checked(turns: &[TranscriptTurn], beside: bool) -> Option<Self> {
         let distinct = || crate::idmap::hashes_distinct(turns.iter().map(TranscriptTurn::turn_id));
         if !beside {
-            return (distinct(), None);
+            return distinct().then(|| Self::of(turns));
         }
         std::thread::scope(|scope| {
             let hashing = scope.spawn(distinct);
             let layout = Self::of(turns);
             // Hashing cannot panic; were the thread lost anyway, hash here.
-            (hashing.join().unwrap_or_else(|_| distinct()), Some(layout))
+            hashing
+                .join()
+                .unwrap_or_else(|_| distinct())
+                .then_some(layout)
         })
     }
 
@@ -255,11 +258,8 @@ impl Transcript {
         // repeat (or two ids of equal hash) pays for the sort that names the repeats in order.
         let beside =
             turns.len() >= PARALLEL_CHECK_TURNS && crate::Parallelism::Automatic.threads() > 1;
-        let (distinct, layout) = Unique::checked(&turns, beside);
-        if distinct {
-            return layout
-                .unwrap_or_else(|| Unique::of(&turns))
-                .into_transcript(turns);
+        if let Some(layout) = Unique::checked(&turns, beside) {
+            return layout.into_transcript(turns);
         }
         let mut ids: Vec<&str> = turns.iter().map(TranscriptTurn::turn_id).collect();
         ids.sort_unstable();
@@ -995,13 +995,14 @@ mod tests {
         let mut repeated = turns.clone();
         repeated.push(turn("t9", 1));
         for (turns, unique) in [(&turns, true), (&repeated, false)] {
-            let (alone, none) = Unique::checked(turns, false);
-            let (beside, layout) = Unique::checked(turns, true);
-            assert!(none.is_none());
-            assert_eq!((alone, beside), (unique, unique));
-            let layout = layout.expect("derived beside the hashing");
-            assert_eq!((layout.exchange_of, layout.exchanges), partition(turns));
-            assert_eq!(layout.total, Some(turns.len() as u64));
+            for beside in [false, true] {
+                let layout = Unique::checked(turns, beside);
+                assert_eq!(layout.is_some(), unique, "beside: {beside}");
+                if let Some(layout) = layout {
+                    assert_eq!((layout.exchange_of, layout.exchanges), partition(turns));
+                    assert_eq!(layout.total, Some(turns.len() as u64));
+                }
+            }
         }
     }
 }
