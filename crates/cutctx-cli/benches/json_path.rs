@@ -165,6 +165,9 @@ impl Stages {
     }
 }
 
+/// One stage's timed run.
+type Stage = fn(&Stages) -> Duration;
+
 fn median(values: &mut [f64]) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
@@ -184,7 +187,7 @@ fn main() {
         (FULL_TURNS, FULL_ROUNDS)
     };
     let stages = Stages::new(turns);
-    let runs: [(&str, fn(&Stages) -> Duration); 5] = [
+    let runs: [(&str, Stage); 5] = [
         ("one SHA-256 pass", Stages::sha256),
         (
             "JSON check only (serde_json, nothing built)",
