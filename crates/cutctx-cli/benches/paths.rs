@@ -8,6 +8,13 @@
 //! call it); and a receipts ledger verified (`ledger_verify`). The inputs are those the
 //! benchmark scripts feed the command line, made by the same examples.
 //!
+//! Two floors come first, on the request document (5%): its file read into new memory by the
+//! command's own reader (`input::read_file`, the file in the page cache), which every command
+//! pays before its work, and the text checked as JSON while building nothing (`serde_json`
+//! into `IgnoredAny`), which any reader that refuses a malformed request pays. Where touching
+//! new memory is dear (a virtual machine whose host backs each new page on first touch), the
+//! first says so in the same run.
+//!
 //! Each round times one SHA-256 pass over the input, one run of the path on it, and ten runs on
 //! an input a tenth the size (one run's worth of work), the order reversed every other round.
 //! The figures are the medians over the rounds of the path's time over the pass's (× SHA-256)
@@ -157,7 +164,7 @@ fn format_input(format: (&str, FormatName), messages: usize, policy: &str) -> In
 /// A ledger of `rows` rows, written to a file of its own (the verifier reads a path), verified.
 fn ledger_input(rows: usize) -> Input {
     let text: Arc<str> = ledger_rows::ledger(rows, 8).expect("a ledger").into();
-    let path = Ledger::new(rows, &text);
+    let path = TempFile::new("ledger", rows, &text);
     Input {
         read: vec![text],
         run: Box::new(move || {
@@ -171,19 +178,56 @@ fn ledger_input(rows: usize) -> Input {
     }
 }
 
-/// A ledger's file, removed when the benchmark is done with it.
-struct Ledger(PathBuf);
+/// What any command on the request document of `turns` turns pays before its own work, as a
+/// floor for the rows below it: with `Floor::Read`, reading its file into new memory (the
+/// command's own reader, the file in the page cache); with `Floor::Json`, checking that it is
+/// JSON while building nothing (`serde_json` into `IgnoredAny`).
+fn floor_input(turns: usize, floor: Floor) -> Input {
+    let text: Arc<str> = request_document::document(turns, 5, RESULT_BYTES)
+        .expect("a request")
+        .into();
+    let read = vec![Arc::clone(&text)];
+    let run: Box<dyn FnMut() -> Duration> = match floor {
+        Floor::Read => {
+            let path = TempFile::new("request", turns, &text);
+            Box::new(move || {
+                let start = Instant::now();
+                let bytes = cutctx_cli::input::read_file(&path.0).expect("the file reads");
+                drop(black_box(bytes));
+                start.elapsed()
+            })
+        }
+        Floor::Json => Box::new(move || {
+            let start = Instant::now();
+            let checked: serde::de::IgnoredAny =
+                serde_json::from_str(black_box(&text)).expect("JSON");
+            black_box(checked);
+            start.elapsed()
+        }),
+    };
+    Input { read, run }
+}
 
-impl Ledger {
-    fn new(rows: usize, text: &str) -> Self {
-        let name = format!("cutctx-bench-ledger-{}-{rows}.jsonl", std::process::id());
+/// The floors [`floor_input`] measures.
+#[derive(Clone, Copy)]
+enum Floor {
+    Read,
+    Json,
+}
+
+/// A temporary file, removed when the benchmark is done with it.
+struct TempFile(PathBuf);
+
+impl TempFile {
+    fn new(what: &str, size: usize, text: &str) -> Self {
+        let name = format!("cutctx-bench-{what}-{}-{size}", std::process::id());
         let path = std::env::temp_dir().join(name);
-        std::fs::write(&path, text).expect("the temporary folder takes the ledger");
+        std::fs::write(&path, text).expect("the temporary folder takes the file");
         Self(path)
     }
 }
 
-impl Drop for Ledger {
+impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
@@ -192,6 +236,16 @@ impl Drop for Ledger {
 fn cases(run: Run) -> Vec<Case> {
     let small = run.turns / SCALE;
     let mut cases = Vec::new();
+    for (name, floor) in [
+        ("floor: the file read into new memory", Floor::Read),
+        ("floor: checked as JSON, nothing built", Floor::Json),
+    ] {
+        cases.push(Case {
+            name: name.to_owned(),
+            large: floor_input(run.turns, floor),
+            small: floor_input(small, floor),
+        });
+    }
     for (command, apply) in [("compact", false), ("apply", true)] {
         for percent in [5, 50] {
             cases.push(Case {
