@@ -56,15 +56,12 @@ pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
     };
     let mut bytes = vec![0; len];
     let pieces = Mutex::new(bytes.chunks_mut(PIECE_BYTES).enumerate());
-    std::thread::scope(|scope| {
-        let read = || read_pieces(&file, &pieces);
-        let helper = scope.spawn(read);
-        let mine = read();
-        let theirs = helper
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the reading thread was lost")));
-        mine.and(theirs)
-    })?;
+    let read = || read_pieces(&file, &pieces);
+    let (mine, theirs) = cutctx::model::beside::beside(read, vec![()], |()| read());
+    for theirs in theirs {
+        theirs.unwrap_or_else(|_| Err(io::Error::other("the reading thread was lost")))?;
+    }
+    mine?;
     file.seek(SeekFrom::Start(meta.len()))?;
     file.read_to_end(&mut bytes)?;
     Ok(bytes)

@@ -169,6 +169,26 @@ enum LedgerCommand {
 }
 
 fn main() -> ExitCode {
+    // The pool every command runs on, started first, so that its threads are waiting by the
+    // time work splits (see `cutctx::model::beside`). Without one, work splits on threads
+    // started for it, as it always may.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(cutctx::Parallelism::Automatic.threads())
+        // The main thread's own, which the commands ran on before they ran on the pool.
+        .stack_size(MAIN_STACK_BYTES)
+        .thread_name(|i| format!("cutctx-{i}"))
+        .build();
+    match pool {
+        Ok(pool) => pool.install(command_line),
+        Err(_) => command_line(),
+    }
+}
+
+/// The stack of each thread of the pool: that of a program's main thread on Linux.
+const MAIN_STACK_BYTES: usize = 8 << 20;
+
+/// The command line parsed and run: its exit status.
+fn command_line() -> ExitCode {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match Cli::try_parse_from(&args) {
         Ok(cli) => cli,

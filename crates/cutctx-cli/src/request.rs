@@ -433,17 +433,13 @@ fn build_all(buf: &[u8], spans: &[Range<usize>], threads: usize) -> Option<Vec<T
     let per_thread = spans.len().div_ceil(threads.max(1)).max(1);
     let mut runs = spans.chunks(per_thread);
     let first = runs.next().unwrap_or(&[]);
-    std::thread::scope(|scope| {
-        let others: Vec<_> = runs
-            .map(|run| scope.spawn(move || build(buf, run)))
-            .collect();
-        let mut all = build(buf, first);
-        for other in others {
-            let mut more = other.join().ok()??;
-            all.as_mut()?.append(&mut more);
-        }
-        all
-    })
+    let (mut all, others) =
+        cutctx::model::beside::beside(|| build(buf, first), runs.collect(), |run| build(buf, run));
+    for other in others {
+        let mut more = other.ok()??;
+        all.as_mut()?.append(&mut more);
+    }
+    all
 }
 
 /// The turns of `run`; `None` at the first element that is not UTF-8, not a turn record, or
@@ -664,32 +660,31 @@ fn take_split(
     let before = turns.len();
     let left_before = left.len();
     let (first_slot, other_slots) = slots.split_first_mut()?;
-    let results = std::thread::scope(|scope| {
-        let others: Vec<_> = parts[1..]
+    let (from, to) = parts[0];
+    let (first, others) = cutctx::model::beside::beside(
+        || {
+            take_part_into(
+                src,
+                from,
+                to,
+                last == 0,
+                &mut first_slot.builder,
+                (turns, left),
+            )
+        },
+        parts[1..]
             .iter()
             .zip(other_slots.iter_mut())
             .enumerate()
-            .map(|(k, (&(from, to), slot))| {
-                scope.spawn(move || {
-                    slot.turns.clear();
-                    slot.left.clear();
-                    take_part(src, from, to, k + 1 == last, slot)
-                })
-            })
-            .collect();
-        let (from, to) = parts[0];
-        let first = take_part_into(
-            src,
-            from,
-            to,
-            last == 0,
-            &mut first_slot.builder,
-            (turns, left),
-        );
-        let mut results = vec![first];
-        results.extend(others.into_iter().map(|h| h.join().ok().flatten()));
-        results
-    });
+            .collect(),
+        |(k, (&(from, to), slot)): (usize, (&(usize, usize), &mut Slot))| {
+            slot.turns.clear();
+            slot.left.clear();
+            take_part(src, from, to, k + 1 == last, slot)
+        },
+    );
+    let mut results = vec![first];
+    results.extend(others.into_iter().map(|r| r.ok().flatten()));
     let mut taken = None;
     for (k, result) in results.into_iter().enumerate() {
         let Some((stop, closed)) = result else {

@@ -183,23 +183,23 @@ fn applied(
         Some(parallelism)
             if plan.actions.len() >= PARALLEL_ACTIONS && parallelism.threads() > 1 =>
         {
-            std::thread::scope(|scope| {
-                // The hashing thread may pipeline its own writing only with a third thread to spare.
-                let inner = if parallelism.threads() > 2 {
-                    parallelism
-                } else {
-                    Parallelism::Sequential
-                };
-                let hasher = scope.spawn(move || plan.plan_hash_with(inner));
-                let walk = walk(transcript, plan, summaries, &requests);
-                // Hashing cannot panic; were the thread lost anyway, hash here.
-                (
-                    walk,
-                    hasher
-                        .join()
-                        .unwrap_or_else(|_| plan.plan_hash_with(Parallelism::Sequential)),
-                )
-            })
+            // The hashing job may pipeline its own writing only with a third thread to spare.
+            let inner = if parallelism.threads() > 2 {
+                parallelism
+            } else {
+                Parallelism::Sequential
+            };
+            let (walk, hashed) = cutctx_model::beside::beside(
+                || walk(transcript, plan, summaries, &requests),
+                vec![()],
+                |()| plan.plan_hash_with(inner),
+            );
+            // Hashing cannot panic; were the job lost anyway, hash here.
+            let hash = hashed.into_iter().next().and_then(Result::ok);
+            (
+                walk,
+                hash.unwrap_or_else(|| plan.plan_hash_with(Parallelism::Sequential)),
+            )
         }
         Some(parallelism) => (
             walk(transcript, plan, summaries, &requests),

@@ -23,6 +23,7 @@
 )]
 
 mod action;
+pub mod beside;
 mod budget;
 pub mod canonical;
 mod draft;

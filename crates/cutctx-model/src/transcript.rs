@@ -111,15 +111,14 @@ impl Unique {
         if !beside {
             return distinct().then(|| Self::of(turns));
         }
-        std::thread::scope(|scope| {
-            let hashing = scope.spawn(distinct);
-            let layout = Self::of(turns);
-            // Hashing cannot panic; were the thread lost anyway, hash here.
-            hashing
-                .join()
-                .unwrap_or_else(|_| distinct())
-                .then_some(layout)
-        })
+        let (layout, hashed) = crate::beside::beside(|| Self::of(turns), vec![()], |()| distinct());
+        // Hashing cannot panic; were the job lost anyway, hash here.
+        let distinct = hashed
+            .into_iter()
+            .next()
+            .and_then(Result::ok)
+            .unwrap_or_else(distinct);
+        distinct.then_some(layout)
     }
 
     fn of(turns: &[TranscriptTurn]) -> Self {

@@ -404,23 +404,21 @@ pub(crate) fn realize_all(
     if start < jobs.len() {
         chunks.push(&jobs[start..]);
     }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .map(|chunk| {
-                scope.spawn(move || chunk.iter().map(realize).collect::<Result<Vec<_>, _>>())
-            })
-            .collect();
-        let mut all = Vec::with_capacity(jobs.len());
-        for (handle, chunk) in handles.into_iter().zip(&chunks) {
-            // Hashing a string cannot panic; should a thread die anyway, redo its share here.
-            let part = handle
-                .join()
-                .unwrap_or_else(|_| chunk.iter().map(realize).collect())?;
-            all.extend(part);
-        }
-        Ok(all)
-    })
+    let realize_chunk =
+        |chunk: &[StubJob]| chunk.iter().map(realize).collect::<Result<Vec<_>, _>>();
+    // The first share on this thread, the others beside it.
+    let (first, rest) = chunks
+        .split_first()
+        .map_or((&[][..], &[][..]), |(f, r)| (*f, r));
+    let (mine, theirs) =
+        cutctx_model::beside::beside(|| realize_chunk(first), rest.to_vec(), realize_chunk);
+    let mut all = Vec::with_capacity(jobs.len());
+    all.extend(mine?);
+    for (part, chunk) in theirs.into_iter().zip(rest) {
+        // Hashing a string cannot panic; should a job be lost anyway, redo its share here.
+        all.extend(part.unwrap_or_else(|_| realize_chunk(chunk))?);
+    }
+    Ok(all)
 }
 
 impl CompactionPolicy for ObservationMaskingPolicy {
