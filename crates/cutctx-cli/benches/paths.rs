@@ -22,6 +22,8 @@
 //! 11). Ratios, not times, so that figures taken while the machine's speed drifts still compare.
 //! Every run includes freeing what it made.
 //!
+//! The paths run on a rayon pool, as the `cutctx` binary runs its commands.
+//!
 //! This is the work itself, in a warm process. What only a fresh process pays (reading the file
 //! into new memory, the first touch of every page, the exit) is in the command's figures, which
 //! `scripts/request-bench.py`, `scripts/format-bench.py` and `scripts/ledger-bench.py` measure.
@@ -331,6 +333,18 @@ fn measure(case: &mut Case, rounds: usize) -> Measured {
 }
 
 fn main() {
+    // On a pool, as the `cutctx` binary runs its commands, so that work that splits runs as the
+    // command's does (`cutctx::model::beside`).
+    match rayon::ThreadPoolBuilder::new()
+        .num_threads(cutctx::Parallelism::Automatic.threads())
+        .build()
+    {
+        Ok(pool) => pool.install(bench),
+        Err(_) => bench(),
+    }
+}
+
+fn bench() {
     let args: Vec<String> = std::env::args().collect();
     let run = if args.iter().any(|a| a == "--smoke") {
         SMOKE
