@@ -26,10 +26,11 @@ const PIECE_BYTES: usize = 2 << 20;
 /// under it.
 ///
 /// Pieces, not halves: a thread just started may wait for a core (on a 2-core machine, a
-/// median of 0.7 ms and up to 3 ms, and a 48 MB read takes 12 to 25), and with halves the
-/// thread that runs first then finishes its own and waits, the read as slow as on one thread
-/// (seen in one read of three). With pieces the thread that runs reads what the other has not
-/// begun.
+/// median of 0.7 ms and up to 3 ms, beside some 13 ms for a 48 MB read), and with halves the
+/// thread that runs first then finishes its own and waits, the read often as slow as on one
+/// thread. With pieces the thread that runs reads what the other has not begun. The second
+/// reader is a job of the pool the caller works for, when it works for one (see
+/// `cutctx::model::beside`).
 ///
 /// ```
 /// let path = std::env::temp_dir().join(format!("cutctx-input-doc-{}", std::process::id()));
@@ -75,8 +76,8 @@ fn read_pieces<'a>(
     pieces: &Mutex<impl Iterator<Item = (usize, &'a mut [u8])>>,
 ) -> io::Result<()> {
     loop {
-        // Nothing panics holding the lock; were it poisoned, this thread stops, and the join
-        // of the one that panicked reports it.
+        // Nothing panics holding the lock; were it poisoned, this thread stops, and the
+        // result of the reader that panicked reports it.
         let next = pieces.lock().map_or(None, |mut pieces| pieces.next());
         let Some((index, room)) = next else {
             return Ok(());
