@@ -58,11 +58,8 @@ pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
     let mut bytes = vec![0; len];
     let pieces = Mutex::new(bytes.chunks_mut(PIECE_BYTES).enumerate());
     let read = || read_pieces(&file, &pieces);
-    let (mine, theirs) = cutctx::model::beside::beside(read, vec![()], |()| read());
-    for theirs in theirs {
-        theirs.unwrap_or_else(|_| Err(io::Error::other("the reading thread was lost")))?;
-    }
-    mine?;
+    let (mine, theirs) = cutctx::model::beside::beside_one(read, read);
+    mine.and(theirs.unwrap_or_else(|_| Err(io::Error::other("the reading thread was lost"))))?;
     file.seek(SeekFrom::Start(meta.len()))?;
     file.read_to_end(&mut bytes)?;
     Ok(bytes)

@@ -629,8 +629,8 @@ impl Slot {
 /// appended to `turns`: the buffer is cut at up to `slots.len() - 1` places that look like an
 /// element's start (`},{"`, which no string can hold whole), and each part's elements are read
 /// from their cut beside the others (`cutctx::model::beside`), the first part on the calling
-/// thread straight into `turns`, each other part into its slot. The cuts are guesses; a part's reading confirms
-/// them, as it reads on to exactly the next cut. `None`, `turns` as it was, when it does not,
+/// thread straight into `turns`, each other part into its slot. The cuts are guesses; a part's
+/// reading confirms them, as it reads on to exactly the next cut. `None`, `turns` as it was, when it does not,
 /// or when anything is amiss, for the caller to read the buffer by the scan.
 fn take_split(
     src: Source<'_>,

@@ -189,16 +189,14 @@ fn applied(
             } else {
                 Parallelism::Sequential
             };
-            let (walk, hashed) = cutctx_model::beside::beside(
+            let (walk, hashed) = cutctx_model::beside::beside_one(
                 || walk(transcript, plan, summaries, &requests),
-                vec![()],
-                |()| plan.plan_hash_with(inner),
+                || plan.plan_hash_with(inner),
             );
             // Hashing cannot panic; were the job lost anyway, hash here.
-            let hash = hashed.into_iter().next().and_then(Result::ok);
             (
                 walk,
-                hash.unwrap_or_else(|| plan.plan_hash_with(Parallelism::Sequential)),
+                hashed.unwrap_or_else(|_| plan.plan_hash_with(Parallelism::Sequential)),
             )
         }
         Some(parallelism) => (

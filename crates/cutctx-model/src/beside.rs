@@ -75,6 +75,28 @@ where
     (mine, theirs)
 }
 
+/// [`beside`] of one job: `here` on this thread and `job` beside it; `job`'s result is `Err`
+/// when it panicked or its thread could not be started.
+///
+/// ```
+/// let (here, there) = cutctx_model::beside::beside_one(|| 1 + 1, || 2 * 3);
+/// assert_eq!((here, there.ok()), (2, Some(6)));
+/// ```
+pub fn beside_one<H, RH, J, R>(here: H, job: J) -> (RH, thread::Result<R>)
+where
+    H: FnOnce() -> RH + Send,
+    RH: Send,
+    J: FnOnce() -> R + Send,
+    R: Send,
+{
+    let (mine, mut theirs) = beside(here, vec![job], |job: J| job());
+    debug_assert_eq!(theirs.len(), 1, "one job, one result");
+    let theirs = theirs
+        .pop()
+        .unwrap_or_else(|| Err(Box::new("the job gave no result")));
+    (mine, theirs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +155,29 @@ mod tests {
             assert_eq!(mine, 7);
             let oks: Vec<Option<i32>> = theirs.into_iter().map(Result::ok).collect();
             assert_eq!(oks, [Some(10), None, Some(5)]);
+        });
+    }
+
+    #[test]
+    fn on_a_pool_the_jobs_run_on_its_workers_and_elsewhere_on_threads_of_their_own() {
+        let on_pool = |()| rayon::current_thread_index().is_some();
+        let (_, off) = beside(|| (), vec![(), ()], on_pool);
+        assert!(off.into_iter().all(|r| !r.expect("ran")));
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("a pool");
+        let (_, on) = pool.install(|| beside(|| (), vec![(), ()], on_pool));
+        assert!(on.into_iter().all(|r| r.expect("ran")));
+    }
+
+    #[test]
+    fn one_job_beside_gives_its_result_or_its_panic() {
+        both(|| {
+            let (mine, theirs) = beside_one(|| "here", || 6 * 7);
+            assert_eq!((mine, theirs.ok()), ("here", Some(42)));
+            let (_, lost) = beside_one(|| (), || -> u8 { panic!("a job that panics") });
+            assert!(lost.is_err());
         });
     }
 

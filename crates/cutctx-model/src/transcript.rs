@@ -111,14 +111,9 @@ impl Unique {
         if !beside {
             return distinct().then(|| Self::of(turns));
         }
-        let (layout, hashed) = crate::beside::beside(|| Self::of(turns), vec![()], |()| distinct());
+        let (layout, hashed) = crate::beside::beside_one(|| Self::of(turns), distinct);
         // Hashing cannot panic; were the job lost anyway, hash here.
-        let distinct = hashed
-            .into_iter()
-            .next()
-            .and_then(Result::ok)
-            .unwrap_or_else(distinct);
-        distinct.then_some(layout)
+        hashed.unwrap_or_else(|_| distinct()).then_some(layout)
     }
 
     fn of(turns: &[TranscriptTurn]) -> Self {
