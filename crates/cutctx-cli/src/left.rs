@@ -39,10 +39,11 @@ struct KeptWalk<'a> {
 }
 
 impl<'a> KeptWalk<'a> {
-    /// Where `turn`, the next turn of the view, finds its content: `None` when it does not
-    /// show a placeholder (its content is its own); `Some(None)` when it shows one but no
-    /// left content is its, which only a view of another input could do.
-    fn find(&mut self, turn: &TranscriptTurn) -> Option<Option<&'a Left>> {
+    /// Where `turn`, the next turn of the view, finds its content, as an index into the left
+    /// contents: `None` when it does not show a placeholder (its content is its own);
+    /// `Some(None)` when it shows one but no left content is its, which only a view of
+    /// another input could do.
+    fn find(&mut self, turn: &TranscriptTurn) -> Option<Option<usize>> {
         let shows_placeholder = self
             .placeholders
             .iter()
@@ -53,10 +54,29 @@ impl<'a> KeptWalk<'a> {
         while let Some(l) = self.left.get(self.next) {
             self.next += 1;
             if self.input.get(l.position()).map(TranscriptTurn::turn_id) == Some(turn.turn_id()) {
-                return Some(Some(l));
+                return Some(Some(self.next - 1));
             }
         }
         Some(None)
+    }
+}
+
+/// Where the kept contents of one view lie among a [`LeftText`]'s left contents, found by
+/// [`LeftText::locate`] once the view is made and read by [`LeftText::write_view`].
+pub(crate) struct Located {
+    /// For each turn of the view, by position: the index of its content among the left
+    /// ones, or `None` when it shows its own content.
+    found: Vec<Option<u32>>,
+}
+
+impl Located {
+    /// The index among the left contents of the content of the view's turn at `at`.
+    fn at(&self, at: usize) -> Option<usize> {
+        self.found
+            .get(at)
+            .copied()
+            .flatten()
+            .and_then(|k| usize::try_from(k).ok())
     }
 }
 
@@ -90,32 +110,39 @@ impl LeftText {
         }
     }
 
-    /// Checks that every turn of `view` (the compaction of `input`) that kept a content left
-    /// in the text finds it there: [`LeftText::write_view`] then writes every one. (Each
-    /// decodes: the reading checked it with `cutctx_json::check_string`, which accepts what
-    /// decoding accepts.)
+    /// Finds, for every turn of `view` (the compaction of `input`) that kept a content left
+    /// in the text, where it lies: [`LeftText::write_view`] then writes every one from there.
+    /// (Each decodes: the reading checked it with `cutctx_json::check_string`, which accepts
+    /// what decoding accepts.) One pass, made once: the writer reads its result instead of
+    /// walking the view again.
     ///
     /// # Errors
     ///
     /// `INTERNAL_ERROR` for a view turn showing a placeholder that no turn of the input left
     /// (the view is not this input's), never expected.
-    pub(crate) fn check_view(&self, input: &Transcript, view: &Transcript) -> Result<(), CliError> {
+    pub(crate) fn locate(&self, input: &Transcript, view: &Transcript) -> Result<Located, CliError> {
         let mut walk = self.walk(input);
+        let mut found = Vec::with_capacity(view.turns().len());
         for turn in view.turns() {
-            if walk.find(turn) == Some(None) {
-                return Err(CliError {
-                    code: crate::INTERNAL_ERROR,
-                    message: "a kept turn's content was not found where the request was read: \
-                              a defect of cutctx, not of the request"
-                        .to_owned(),
-                    details: details! { "turn_id" => turn.turn_id() },
-                });
+            // An index fits 32 bits as the positions do (see `Left`).
+            match walk.find(turn).map(|k| k.map(u32::try_from)) {
+                None => found.push(None),
+                Some(Some(Ok(k))) => found.push(Some(k)),
+                Some(None | Some(Err(_))) => {
+                    return Err(CliError {
+                        code: crate::INTERNAL_ERROR,
+                        message: "a kept turn's content was not found where the request was \
+                                  read: a defect of cutctx, not of the request"
+                            .to_owned(),
+                        details: details! { "turn_id" => turn.turn_id() },
+                    });
+                }
             }
         }
-        Ok(())
+        Ok(Located { found })
     }
 
-    /// Writes `view` (the compaction of `input`, checked by [`LeftText::check_view`]) as its
+    /// Writes `view`, whose kept contents [`LeftText::locate`] found at `located`, as its
     /// canonical JSON, as `Transcript::write_canonical_in_parts` does, each kept content left
     /// in the text copied from it (or decoded and written again, when it is spelled otherwise
     /// than the canonical writer would): `drain` takes the buffer each time it holds `part`
@@ -126,21 +153,21 @@ impl LeftText {
     /// The first error of `drain`.
     pub(crate) fn write_view<E>(
         &self,
-        input: &Transcript,
         view: &Transcript,
+        located: &Located,
         buf: &mut String,
         part: usize,
         mut drain: impl FnMut(&mut String) -> Result<(), E>,
     ) -> Result<(), E> {
         let turns = view.turns();
+        debug_assert_eq!(located.found.len(), turns.len(), "located in this view");
         if turns.len() >= PARALLEL_WRITE_TURNS && cutctx::Parallelism::Automatic.threads() > 1 {
-            return self.write_view_on_two(input, turns, buf, part, drain);
+            return self.write_view_on_two(turns, located, buf, part, drain);
         }
-        let mut walk = self.walk(input);
         let mut decoded = String::new();
         Writer::new(buf, Style::CANONICAL).raw("[");
         for (at, turn) in turns.iter().enumerate() {
-            self.write_one(buf, at, turn, walk.find(turn).flatten(), &mut decoded);
+            self.write_one(buf, at, turn, located.at(at).map(|k| &self.left[k]), &mut decoded);
             if buf.len() >= part {
                 drain(buf)?;
             }
@@ -176,7 +203,7 @@ impl LeftText {
                 debug_assert!(ok.is_some(), "checked as decoding checks when it was read");
                 write_turn_with(&mut w, turn.json_fields(), |w| w.str(decoded));
             }
-            // Its own content; `check_view` found every placeholder's.
+            // Its own content; `locate` found every placeholder's.
             None => cutctx_json::write_turn(&mut w, turn.json_fields()),
         }
     }
@@ -185,24 +212,22 @@ impl LeftText {
     /// writes the even blocks and drains them, the other the odd ones into buffers it hands
     /// over in order (two at most waiting, so the output is never held) and gets back
     /// emptied. Writing a view is mostly waiting on memory, each kept content read from a
-    /// text long out of the caches: a second thread waits beside the first. Where each turn's
-    /// content lies is found first, in one pass, as [`LeftText::check_view`] finds it.
+    /// text long out of the caches: a second thread waits beside the first.
     fn write_view_on_two<E>(
         &self,
-        input: &Transcript,
         turns: &[TranscriptTurn],
+        located: &Located,
         buf: &mut String,
         part: usize,
         mut drain: impl FnMut(&mut String) -> Result<(), E>,
     ) -> Result<(), E> {
-        let mut walk = self.walk(input);
-        let found: Vec<Option<&Left>> = turns.iter().map(|t| walk.find(t).flatten()).collect();
         let blocks = turns.len().div_ceil(WRITE_BLOCK_TURNS);
         let write_block = |k: usize, out: &mut String, decoded: &mut String| {
             let from = k * WRITE_BLOCK_TURNS;
             let to = (from + WRITE_BLOCK_TURNS).min(turns.len());
             for at in from..to {
-                self.write_one(out, at, &turns[at], found[at], decoded);
+                let found = located.at(at).map(|k| &self.left[k]);
+                self.write_one(out, at, &turns[at], found, decoded);
             }
         };
         std::thread::scope(|scope| {
@@ -320,11 +345,23 @@ struct Digests<'a> {
 }
 
 impl Digests<'_> {
+    /// The content left for the turn at `position`, if its content was left.
+    ///
+    /// Positions in `left` are distinct and rising, so the one for `position` sits at an index
+    /// no greater than it, and at exactly it when every earlier turn left its content too: the
+    /// usual request, where this is one look instead of a search through a list as long as
+    /// the transcript (twice for every masked turn, each step a likely cache miss).
     fn left(&self, position: usize) -> Option<&Left> {
-        self.left
+        if let Some(l) = self.left.get(position)
+            && l.position() == position
+        {
+            return Some(l);
+        }
+        let before = self.left.get(..position).unwrap_or(self.left);
+        before
             .binary_search_by_key(&position, Left::position)
             .ok()
-            .and_then(|k| self.left.get(k))
+            .and_then(|k| before.get(k))
     }
 }
 
@@ -491,8 +528,8 @@ mod tests {
         // The two writers, called directly whatever the machine's cores: drained in parts,
         // and kept whole by a drain that keeps what it is given.
         let c = crate::compact_text(text.clone()).expect("a valid request");
-        let left = c.left.as_ref().expect("contents left in the text");
-        let (input, view) = (&c._request.transcript, &c.out.transcript);
+        let (left, located) = c.left.as_ref().expect("contents left in the text");
+        let view = &c.out.transcript;
         let transcript = expected
             .rfind("\"transcript\":")
             .and_then(|at| expected.get(at + 13..expected.len() - 2))
@@ -500,7 +537,7 @@ mod tests {
         for part in [1, super::super::WRITE_PART_BYTES, usize::MAX] {
             let mut written = String::new();
             let mut buf = String::new();
-            let drained = left.write_view_on_two(input, view.turns(), &mut buf, part, |b| {
+            let drained = left.write_view_on_two(view.turns(), located, &mut buf, part, |b| {
                 if part < usize::MAX {
                     written.push_str(b);
                     b.clear();

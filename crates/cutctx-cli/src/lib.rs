@@ -74,8 +74,9 @@ pub struct Compacted {
     hashing: Option<std::thread::JoinHandle<String>>,
     head: bool,
     out: cutctx::CompactedTranscript,
-    /// The request's text, when the view's kept contents are written from it.
-    left: Option<left::LeftText>,
+    /// The request's text, when the view's kept contents are written from it, with where
+    /// they lie.
+    left: Option<(left::LeftText, left::Located)>,
 }
 
 /// How many bytes of the transcript [`Compacted::write_to`] gathers before writing them.
@@ -132,7 +133,7 @@ impl Compacted {
     ) -> Result<(), E> {
         let view = &self.out.transcript;
         match &self.left {
-            Some(text) => text.write_view(&self._request.transcript, view, buf, part, drain),
+            Some((text, located)) => text.write_view(view, located, buf, part, drain),
             None => view.write_canonical_in_parts(buf, part, drain),
         }
     }
@@ -255,9 +256,13 @@ fn compacted_with(
         })
         .flatten();
     let out = cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries)?;
-    if let Some(text) = &text {
-        text.check_view(&req.transcript, &out.transcript)?;
-    }
+    let left = match text {
+        Some(text) => {
+            let located = text.locate(&req.transcript, &out.transcript)?;
+            Some((text, located))
+        }
+        None => None,
+    };
     Ok(Compacted {
         report: None,
         _request: req,
@@ -265,7 +270,7 @@ fn compacted_with(
         hashing,
         head: true,
         out,
-        left: text,
+        left,
     })
 }
 

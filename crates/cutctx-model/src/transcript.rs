@@ -63,16 +63,22 @@ struct Columns {
 }
 
 impl Columns {
+    /// The columns of `turns`, filled in one pass: the turns of a large transcript are read
+    /// from memory once, not once for each column.
     fn of(turns: &[TranscriptTurn]) -> Self {
-        Self {
-            ids: turns.iter().map(|t| Arc::clone(&t.turn_id)).collect(),
-            estimates: turns.iter().map(|t| t.token_estimate).collect(),
-            roles: turns.iter().map(|t| t.role).collect(),
-            fixed: turns
-                .iter()
-                .map(|t| t.role == Role::System || t.pinned)
-                .collect(),
+        let mut columns = Self {
+            ids: Vec::with_capacity(turns.len()),
+            estimates: Vec::with_capacity(turns.len()),
+            roles: Vec::with_capacity(turns.len()),
+            fixed: Vec::with_capacity(turns.len()),
+        };
+        for t in turns {
+            columns.ids.push(Arc::clone(&t.turn_id));
+            columns.estimates.push(t.token_estimate);
+            columns.roles.push(t.role);
+            columns.fixed.push(t.role == Role::System || t.pinned);
         }
+        columns
     }
 }
 
