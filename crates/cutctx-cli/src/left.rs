@@ -684,6 +684,73 @@ mod tests {
         assert_eq!(*seen.lock().expect("not poisoned"), decoded);
     }
 
+    proptest! {
+        /// Whichever turns left their contents (all, none, runs, gaps), the digests find each
+        /// turn's left content as a search through the list does, and none for the others.
+        #[test]
+        fn the_digests_find_each_left_content_by_its_position(
+            leaves in prop::collection::vec(prop::bool::weighted(0.8), 0..60),
+        ) {
+            let n = leaves.len();
+            let turns = (0..n.max(1))
+                .map(|i| {
+                    cutctx::TranscriptTurn::new(format!("t{i}"), cutctx::Role::User, "x", 1)
+                        .expect("a turn")
+                })
+                .collect();
+            let transcript = cutctx::Transcript::new(turns).expect("unique ids");
+            let left: Vec<Left> = (0..n)
+                .filter(|&p| leaves[p])
+                .map(|p| Left::of(p, 0, p..p + 1, true).expect("small"))
+                .collect();
+            let text = "x".repeat(n + 1);
+            let digests = super::Digests { text: &text, left: &left, transcript: &transcript };
+            for p in 0..n + 3 {
+                let searched = left.iter().find(|l| l.position() == p);
+                prop_assert_eq!(digests.left(p).map(Left::position), searched.map(Left::position));
+            }
+        }
+    }
+
+    #[test]
+    fn kept_contents_are_located_where_they_were_left_and_a_view_of_another_input_is_refused() {
+        let contents: Vec<(Vec<usize>, u8)> =
+            (0..40).map(|k| (vec![k % 12, k / 3], u8::from(k % 5 == 2))).collect();
+        let policy = r#"{"name":"observation_masking","keep_recent_results":1}"#;
+        let text = request(&contents, policy, 60, 2);
+        let c = crate::compact_text(text.clone()).expect("a valid request");
+        let (left, located) = c.left.as_ref().expect("contents left in the text");
+        let (input, view) = (&c._request.transcript, &c.out.transcript);
+        let mut kept = 0;
+        for (at, turn) in view.turns().iter().enumerate() {
+            match located.at(at) {
+                // A content left in the text: the input's turn of the same id left it.
+                Some(k) => {
+                    kept += 1;
+                    let l = &left.left[k];
+                    assert_eq!(input.turns()[l.position()].turn_id(), turn.turn_id());
+                }
+                // Its own: no placeholder shown (a stub, a summary).
+                None => assert!(left.placeholders.iter().all(|p| !std::ptr::eq(turn.content(), &**p))),
+            }
+        }
+        assert!(kept > 0 && kept < view.turns().len(), "{kept}");
+        // The view located against another input (its turns of other ids): the view's turns
+        // show this text's placeholders, but no left content is theirs.
+        let renamed = input
+            .turns()
+            .iter()
+            .map(|t| {
+                cutctx::TranscriptTurn::new(format!("x{}", t.turn_id()), t.role(), "", 1)
+                    .expect("a turn")
+            })
+            .collect();
+        let other = cutctx::Transcript::new(renamed).expect("unique ids");
+        let e = left.locate(&other, view).err().expect("another input's view");
+        assert_eq!(e.code, crate::INTERNAL_ERROR);
+        assert!(e.details.contains_key("turn_id"), "{:?}", e.details);
+    }
+
     #[test]
     fn a_content_past_what_32_bits_hold_is_not_left() {
         let max = u32::MAX as usize;
