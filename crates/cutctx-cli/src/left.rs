@@ -65,18 +65,32 @@ impl<'a> KeptWalk<'a> {
 /// [`LeftText::locate`] once the view is made and read by [`LeftText::write_view`].
 pub(crate) struct Located {
     /// For each turn of the view, by position: the index of its content among the left
-    /// ones, or `None` when it shows its own content.
-    found: Vec<Option<u32>>,
+    /// ones and whether the turn is written by copying its input's record whole, or `None`
+    /// when it shows its own content.
+    found: Vec<Option<(u32, bool)>>,
+}
+
+/// How the view's turn at a position is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// Its input's record copied whole: the turn is its input's unchanged, and the record
+    /// is written as the canonical writer writes it.
+    Record(usize),
+    /// Its fields written, the content copied or decoded from the left content at this index.
+    Content(usize),
 }
 
 impl Located {
-    /// The index among the left contents of the content of the view's turn at `at`.
-    fn at(&self, at: usize) -> Option<usize> {
-        self.found
-            .get(at)
-            .copied()
-            .flatten()
-            .and_then(|k| usize::try_from(k).ok())
+    /// How the view's turn at `at` is written from the text; `None` when it shows its own
+    /// content.
+    fn at(&self, at: usize) -> Option<Kept> {
+        let (k, whole) = self.found.get(at).copied().flatten()?;
+        let k = usize::try_from(k).ok()?;
+        Some(if whole {
+            Kept::Record(k)
+        } else {
+            Kept::Content(k)
+        })
     }
 }
 
@@ -120,15 +134,27 @@ impl LeftText {
     ///
     /// `INTERNAL_ERROR` for a view turn showing a placeholder that no turn of the input left
     /// (the view is not this input's), never expected.
-    pub(crate) fn locate(&self, input: &Transcript, view: &Transcript) -> Result<Located, CliError> {
+    pub(crate) fn locate(
+        &self,
+        input: &Transcript,
+        view: &Transcript,
+    ) -> Result<Located, CliError> {
         let mut walk = self.walk(input);
         let mut found = Vec::with_capacity(view.turns().len());
         for turn in view.turns() {
             // An index fits 32 bits as the positions do (see `Left`).
-            match walk.find(turn).map(|k| k.map(u32::try_from)) {
+            match walk.find(turn).map(|k| k.map(|k| (k, u32::try_from(k)))) {
                 None => found.push(None),
-                Some(Some(Ok(k))) => found.push(Some(k)),
-                Some(None | Some(Err(_))) => {
+                Some(Some((k, Ok(index)))) => {
+                    let l = &self.left[k];
+                    let whole = l.record().is_some()
+                        && input
+                            .turns()
+                            .get(l.position())
+                            .is_some_and(|original| unchanged(original, turn));
+                    found.push(Some((index, whole)));
+                }
+                Some(None | Some((_, Err(_)))) => {
                     return Err(CliError {
                         code: crate::INTERNAL_ERROR,
                         message: "a kept turn's content was not found where the request was \
@@ -167,7 +193,7 @@ impl LeftText {
         let mut decoded = String::new();
         Writer::new(buf, Style::CANONICAL).raw("[");
         for (at, turn) in turns.iter().enumerate() {
-            self.write_one(buf, at, turn, located.at(at).map(|k| &self.left[k]), &mut decoded);
+            self.write_one(buf, at, turn, located.at(at), &mut decoded);
             if buf.len() >= part {
                 drain(buf)?;
             }
@@ -176,35 +202,40 @@ impl LeftText {
         drain(buf)
     }
 
-    /// The view's turn at `at` onto `buf`, after its separator, its content `found` left in
-    /// the text or its own.
+    /// The view's turn at `at` onto `buf`, after its separator: its input's record copied, or
+    /// its fields with its content left in the text (`kept`), or its own.
     fn write_one(
         &self,
         buf: &mut String,
         at: usize,
         turn: &TranscriptTurn,
-        found: Option<&Left>,
+        kept: Option<Kept>,
         decoded: &mut String,
     ) {
         let mut w = Writer::new(buf, Style::CANONICAL);
         if at > 0 {
             w.item_separator();
         }
-        match found {
-            Some(l) if l.is_canonical() => {
-                let span = l.span();
-                // The literal, quotes included.
-                let literal = &self.text[span.start - 1..span.end + 1];
-                write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
-            }
-            Some(l) => {
-                decoded.clear();
-                let ok = cutctx_json::decode_written(&self.text[l.span()], decoded);
-                debug_assert!(ok.is_some(), "checked as decoding checks when it was read");
-                write_turn_with(&mut w, turn.json_fields(), |w| w.str(decoded));
-            }
+        let (k, whole) = match kept {
+            Some(Kept::Record(k)) => (k, true),
+            Some(Kept::Content(k)) => (k, false),
             // Its own content; `locate` found every placeholder's.
-            None => cutctx_json::write_turn(&mut w, turn.json_fields()),
+            None => return cutctx_json::write_turn(&mut w, turn.json_fields()),
+        };
+        let l = &self.left[k];
+        if whole && let Some(record) = l.record() {
+            return w.raw(&self.text[record]);
+        }
+        if l.is_canonical() {
+            let span = l.span();
+            // The literal, quotes included.
+            let literal = &self.text[span.start - 1..span.end + 1];
+            write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
+        } else {
+            decoded.clear();
+            let ok = cutctx_json::decode_written(&self.text[l.span()], decoded);
+            debug_assert!(ok.is_some(), "checked as decoding checks when it was read");
+            write_turn_with(&mut w, turn.json_fields(), |w| w.str(decoded));
         }
     }
 
@@ -225,9 +256,8 @@ impl LeftText {
         let write_block = |k: usize, out: &mut String, decoded: &mut String| {
             let from = k * WRITE_BLOCK_TURNS;
             let to = (from + WRITE_BLOCK_TURNS).min(turns.len());
-            for at in from..to {
-                let found = located.at(at).map(|k| &self.left[k]);
-                self.write_one(out, at, &turns[at], found, decoded);
+            for (at, turn) in turns.iter().enumerate().take(to).skip(from) {
+                self.write_one(out, at, turn, located.at(at), decoded);
             }
         };
         std::thread::scope(|scope| {
@@ -279,6 +309,19 @@ impl LeftText {
             drain(buf)
         })
     }
+}
+
+/// Whether the view's `turn` is its input's `original` unchanged but for the content each
+/// shows (the same placeholder): every field the record holds is the same, metadata empty as
+/// the record's is. Only such a turn is written by copying the record.
+fn unchanged(original: &TranscriptTurn, turn: &TranscriptTurn) -> bool {
+    original.turn_id() == turn.turn_id()
+        && original.role() == turn.role()
+        && original.pinned() == turn.pinned()
+        && original.token_estimate() == turn.token_estimate()
+        && original.tool_call_id() == turn.tool_call_id()
+        && original.metadata().is_empty()
+        && turn.metadata().is_empty()
 }
 
 /// The fewest turns in a view whose writing is shared with a second thread.
@@ -424,6 +467,13 @@ mod tests {
         let call = call.map_or_else(|| "null".to_owned(), |c| format!("\"{c}\""));
         // Large enough that a stub is worth it: masking replaces only what it shrinks.
         let estimate = 5 + content.len() * 4;
+        // Written as the canonical writer writes the turn (kind 4, 5), or nearly so (6 to 9:
+        // a space, metadata, an escaped id, an empty map with a space inside).
+        let canonical = |metadata: &str, pinned: bool, id: &str| {
+            format!(
+                r#"{{"content":"{content}","metadata":{metadata},"pinned":{pinned},"role":"{role}","token_estimate":{estimate},"tool_call_id":{call},"turn_id":"{id}"}}"#
+            )
+        };
         match kind {
             0 => format!(
                 r#"{{"turn_id":"t{i}","role":"{role}","content":"{content}","token_estimate":{estimate},"tool_call_id":{call}}}"#
@@ -434,9 +484,17 @@ mod tests {
             2 => format!(
                 r#"{{"turn_id":"t{i}","role":"{role}","token_estimate":{estimate},"tool_call_id":{call}}}"#
             ),
-            _ => format!(
+            3 => format!(
                 r#"{{"turn\u005fid":"t{i}","role":"{role}","content":"{content}","token_estimate":{estimate},"tool_call_id":{call}}}"#
             ),
+            4 => canonical("{}", false, &format!("t{i}")),
+            5 => canonical("{}", true, &format!("t{i}")),
+            6 => {
+                canonical("{}", false, &format!("t{i}")).replacen("\"pinned\":", "\"pinned\": ", 1)
+            }
+            7 => canonical(r#"{"k":"v"}"#, false, &format!("t{i}")),
+            8 => canonical("{}", false, &format!("\\u0074{i}")),
+            _ => canonical("{ }", false, &format!("t{i}")),
         }
     }
 
@@ -513,7 +571,7 @@ mod tests {
         // Contents of every spelling, most kept: the view is written in blocks on two threads.
         let n = super::PARALLEL_WRITE_TURNS + 2 * super::WRITE_BLOCK_TURNS + 5;
         let contents: Vec<(Vec<usize>, u8)> = (0..n)
-            .map(|k| (vec![k, k / 7, k / 3 + 1], (k % 11 == 5) as u8))
+            .map(|k| (vec![k, k / 7, k / 3 + 1], if k % 11 == 5 { 1 } else { 4 }))
             .collect();
         let text = request(
             &contents,
@@ -578,7 +636,7 @@ mod tests {
         #[test]
         fn contents_left_in_the_text_give_the_bytes_decoded_ones_give(
             contents in prop::collection::vec(
-                (prop::collection::vec(0..PIECES.len(), 0..6), prop_oneof![6 => 0_u8..3, 1 => Just(3_u8)]),
+                (prop::collection::vec(0..PIECES.len(), 0..6), prop_oneof![6 => 0_u8..3, 1 => Just(3_u8), 6 => 4_u8..10]),
                 0..30,
             ),
             policy in 0..POLICIES.len(),
@@ -589,7 +647,7 @@ mod tests {
             // Every content the quick reader takes (a usual record's) is left in the text, the
             // system turn's among them: the text path is the one tested. A record only the
             // strict parse takes is built decoded, beside them.
-            let usual = 1 + contents.iter().filter(|(_, kind)| *kind < 2).count();
+            let usual = 1 + contents.iter().filter(|(_, kind)| !matches!(kind, 2 | 3)).count();
             match parse_leaving(&text).expect("a valid document") {
                 Ok(leaving) => prop_assert_eq!(leaving.left.len(), usual),
                 Err(e) => prop_assert!(crate::compact(&text).is_err(), "{}", e.to_json_line()),
@@ -701,7 +759,7 @@ mod tests {
             let transcript = cutctx::Transcript::new(turns).expect("unique ids");
             let left: Vec<Left> = (0..n)
                 .filter(|&p| leaves[p])
-                .map(|p| Left::of(p, 0, p..p + 1, true).expect("small"))
+                .map(|p| Left::of(p, 0, p..p + 1, true, None).expect("small"))
                 .collect();
             let text = "x".repeat(n + 1);
             let digests = super::Digests { text: &text, left: &left, transcript: &transcript };
@@ -714,26 +772,43 @@ mod tests {
 
     #[test]
     fn kept_contents_are_located_where_they_were_left_and_a_view_of_another_input_is_refused() {
-        let contents: Vec<(Vec<usize>, u8)> =
-            (0..40).map(|k| (vec![k % 12, k / 3], u8::from(k % 5 == 2))).collect();
+        let contents: Vec<(Vec<usize>, u8)> = (0..40)
+            .map(|k| (vec![k % 12, k / 3], [4, 0, 5, 7, 8, 4, 9, 6][k % 8]))
+            .collect();
         let policy = r#"{"name":"observation_masking","keep_recent_results":1}"#;
         let text = request(&contents, policy, 60, 2);
         let c = crate::compact_text(text.clone()).expect("a valid request");
         let (left, located) = c.left.as_ref().expect("contents left in the text");
         let (input, view) = (&c._request.transcript, &c.out.transcript);
-        let mut kept = 0;
+        let (mut kept, mut whole) = (0, 0);
         for (at, turn) in view.turns().iter().enumerate() {
             match located.at(at) {
-                // A content left in the text: the input's turn of the same id left it.
-                Some(k) => {
+                // A content left in the text: the input's turn of the same id left it, and
+                // its record is copied whole exactly when it is written canonically and the
+                // turn is its input's unchanged.
+                Some(found @ (super::Kept::Record(k) | super::Kept::Content(k))) => {
                     kept += 1;
                     let l = &left.left[k];
-                    assert_eq!(input.turns()[l.position()].turn_id(), turn.turn_id());
+                    let original = &input.turns()[l.position()];
+                    assert_eq!(original.turn_id(), turn.turn_id());
+                    let copied = l.record().is_some() && super::unchanged(original, turn);
+                    assert_eq!(
+                        found == super::Kept::Record(k),
+                        copied,
+                        "{}",
+                        turn.turn_id()
+                    );
+                    whole += usize::from(copied);
                 }
                 // Its own: no placeholder shown (a stub, a summary).
-                None => assert!(left.placeholders.iter().all(|p| !std::ptr::eq(turn.content(), &**p))),
+                None => assert!(
+                    left.placeholders
+                        .iter()
+                        .all(|p| !std::ptr::eq(turn.content(), &**p))
+                ),
             }
         }
+        assert!(whole > 0 && whole < kept, "{whole} of {kept}");
         assert!(kept > 0 && kept < view.turns().len(), "{kept}");
         // The view located against another input (its turns of other ids): the view's turns
         // show this text's placeholders, but no left content is theirs.
@@ -746,7 +821,10 @@ mod tests {
             })
             .collect();
         let other = cutctx::Transcript::new(renamed).expect("unique ids");
-        let e = left.locate(&other, view).err().expect("another input's view");
+        let e = left
+            .locate(&other, view)
+            .err()
+            .expect("another input's view");
         assert_eq!(e.code, crate::INTERNAL_ERROR);
         assert!(e.details.contains_key("turn_id"), "{:?}", e.details);
     }
@@ -754,9 +832,9 @@ mod tests {
     #[test]
     fn a_content_past_what_32_bits_hold_is_not_left() {
         let max = u32::MAX as usize;
-        assert!(Left::of(1, 0, 0..2, true).is_some());
-        assert!(Left::of(max + 1, 0, 0..2, true).is_none());
-        assert!(Left::of(1, max - 1, 0..2, true).is_none());
-        assert!(Left::of(1, usize::MAX, 1..2, true).is_none());
+        assert!(Left::of(1, 0, 0..2, true, None).is_some());
+        assert!(Left::of(max + 1, 0, 0..2, true, None).is_none());
+        assert!(Left::of(1, max - 1, 0..2, true, None).is_none());
+        assert!(Left::of(1, usize::MAX, 1..2, true, None).is_none());
     }
 }

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Read;
+use std::num::NonZeroU32;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -145,24 +146,51 @@ pub struct Left {
     /// Whether the written content is its own canonical JSON spelling (every escape the one
     /// the canonical writer uses), so that it can be copied and hashed as it stands.
     canonical: bool,
+    /// Where the turn's whole record ends, when the record is written exactly as the canonical
+    /// writer writes the turn (it then starts with [`RECORD_HEAD`], just before the content).
+    record_end: Option<NonZeroU32>,
 }
 
+/// How a record written as the canonical writer writes a turn opens: its content comes first.
+const RECORD_HEAD: &str = "{\"content\":\"";
+
 impl Left {
-    /// The content of the turn at `position`, at `span` of a text read from `base`; `None`
+    /// The content of the turn at `position`, at `span` of a text read from `base`, its whole
+    /// record at `record` when it is written as the canonical writer writes the turn; `None`
     /// past what 32 bits hold.
     pub(crate) fn of(
         position: usize,
         base: usize,
         span: Range<usize>,
         canonical: bool,
+        record: Option<Range<usize>>,
     ) -> Option<Self> {
         let at = |offset: usize| u32::try_from(base.checked_add(offset)?).ok();
+        let record_end = match record {
+            Some(r) => {
+                // The record reader sets it only for a record that opens with its content.
+                debug_assert_eq!(r.start + RECORD_HEAD.len(), span.start, "the content first");
+                let head = r.start.checked_add(RECORD_HEAD.len()) == Some(span.start);
+                head.then(|| at(r.end).and_then(NonZeroU32::new)).flatten()
+            }
+            None => None,
+        };
         Some(Self {
             position: u32::try_from(position).ok()?,
             start: at(span.start)?,
             end: at(span.end)?,
             canonical,
+            record_end,
         })
+    }
+
+    /// Where the turn's whole record lies in the request, braces included, when it is written
+    /// exactly as the canonical writer writes the turn: a turn kept unchanged is then written
+    /// by copying it.
+    #[must_use]
+    pub fn record(&self) -> Option<Range<usize>> {
+        let end = self.record_end?.get() as usize;
+        Some((self.start as usize).checked_sub(RECORD_HEAD.len())?..end)
     }
 
     /// The turn's position in the transcript.
@@ -563,7 +591,8 @@ impl Builder {
             }) {
                 Ok(turn) => {
                     if let Some((span, canonical)) = r.left {
-                        let Some(l) = Left::of(turns.len(), self.base, span, canonical) else {
+                        let Some(l) = Left::of(turns.len(), self.base, span, canonical, r.verbatim)
+                        else {
                             built = None;
                             continue;
                         };

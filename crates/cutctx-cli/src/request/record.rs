@@ -25,6 +25,10 @@ pub(super) struct Record {
     /// Where the content lies as written, quotes excluded, and whether every escape in it is
     /// the canonical writer's: set when the content is left in the text rather than decoded.
     pub(super) left: Option<(Range<usize>, bool)>,
+    /// Where the whole record lies, braces included, when it is written exactly as the
+    /// canonical writer writes its turn (see [`is_verbatim`]): set only with
+    /// [`Record::left`], so that a kept turn can be copied whole from the text.
+    pub(super) verbatim: Option<Range<usize>>,
     /// The `turn_id`, in the id text.
     pub(super) id: Range<usize>,
     /// The `tool_call_id`, in the id text, unless missing or `null`.
@@ -104,10 +108,18 @@ pub(super) fn record_at(
     if b.get(i) != Some(&b'{') {
         return None;
     }
+    let open = i;
+    // Whether no whitespace was skipped anywhere in the record, as the canonical writer
+    // writes none.
+    let mut tight = true;
+    // Whether every id and the role were read without an escape: then each is written as the
+    // canonical writer writes it (it escapes nothing else a JSON string may hold raw).
+    let mut plain = true;
     let mut seen = 0_u8;
     let mut rec = Record {
         content: Arc::from(""),
         left: None,
+        verbatim: None,
         id: 0..0,
         call: None,
         role: Role::User,
@@ -115,7 +127,7 @@ pub(super) fn record_at(
         pinned: false,
         metadata: BTreeMap::new(),
     };
-    i = ws(b, i + 1);
+    i = skip(b, i + 1, &mut tight);
     if b.get(i) == Some(&b'}') {
         return None;
     }
@@ -136,21 +148,23 @@ pub(super) fn record_at(
         // At most seven keys are seen, each once: there is room for each.
         keys.bits[keys.len] = bit;
         keys.len += 1;
-        i = ws(b, end);
+        i = skip(b, end, &mut tight);
         if b.get(i) != Some(&b':') {
             return None;
         }
-        i = ws(b, i + 1);
+        i = skip(b, i + 1, &mut tight);
         i = match bit {
             TURN_ID => {
-                let (id, end) = id_text(s, i, ids, scratch)?;
+                let (id, escaped, end) = id_text(s, i, ids, scratch)?;
                 rec.id = id;
+                plain &= !escaped;
                 end
             }
             CALL if b[i..].starts_with(b"null") => i + 4,
             CALL => {
-                let (call, end) = id_text(s, i, ids, scratch)?;
+                let (call, escaped, end) = id_text(s, i, ids, scratch)?;
                 rec.call = Some(call);
+                plain &= !escaped;
                 end
             }
             ROLE => {
@@ -188,32 +202,63 @@ pub(super) fn record_at(
                 i + 4
             }
             PINNED if b[i..].starts_with(b"false") => i + 5,
-            METADATA => metadata(s, i, &mut rec.metadata, scratch)?,
+            METADATA => {
+                let end = metadata(s, i, &mut rec.metadata, scratch)?;
+                // `{}` as the writer writes an empty map, not `{ }`.
+                tight &= end == i + 2 || !rec.metadata.is_empty();
+                end
+            }
             _ => return None,
         };
-        i = ws(b, i);
+        i = skip(b, i, &mut tight);
         match b.get(i) {
-            Some(b',') => i = ws(b, i + 1),
+            Some(b',') => i = skip(b, i + 1, &mut tight),
             Some(b'}') => break,
             _ => return None,
         }
     }
     let required = TURN_ID | ROLE | ESTIMATE;
+    if seen & required != required {
+        return None;
+    }
+    let close = i + 1;
+    if tight
+        && plain
+        && rec.metadata.is_empty()
+        && rec.left.as_ref().is_some_and(|(_, canonical)| *canonical)
+        && is_verbatim(&keys)
+    {
+        rec.verbatim = Some(open..close);
+    }
     *order = keys;
-    (seen & required == required).then_some((rec, i + 1))
+    Some((rec, close))
 }
 
-/// The string at `i` appended to `ids`: where it lies there, and the position after it.
+/// The keys in the order the canonical writer writes a turn's: all seven, sorted.
+const CANONICAL_ORDER: [u8; 7] = [CONTENT, METADATA, PINNED, ROLE, ESTIMATE, CALL, TURN_ID];
+
+/// Whether a record of the keys `keys` is written as the canonical writer writes its turn,
+/// given that it holds no whitespace, no id or role spelled with an escape, empty metadata
+/// and a content in its canonical spelling (which [`record_at`] checks): every key present,
+/// in the writer's order. Each value is then the writer's own spelling: `true` or `false`;
+/// a role or id with nothing to escape, as written; an integer without a sign, fraction,
+/// exponent or leading zero, the only way the writer writes it; `null`; `{}`.
+fn is_verbatim(keys: &KeyOrder) -> bool {
+    keys.len == CANONICAL_ORDER.len() && keys.bits == CANONICAL_ORDER
+}
+
+/// The string at `i` appended to `ids`: where it lies there, whether it was spelled with an
+/// escape, and the position after it.
 fn id_text(
     s: &str,
     i: usize,
     ids: &mut String,
     scratch: &mut String,
-) -> Option<(Range<usize>, usize)> {
+) -> Option<(Range<usize>, bool, usize)> {
     let (text, end) = string(s, i, scratch)?;
     let start = ids.len();
     ids.push_str(text.of(s, scratch));
-    Some((start..ids.len(), end))
+    Some((start..ids.len(), matches!(text, Text::Decoded), end))
 }
 
 /// The object of strings at `i` read into `map` (empty on entry); the position after it.
@@ -339,6 +384,13 @@ fn ws(b: &[u8], i: usize) -> usize {
     super::scan::ws(b, i)
 }
 
+/// [`ws`], clearing `tight` when it skipped any whitespace.
+fn skip(b: &[u8], i: usize, tight: &mut bool) -> usize {
+    let next = ws(b, i);
+    *tight &= next == i;
+    next
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -356,6 +408,69 @@ mod tests {
         let (rec, end) =
             super::record_at(s, 0, ids, scratch, &mut super::KeyOrder::default(), None)?;
         (super::ws(s.as_bytes(), end) == s.len()).then_some(rec)
+    }
+
+    /// Where the record `s` holds whole lies as its turn's canonical writing, read with its
+    /// content left in the text.
+    fn verbatim(s: &str) -> Option<std::ops::Range<usize>> {
+        let (mut ids, mut scratch) = (String::new(), String::new());
+        let placeholder: std::sync::Arc<str> = std::sync::Arc::from("");
+        let order = &mut super::KeyOrder::default();
+        let (rec, end) = super::record_at(s, 0, &mut ids, &mut scratch, order, Some(&placeholder))?;
+        assert_eq!(super::ws(s.as_bytes(), end), s.len(), "{s:?}");
+        rec.verbatim
+    }
+
+    /// `turn` as the canonical writer writes it.
+    fn canonical_writing(turn: &TranscriptTurn) -> String {
+        let mut out = String::new();
+        let w = &mut cutctx_json::Writer::new(&mut out, cutctx_json::Style::CANONICAL);
+        cutctx_json::write_turn(w, turn.json_fields());
+        out
+    }
+
+    /// Whether the content of `written`, a turn's canonical writing, is spelled with the
+    /// canonical writer's escapes only: always, since the writer wrote it.
+    fn canonical_content(written: &str) -> bool {
+        cutctx_json::check_string(written.as_bytes(), 12).is_some_and(|c| c.canonical)
+    }
+
+    #[test]
+    fn only_a_record_written_as_the_canonical_writer_writes_it_is_verbatim() {
+        let canonical = r#"{"content":"a \"b\"\n","metadata":{},"pinned":false,"role":"tool","token_estimate":7,"tool_call_id":"c1","turn_id":"t1"}"#;
+        assert_eq!(verbatim(canonical), Some(0..canonical.len()));
+        let pinned = canonical
+            .replace("false", "true")
+            .replace(r#""c1""#, "null");
+        assert_eq!(verbatim(&pinned), Some(0..pinned.len()));
+        // Surrounding whitespace is the array's, not the record's.
+        assert_eq!(
+            verbatim(&format!(" {canonical}\n")),
+            Some(1..canonical.len() + 1)
+        );
+        for near in [
+            canonical.replacen(':', ": ", 1),
+            canonical.replacen(',', " ,", 1),
+            canonical.replacen("{}", "{ }", 1),
+            canonical.replacen("{}", r#"{"k":"v"}"#, 1),
+            canonical.replacen(r#""t1""#, r#""\u00741""#, 1),
+            canonical.replacen(r#""c1""#, r#""\u00631""#, 1),
+            // A content escape the canonical writer does not write.
+            canonical.replacen(r#"\n"#, r#"\u000a"#, 1),
+            canonical.replacen(r#"\n"#, r#"\/"#, 1),
+            // Keys out of the writer's order, or one missing.
+            canonical.replacen(
+                r#""pinned":false,"role":"tool""#,
+                r#""role":"tool","pinned":false"#,
+                1,
+            ),
+            canonical.replacen(r#""pinned":false,"#, "", 1),
+            canonical.replacen(r#""metadata":{},"#, "", 1),
+        ] {
+            assert_ne!(near, canonical);
+            assert!(strict(&near).is_some(), "{near}");
+            assert_eq!(verbatim(&near), None, "{near}");
+        }
     }
 
     /// The turn the strict parse builds of `text`, if any.
@@ -700,6 +815,27 @@ mod tests {
         #[test]
         fn a_generated_record_reads_as_the_strict_parse_reads_it(text in record_text()) {
             agrees(&text);
+        }
+
+        /// A record taken as its turn's canonical writing is that writing, and the canonical
+        /// writing of any turn with empty metadata and ids the writer does not escape is
+        /// taken so: for any generated record, and for the writing of the turn it holds.
+        #[test]
+        fn a_record_is_verbatim_exactly_when_it_is_its_turns_canonical_writing(
+            text in record_text(),
+        ) {
+            let Some(turn) = strict(&text) else { return Ok(()) };
+            let written = canonical_writing(&turn);
+            let verbatim = |t: &str| verbatim(t).map(|r| t[r].to_owned());
+            if let Some(copied) = verbatim(&text) {
+                prop_assert_eq!(&copied, &written);
+            }
+            let plain = |id: &str| !id.bytes().any(cutctx_json::escape::needs_escape);
+            let expected = turn.metadata().is_empty()
+                && plain(turn.turn_id())
+                && turn.tool_call_id().is_none_or(plain)
+                && canonical_content(&written);
+            prop_assert_eq!(verbatim(&written).is_some(), expected, "{}", written);
         }
 
         /// Reading records one after another, each key looked for first in the place it had in
