@@ -1,7 +1,8 @@
 //! The output's first part, `{"plan":…,`, written into the output a block at a time. The
 //! report's `plan_hash` is taken before the output starts, the plan streamed through the hash
 //! (`PlanDraft::plan_hash`), and the plan is written again here: neither holds the plan's text
-//! whole, which at a 50% budget is a tenth of the request's size.
+//! whole, which at a 50% budget is a tenth of the request's size. A plan of many actions is
+//! written on two threads, a block of actions at a time (see [`crate::two`]).
 
 use std::io::Write;
 
@@ -28,6 +29,9 @@ pub(crate) fn push_head(plan: &PlanDraft, text: &mut String) {
 ///
 /// The first error writing to `out`; part of the head may have been written.
 pub(crate) fn write_head(plan: &PlanDraft, out: &mut impl Write) -> std::io::Result<()> {
+    if plan.actions.len() >= PARALLEL_ACTIONS && cutctx::Parallelism::Automatic.threads() > 1 {
+        return write_head_on_two(plan, out);
+    }
     let mut sink = Writing {
         block: String::with_capacity(BLOCK + BLOCK / 2),
         out,
@@ -38,6 +42,39 @@ pub(crate) fn write_head(plan: &PlanDraft, out: &mut impl Write) -> std::io::Res
     sink.put(",");
     sink.write_block();
     sink.failed.map_or(Ok(()), Err)
+}
+
+/// The fewest actions in a plan whose writing is shared with a second thread.
+const PARALLEL_ACTIONS: usize = 20_000;
+
+/// How many actions each block written on one thread holds.
+const BLOCK_ACTIONS: usize = 1_024;
+
+/// [`write_head`] with the actions written in blocks on two threads in turn.
+fn write_head_on_two(plan: &PlanDraft, out: &mut impl Write) -> std::io::Result<()> {
+    let actions = plan.actions.len();
+    let mut buf = String::with_capacity(BLOCK + BLOCK / 2);
+    buf.push_str(OPEN);
+    plan.write_canonical_opening(&mut buf);
+    let mut drain = |buf: &mut String| {
+        out.write_all(buf.as_bytes())?;
+        buf.clear();
+        Ok::<(), std::io::Error>(())
+    };
+    let block = |k: usize, out: &mut String, _: &mut String| {
+        let from = k * BLOCK_ACTIONS;
+        plan.write_canonical_actions(from..(from + BLOCK_ACTIONS).min(actions), out);
+    };
+    crate::two::on_two(
+        actions.div_ceil(BLOCK_ACTIONS),
+        block,
+        &mut buf,
+        BLOCK,
+        &mut drain,
+    )?;
+    plan.write_canonical_closing(&mut buf);
+    buf.push(',');
+    drain(&mut buf)
 }
 
 /// Writes what is written to `out`, a block at a time, keeping the first error (after which
@@ -85,7 +122,12 @@ mod tests {
 
     #[test]
     fn the_head_is_the_plans_canonical_json_pushed_or_written_and_a_failed_write_is_an_error() {
-        for n in [1, 40, 3_000] {
+        for n in [
+            1,
+            40,
+            3_000,
+            super::PARALLEL_ACTIONS + 2 * super::BLOCK_ACTIONS + 7,
+        ] {
             let turns = (0..n)
                 .map(|i| {
                     let (role, call) = if i % 2 == 0 {
@@ -114,12 +156,22 @@ mod tests {
                 let mut pushed = String::new();
                 super::push_head(&plan, &mut pushed);
                 assert_eq!(pushed, expected, "{n}");
-                let mut written = Vec::new();
-                super::write_head(&plan, &mut written).expect("a vector takes every write");
-                assert_eq!(String::from_utf8(written).expect("UTF-8"), expected, "{n}");
-                let mut full = [0_u8; 4];
-                let err = super::write_head(&plan, &mut &mut full[..]).expect_err("four bytes");
-                assert_eq!(err.kind(), std::io::ErrorKind::WriteZero, "{n}");
+                // As the command writes it, and on two threads whatever the machine's cores.
+                for on_two in [false, true] {
+                    let write = |mut out: &mut dyn std::io::Write| {
+                        if on_two {
+                            super::write_head_on_two(&plan, &mut out)
+                        } else {
+                            super::write_head(&plan, &mut out)
+                        }
+                    };
+                    let mut written = Vec::new();
+                    write(&mut written).expect("a vector takes every write");
+                    assert_eq!(String::from_utf8(written).expect("UTF-8"), expected, "{n}");
+                    let mut full = [0_u8; 4];
+                    let err = write(&mut &mut full[..]).expect_err("four bytes");
+                    assert_eq!(err.kind(), std::io::ErrorKind::WriteZero, "{n}");
+                }
             }
         }
     }

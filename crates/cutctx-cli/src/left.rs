@@ -239,11 +239,9 @@ impl LeftText {
         }
     }
 
-    /// As [`LeftText::write_view`], blocks of turns written on two threads in turn: this one
-    /// writes the even blocks and drains them, the other the odd ones into buffers it hands
-    /// over in order (two at most waiting, so the output is never held) and gets back
-    /// emptied. Writing a view is mostly waiting on memory, each kept content read from a
-    /// text long out of the caches: a second thread waits beside the first.
+    /// As [`LeftText::write_view`], blocks of turns written on two threads in turn (see
+    /// [`crate::two`]). Writing a view is mostly waiting on memory, each kept content read
+    /// from a text long out of the caches: a second thread waits beside the first.
     fn write_view_on_two<E>(
         &self,
         turns: &[TranscriptTurn],
@@ -260,54 +258,10 @@ impl LeftText {
                 self.write_one(out, at, turn, located.at(at), decoded);
             }
         };
-        std::thread::scope(|scope| {
-            let (to_main, from_helper) = std::sync::mpsc::sync_channel::<String>(2);
-            let (to_helper, from_main) = std::sync::mpsc::channel::<String>();
-            let write_block = &write_block;
-            scope.spawn(move || {
-                let mut decoded = String::new();
-                for k in (1..blocks).step_by(2) {
-                    let mut out = from_main.try_recv().unwrap_or_default();
-                    write_block(k, &mut out, &mut decoded);
-                    if to_main.send(out).is_err() {
-                        return;
-                    }
-                }
-            });
-            let mut decoded = String::new();
-            Writer::new(&mut *buf, Style::CANONICAL).raw("[");
-            for k in 0..blocks {
-                if k % 2 == 0 {
-                    write_block(k, buf, &mut decoded);
-                    if buf.len() >= part {
-                        drain(buf)?;
-                    }
-                } else {
-                    let Ok(mut block) = from_helper.recv() else {
-                        // The helper is gone: write its block here.
-                        write_block(k, buf, &mut decoded);
-                        continue;
-                    };
-                    if !buf.is_empty() {
-                        drain(buf)?;
-                    }
-                    // A drained buffer is empty, and the block takes its place uncopied; a
-                    // drain that keeps what it is given (a text made whole) takes it appended.
-                    if buf.is_empty() {
-                        std::mem::swap(buf, &mut block);
-                    } else {
-                        buf.push_str(&block);
-                        block.clear();
-                    }
-                    let _ = to_helper.send(block);
-                    if buf.len() >= part {
-                        drain(buf)?;
-                    }
-                }
-            }
-            Writer::new(&mut *buf, Style::CANONICAL).raw("]");
-            drain(buf)
-        })
+        Writer::new(&mut *buf, Style::CANONICAL).raw("[");
+        crate::two::on_two(blocks, write_block, buf, part, &mut drain)?;
+        Writer::new(&mut *buf, Style::CANONICAL).raw("]");
+        drain(buf)
     }
 }
 

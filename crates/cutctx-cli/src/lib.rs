@@ -19,6 +19,7 @@ pub mod output;
 pub mod request;
 pub mod session;
 mod svg;
+mod two;
 
 pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
 

@@ -152,9 +152,51 @@ impl PlanDraft {
     }
 
     fn write<S: Sink>(&self, out: &mut S) {
+        self.write_canonical_opening(out);
+        self.write_canonical_actions(0..self.actions.len(), out);
+        self.write_canonical_closing(out);
+    }
+
+    /// [`PlanDraft::canonical_json`]'s first part, up to its first action: with
+    /// [`PlanDraft::write_canonical_actions`] and [`PlanDraft::write_canonical_closing`], for a
+    /// writer that writes the actions in blocks, on more than one thread.
+    ///
+    /// ```
+    /// use cutctx_model::{PlanDraft, TurnAction};
+    /// let draft = PlanDraft {
+    ///     actions: vec![TurnAction::keep("a"), TurnAction::drop_turn("b"), TurnAction::keep("c")],
+    ///     budget_unmet: false,
+    ///     estimator_ratio: None,
+    ///     policy_name: "p".into(),
+    ///     policy_version: "1".into(),
+    ///     summarization_requests: vec![],
+    ///     tokens_after_estimate: 0,
+    ///     tokens_before: 0,
+    /// };
+    /// let (mut first, mut rest) = (String::new(), String::new());
+    /// draft.write_canonical_opening(&mut first);
+    /// draft.write_canonical_actions(0..1, &mut first);
+    /// draft.write_canonical_actions(1..3, &mut rest);
+    /// draft.write_canonical_closing(&mut rest);
+    /// assert_eq!(first + &rest, draft.canonical_json());
+    /// ```
+    pub fn write_canonical_opening<S: Sink>(&self, out: &mut S) {
+        Writer::new(out, Style::CANONICAL).raw("{\"actions\":[");
+    }
+
+    /// The actions at positions `range` of [`PlanDraft::canonical_json`], each after the
+    /// separator that precedes it there (none before the first action): the writings of
+    /// adjacent ranges join. A range past the actions is a caller's defect; what lies in it
+    /// is written.
+    pub fn write_canonical_actions<S: Sink>(&self, range: std::ops::Range<usize>, out: &mut S) {
+        debug_assert!(
+            range.end <= self.actions.len(),
+            "a range of the plan's actions"
+        );
+        let from = range.start;
+        let actions = self.actions.get(range).unwrap_or_default();
         let w = &mut Writer::new(out, Style::CANONICAL);
-        w.raw("{\"actions\":[");
-        for (i, a) in self.actions.iter().enumerate() {
+        for (i, a) in (from..).zip(actions) {
             if i > 0 {
                 w.item_separator();
             }
@@ -182,6 +224,12 @@ impl PlanDraft {
             w.str(&a.turn_id);
             w.raw("}");
         }
+    }
+
+    /// [`PlanDraft::canonical_json`]'s last part, after its last action (see
+    /// [`PlanDraft::write_canonical_opening`]).
+    pub fn write_canonical_closing<S: Sink>(&self, out: &mut S) {
+        let w = &mut Writer::new(out, Style::CANONICAL);
         w.raw("],\"budget_unmet\":");
         w.bool(self.budget_unmet);
         w.raw(",\"estimator_ratio\":");
@@ -244,6 +292,22 @@ mod tests {
             ],
             tokens_after_estimate: 5,
             tokens_before: 9,
+        }
+    }
+
+    #[test]
+    fn the_plan_written_in_parts_split_anywhere_is_its_canonical_json() {
+        let draft = sample_draft();
+        let n = draft.actions.len();
+        assert!(n >= 2, "a split between actions is tested");
+        for k in 0..=n {
+            let mut text = String::new();
+            draft.write_canonical_opening(&mut text);
+            draft.write_canonical_actions(0..k, &mut text);
+            let mut rest = String::new();
+            draft.write_canonical_actions(k..n, &mut rest);
+            draft.write_canonical_closing(&mut rest);
+            assert_eq!(text + &rest, draft.canonical_json(), "split at {k}");
         }
     }
 
