@@ -53,7 +53,11 @@ impl<'a> KeptWalk<'a> {
         }
         while let Some(l) = self.left.get(self.next) {
             self.next += 1;
-            if self.input.get(l.position()).map(TranscriptTurn::turn_id) == Some(turn.turn_id()) {
+            if self
+                .input
+                .get(l.position())
+                .is_some_and(|original| same_id(original, turn))
+            {
                 return Some(Some(self.next - 1));
             }
         }
@@ -269,13 +273,23 @@ impl LeftText {
 /// shows (the same placeholder): every field the record holds is the same, metadata empty as
 /// the record's is. Only such a turn is written by copying the record.
 fn unchanged(original: &TranscriptTurn, turn: &TranscriptTurn) -> bool {
-    original.turn_id() == turn.turn_id()
+    let same_call = match (original.tool_call_id(), turn.tool_call_id()) {
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
+        (a, b) => a == b,
+    };
+    same_id(original, turn)
         && original.role() == turn.role()
         && original.pinned() == turn.pinned()
         && original.token_estimate() == turn.token_estimate()
-        && original.tool_call_id() == turn.tool_call_id()
+        && same_call
         && original.metadata().is_empty()
         && turn.metadata().is_empty()
+}
+
+/// Whether two turns have the same id: a view's kept turn shares its input's id string, so
+/// the strings are compared only when they are not the same one.
+fn same_id(a: &TranscriptTurn, b: &TranscriptTurn) -> bool {
+    Arc::ptr_eq(a.turn_id_arc(), b.turn_id_arc()) || a.turn_id() == b.turn_id()
 }
 
 /// The fewest turns in a view whose writing is shared with a second thread.

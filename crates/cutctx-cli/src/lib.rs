@@ -66,6 +66,9 @@ pub struct Compacted {
     /// The output from the report up to the transcript, `"report":…,"transcript":`, once the
     /// plan's hash is known (see [`Compacted::report`]).
     report: Option<String>,
+    /// The report's first part, `"report":` and the report up to its `plan_hash` value, when
+    /// it was written beside the view's contents being located (see [`compacted_with`]).
+    report_head: Option<String>,
     _request: request::Request,
     /// The plan, written as the output's first part, `{"plan":…,`, unless `head` is false
     /// (`cutctx apply`, whose plan is the caller's own, prints only `{"report", "transcript"}`).
@@ -115,10 +118,11 @@ impl Compacted {
         }
         let hashed = self.hashing.take().and_then(|h| h.join().ok());
         self.out.report.plan_hash = hashed.unwrap_or_else(|| self.plan.plan_hash());
-        // One buffer sized once: the parts are written in place, never copied together.
-        let mut report = String::with_capacity(self.out.report.canonical_len_hint() + 32);
-        report.push_str("\"report\":");
-        self.out.report.write_canonical_into(&mut report);
+        let mut report = self
+            .report_head
+            .take()
+            .unwrap_or_else(|| report_head(&self.out.report));
+        self.out.report.write_canonical_from_hash(&mut report);
         report.push_str(",\"transcript\":");
         report
     }
@@ -166,6 +170,18 @@ impl Compacted {
         out.flush()
     }
 }
+
+/// The output's `"report":` and `report` up to its `plan_hash` value, in a buffer sized for the
+/// whole report.
+fn report_head(report: &cutctx::CompactionReport) -> String {
+    let mut head = String::with_capacity(report.canonical_len_hint() + 32);
+    head.push_str("\"report\":");
+    report.write_canonical_before_hash(&mut head);
+    head
+}
+
+/// The fewest turns in a view whose report is written beside its contents being located.
+const PARALLEL_REPORT_TURNS: usize = 20_000;
 
 /// The fewest actions whose plan is written and hashed on other threads while the plan is
 /// applied (as the executor hashes a plan of as many actions on its own).
@@ -245,8 +261,8 @@ fn compacted_with(
     text: Option<left::LeftText>,
 ) -> Result<Compacted, CliError> {
     let plan = Arc::new(plan);
-    let hashing = (plan.actions.len() >= PARALLEL_PLAN_ACTIONS
-        && Parallelism::Automatic.threads() > 1)
+    let threads = Parallelism::Automatic.threads();
+    let hashing = (plan.actions.len() >= PARALLEL_PLAN_ACTIONS && threads > 1)
         .then(|| {
             // One thread hashing beside this one: no third. Were it not started, the report
             // hashes the plan itself.
@@ -257,15 +273,27 @@ fn compacted_with(
         })
         .flatten();
     let out = cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries)?;
-    let left = match text {
+    // The view's kept contents located, and the report written up to its hash beside that
+    // (its lists of ids are most of it) when the view is large.
+    let (left, report_head) = match text {
+        Some(text) if out.transcript.len() >= PARALLEL_REPORT_TURNS && threads > 1 => {
+            let (located, head) = cutctx::model::beside::beside_one(
+                || text.locate(&req.transcript, &out.transcript),
+                || report_head(&out.report),
+            );
+            // Writing a report cannot panic; were the job lost anyway, the report is written
+            // when it is needed.
+            (Some((text, located?)), head.ok())
+        }
         Some(text) => {
             let located = text.locate(&req.transcript, &out.transcript)?;
-            Some((text, located))
+            (Some((text, located)), None)
         }
-        None => None,
+        None => (None, None),
     };
     Ok(Compacted {
         report: None,
+        report_head,
         _request: req,
         plan,
         hashing,

@@ -97,6 +97,29 @@ where
     (mine, theirs)
 }
 
+/// How many shares a piece of work for `threads` threads is best split into, when the threads
+/// may not keep pace with each other (one waits on memory the other has cached, one starts
+/// late): on a pool, a few for each thread, so that whichever thread is free takes the next
+/// ([`beside`] runs them as the pool's jobs, its caller taking those no worker took);
+/// elsewhere one for each thread, since each share then has a thread of its own.
+///
+/// ```
+/// assert_eq!(cutctx_model::beside::shares(2), 2);
+/// let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("a pool");
+/// assert!(pool.install(|| cutctx_model::beside::shares(2)) > 2);
+/// ```
+#[must_use]
+pub fn shares(threads: usize) -> usize {
+    if rayon::current_thread_index().is_some() {
+        threads.saturating_mul(SHARES_PER_THREAD)
+    } else {
+        threads
+    }
+}
+
+/// The shares for each thread of a pool (see [`shares`]).
+const SHARES_PER_THREAD: usize = 4;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -68,6 +68,39 @@ impl CompactionReport {
     /// Appends [`CompactionReport::canonical_json`] to `out`, so that a caller assembling a
     /// larger document writes it in place instead of copying it there.
     pub fn write_canonical_into(&self, out: &mut String) {
+        self.write_canonical_before_hash(out);
+        self.write_canonical_from_hash(out);
+    }
+
+    /// [`CompactionReport::canonical_json`] up to its `plan_hash` value (the key written, the
+    /// value not): most of the report, its lists of ids, written before the hash is known.
+    /// [`CompactionReport::write_canonical_from_hash`] writes the rest.
+    ///
+    /// ```
+    /// use cutctx_model::CompactionReport;
+    /// let mut report = CompactionReport {
+    ///     budget_unmet: false,
+    ///     dropped_turn_ids: vec!["a".into()],
+    ///     estimator_ratio: None,
+    ///     kept_turn_ids: vec!["b".into()],
+    ///     masked_turn_ids: vec![],
+    ///     plan_hash: String::new(),
+    ///     policy_name: "drop_oldest".into(),
+    ///     policy_version: "1".into(),
+    ///     summarized_turn_ids: vec![],
+    ///     summary_turn_ids: vec![],
+    ///     tokens_after_estimate: 5,
+    ///     tokens_before: 9,
+    ///     turns_after: 1,
+    ///     turns_before: 2,
+    /// };
+    /// let mut text = String::new();
+    /// report.write_canonical_before_hash(&mut text);
+    /// report.plan_hash = "ab".repeat(32);
+    /// report.write_canonical_from_hash(&mut text);
+    /// assert_eq!(text, report.canonical_json());
+    /// ```
+    pub fn write_canonical_before_hash(&self, out: &mut String) {
         let w = &mut Writer::new(out, Style::CANONICAL);
         w.raw("{\"budget_unmet\":");
         w.bool(self.budget_unmet);
@@ -80,6 +113,12 @@ impl CompactionReport {
         w.raw(",\"masked_turn_ids\":");
         w.str_list(self.masked_turn_ids.iter().map(|s| &**s));
         w.raw(",\"plan_hash\":");
+    }
+
+    /// [`CompactionReport::canonical_json`] from its `plan_hash` value on (see
+    /// [`CompactionReport::write_canonical_before_hash`]).
+    pub fn write_canonical_from_hash(&self, out: &mut String) {
+        let w = &mut Writer::new(out, Style::CANONICAL);
         w.str(&self.plan_hash);
         w.raw(",\"policy_name\":");
         w.str(&self.policy_name);

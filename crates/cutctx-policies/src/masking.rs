@@ -389,8 +389,9 @@ pub(crate) fn realize_all(
     if threads < 2 {
         return jobs.iter().map(realize).collect();
     }
-    // Split by bytes, not by count, so one core does not get all the large results.
-    let share = bytes.div_ceil(threads);
+    // Split by bytes, not by count, so one core does not get all the large results; on a
+    // pool into a few shares a thread, so that a thread that falls behind is helped.
+    let share = bytes.div_ceil(cutctx_model::beside::shares(threads));
     let mut chunks: Vec<&[StubJob]> = Vec::with_capacity(threads);
     let (mut start, mut acc) = (0, 0);
     for (i, job) in jobs.iter().enumerate() {
