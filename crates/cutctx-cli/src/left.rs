@@ -220,16 +220,19 @@ impl LeftText {
         if at > 0 {
             w.item_separator();
         }
-        let (k, whole) = match kept {
-            Some(Kept::Record(k)) => (k, true),
-            Some(Kept::Content(k)) => (k, false),
+        let l = match kept {
+            Some(Kept::Record(k)) => {
+                let l = &self.left[k];
+                if let Some(record) = l.record() {
+                    return w.raw(&self.text[record]);
+                }
+                debug_assert!(false, "located as a record only when it has one");
+                l
+            }
+            Some(Kept::Content(k)) => &self.left[k],
             // Its own content; `locate` found every placeholder's.
             None => return cutctx_json::write_turn(&mut w, turn.json_fields()),
         };
-        let l = &self.left[k];
-        if whole && let Some(record) = l.record() {
-            return w.raw(&self.text[record]);
-        }
         if l.is_canonical() {
             let span = l.span();
             // The literal, quotes included.
@@ -409,6 +412,7 @@ mod tests {
 
     use super::LeftText;
     use crate::request::{Left, parse, parse_leaving};
+    use cutctx_json::{Style, Writer, write_turn_with};
 
     /// Content pieces as a request may spell them: plain, escaped as the canonical writer
     /// escapes, escaped otherwise (`\/`, `\u0041`, upper-case hex, a surrogate pair), and
@@ -751,22 +755,27 @@ mod tests {
         let (mut kept, mut whole) = (0, 0);
         for (at, turn) in view.turns().iter().enumerate() {
             match located.at(at) {
-                // A content left in the text: the input's turn of the same id left it, and
-                // its record is copied whole exactly when it is written canonically and the
-                // turn is its input's unchanged.
+                // A content left in the text: the input's turn of the same id left it. A
+                // record copied whole is the bytes the turn's fields and that content make;
+                // a kept turn is written from its fields only when its record is not
+                // written as the canonical writer writes it.
                 Some(found @ (super::Kept::Record(k) | super::Kept::Content(k))) => {
                     kept += 1;
                     let l = &left.left[k];
-                    let original = &input.turns()[l.position()];
-                    assert_eq!(original.turn_id(), turn.turn_id());
-                    let copied = l.record().is_some() && super::unchanged(original, turn);
-                    assert_eq!(
-                        found == super::Kept::Record(k),
-                        copied,
-                        "{}",
-                        turn.turn_id()
-                    );
-                    whole += usize::from(copied);
+                    assert_eq!(input.turns()[l.position()].turn_id(), turn.turn_id());
+                    match (found, l.record()) {
+                        (super::Kept::Record(_), Some(record)) => {
+                            let span = l.span();
+                            let literal = &left.text[span.start - 1..span.end + 1];
+                            let mut fields = String::new();
+                            let w = &mut Writer::new(&mut fields, Style::CANONICAL);
+                            write_turn_with(w, turn.json_fields(), |w| w.raw(literal));
+                            assert_eq!(&left.text[record], fields);
+                            whole += 1;
+                        }
+                        (super::Kept::Content(_), None) => {}
+                        (found, record) => panic!("{found:?} with record {record:?}"),
+                    }
                 }
                 // Its own: no placeholder shown (a stub, a summary).
                 None => assert!(

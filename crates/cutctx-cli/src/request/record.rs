@@ -112,8 +112,9 @@ pub(super) fn record_at(
     // Whether no whitespace was skipped anywhere in the record, as the canonical writer
     // writes none.
     let mut tight = true;
-    // Whether every id and the role were read without an escape: then each is written as the
-    // canonical writer writes it (it escapes nothing else a JSON string may hold raw).
+    // Whether every id was read without an escape: then each is written as the canonical
+    // writer writes it (it escapes nothing else a JSON string may hold raw). A role spelled
+    // with an escape is not taken at all.
     let mut plain = true;
     let mut seen = 0_u8;
     let mut rec = Record {
@@ -204,8 +205,9 @@ pub(super) fn record_at(
             PINNED if b[i..].starts_with(b"false") => i + 5,
             METADATA => {
                 let end = metadata(s, i, &mut rec.metadata, scratch)?;
-                // `{}` as the writer writes an empty map, not `{ }`.
-                tight &= end == i + 2 || !rec.metadata.is_empty();
+                // `{}`, as the writer writes an empty map; a map with entries, or `{ }`, is
+                // not the writer's spelling of a turn with no metadata.
+                tight &= end == i + 2;
                 end
             }
             _ => return None,
@@ -224,7 +226,6 @@ pub(super) fn record_at(
     let close = i + 1;
     if tight
         && plain
-        && rec.metadata.is_empty()
         && rec.left.as_ref().is_some_and(|(_, canonical)| *canonical)
         && is_verbatim(&keys)
     {
