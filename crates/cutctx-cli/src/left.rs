@@ -11,14 +11,18 @@
 //! those of the path that decodes every content (tests hold them to it).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 
 use cutctx::model::canonical::{sha256_of_str_bytes, sha256_of_written};
 use cutctx::model::details;
 use cutctx::policies::ContentDigests;
-use cutctx::{Analysis, CompactionError, CompactionPlan, Transcript, TranscriptTurn};
+use cutctx::{
+    Analysis, CompactionError, CompactionPlan, Parallelism, Role, Transcript, TranscriptTurn,
+};
 use cutctx_json::{Style, Writer, write_turn_with};
 
 use crate::CliError;
+use crate::ahead::Ahead;
 use crate::request::{Leaving, Left, Request};
 
 /// The text a request was read from, with where its turns' contents were left in it.
@@ -302,9 +306,10 @@ const PARALLEL_WRITE_TURNS: usize = 20_000;
 const WRITE_BLOCK_TURNS: usize = 512;
 
 /// `req`'s plan, `req` read from `text` with its contents left at `left`, reading only what
-/// its policy reads: the masked turns' digests for a policy that decides with digests, every
-/// content for any other, decoded into the transcript first (`left` is then emptied: no turn
-/// shows a placeholder any more).
+/// its policy reads: the masked turns' digests for a policy that decides with digests (for a
+/// large transcript, the tool results' digests hashed ahead while the policy decides, see
+/// [`crate::ahead`]), every content for any other, decoded into the transcript first (`left`
+/// is then emptied: no turn shows a placeholder any more).
 ///
 /// # Errors
 ///
@@ -314,16 +319,46 @@ pub(crate) fn plan(
     text: &str,
     left: &mut Vec<Left>,
 ) -> Result<CompactionPlan, CliError> {
-    let analysis = Analysis::of(&req.transcript, &req.budget);
-    let digests = Digests {
+    let ahead = left.len() >= AHEAD_FROM_TURNS && Parallelism::Automatic.threads() > 1;
+    plan_hashing_ahead(req, text, left, ahead)
+}
+
+/// The fewest turns whose digests are hashed ahead: below it, a second thread costs more
+/// than it saves.
+const AHEAD_FROM_TURNS: usize = 10_000;
+
+/// [`plan`], the tool results' digests hashed ahead on a second thread when `ahead`.
+fn plan_hashing_ahead(
+    req: &mut Request,
+    text: &str,
+    left: &mut Vec<Left>,
+    ahead: bool,
+) -> Result<CompactionPlan, CliError> {
+    let contents = Contents {
         text,
         left,
         transcript: &req.transcript,
     };
-    if let Some(plan) = req
-        .policy
-        .decide_with_digests(&req.transcript, &analysis, &digests)
-    {
+    let stop = AtomicBool::new(false);
+    let decided = std::thread::scope(|scope| {
+        let ahead = if ahead {
+            hash_tools_ahead(scope, &stop, contents)
+        } else {
+            Ahead::none(&stop)
+        };
+        let analysis = Analysis::of(&req.transcript, &req.budget);
+        let digests = Digests {
+            contents,
+            ahead: &ahead,
+        };
+        let decided = req
+            .policy
+            .decide_with_digests(&req.transcript, &analysis, &digests);
+        // Stopped before the scope ends, even when no digest was asked for.
+        ahead.hashed();
+        decided
+    });
+    if let Some(plan) = decided {
         return Ok(plan?);
     }
     let contents = left
@@ -333,6 +368,22 @@ pub(crate) fn plan(
     req.transcript.set_contents(contents)?;
     *left = Vec::new();
     Ok(req.policy.decide(&req.transcript, &req.budget)?)
+}
+
+/// Starts hashing, in `scope` until `stop`, the digests of the tool results whose contents
+/// are left in `contents`' text, oldest first: the turns observation masking masks, in the
+/// order it masks them.
+fn hash_tools_ahead<'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    stop: &'scope AtomicBool,
+    contents: Contents<'scope>,
+) -> Ahead<'scope> {
+    let tools = contents
+        .left
+        .iter()
+        .map(Left::position)
+        .filter(move |&p| contents.role(p) == Some(Role::Tool));
+    Ahead::start(scope, stop, tools, move |p| contents.hash(p).ok())
 }
 
 /// The content left at `l` in `text`, decoded: it was checked to decode when it was read.
@@ -349,16 +400,16 @@ fn decoded(text: &str, l: &Left) -> Result<String, CompactionError> {
     Ok(out)
 }
 
-/// The digests of a transcript's contents, hashed from the request's text where they were
-/// left there.
-struct Digests<'a> {
+/// A transcript's contents, read from the request's text where they were left there.
+#[derive(Clone, Copy)]
+struct Contents<'a> {
     text: &'a str,
     /// By position.
     left: &'a [Left],
     transcript: &'a Transcript,
 }
 
-impl Digests<'_> {
+impl Contents<'_> {
     /// The content left for the turn at `position`, if its content was left.
     ///
     /// Positions in `left` are distinct and rising, so the one for `position` sits at an index
@@ -377,10 +428,17 @@ impl Digests<'_> {
             .ok()
             .and_then(|k| before.get(k))
     }
-}
 
-impl ContentDigests for Digests<'_> {
-    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+    /// The role of the turn at `position`.
+    fn role(&self, position: usize) -> Option<Role> {
+        self.transcript
+            .turns()
+            .get(position)
+            .map(TranscriptTurn::role)
+    }
+
+    /// The SHA-256 of the content of the turn at `position` (see [`ContentDigests::digest`]).
+    fn hash(&self, position: usize) -> Result<[u8; 32], CompactionError> {
         match self.left(position) {
             Some(l) if l.is_canonical() => Ok(sha256_of_written(&self.text[l.span()])),
             Some(l) => Ok(sha256_of_str_bytes(&decoded(self.text, l)?)),
@@ -391,7 +449,8 @@ impl ContentDigests for Digests<'_> {
         }
     }
 
-    fn content_len(&self, position: usize) -> usize {
+    /// How many bytes [`Contents::hash`] hashes for `position`.
+    fn len(&self, position: usize) -> usize {
         match self.left(position) {
             Some(l) => l.span().len(),
             None => self
@@ -399,6 +458,33 @@ impl ContentDigests for Digests<'_> {
                 .turns()
                 .get(position)
                 .map_or(0, |t| t.content().len()),
+        }
+    }
+}
+
+/// The digests of a transcript's contents: hashed ahead, or hashed from [`Contents`] when
+/// asked for.
+struct Digests<'a, 'scope> {
+    contents: Contents<'a>,
+    ahead: &'a Ahead<'scope>,
+}
+
+/// What writing a stub whose digest was hashed ahead costs, counted as bytes hashed, so that
+/// the work left is shared out evenly among threads: about a stub's own length.
+const HASHED_AHEAD_BYTES: usize = 128;
+
+impl ContentDigests for Digests<'_, '_> {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        match self.ahead.hashed().get(position) {
+            Some(digest) => Ok(digest),
+            None => self.contents.hash(position),
+        }
+    }
+
+    fn content_len(&self, position: usize) -> usize {
+        match self.ahead.hashed().get(position) {
+            Some(_) => HASHED_AHEAD_BYTES,
+            None => self.contents.len(position),
         }
     }
 }
@@ -628,6 +714,14 @@ mod tests {
             let (whole, in_parts) = whole_and_in_parts(crate::compact_text(text.clone()));
             prop_assert_eq!(&whole, &expected);
             prop_assert_eq!(&in_parts, &expected);
+            // With the tool results' digests hashed ahead on a second thread, however far it
+            // got before they were asked for: the same.
+            let ahead = parse_leaving(&text).expect("a valid document").and_then(|leaving| {
+                let (mut req, mut lt) = LeftText::new(leaving, text.clone());
+                let plan = super::plan_hashing_ahead(&mut req, &lt.text, &mut lt.left, true)?;
+                crate::compacted_with(req, plan, Some(lt))
+            });
+            prop_assert_eq!(&outcome(ahead.map(crate::Compacted::into_text)), &expected);
             // `cutctx plan` plans with the contents left too.
             let decoded_plan = parse(&text).and_then(|r| {
                 let plan = r.policy.decide(&r.transcript, &r.budget)?;
@@ -734,12 +828,67 @@ mod tests {
                 .map(|p| Left::of(p, 0, p..p + 1, true, None).expect("small"))
                 .collect();
             let text = "x".repeat(n + 1);
-            let digests = super::Digests { text: &text, left: &left, transcript: &transcript };
+            let contents = super::Contents { text: &text, left: &left, transcript: &transcript };
             for p in 0..n + 3 {
                 let searched = left.iter().find(|l| l.position() == p);
-                prop_assert_eq!(digests.left(p).map(Left::position), searched.map(Left::position));
+                prop_assert_eq!(contents.left(p).map(Left::position), searched.map(Left::position));
             }
         }
+    }
+
+    #[test]
+    fn digests_hashed_ahead_are_those_hashed_when_asked() {
+        use std::sync::atomic::AtomicBool;
+
+        use cutctx::model::canonical::sha256_of_str_bytes;
+
+        use super::{Contents, Digests, HASHED_AHEAD_BYTES};
+        use cutctx::policies::ContentDigests;
+
+        // Every piece in every place: canonical contents and contents spelled otherwise.
+        let contents: Vec<(Vec<usize>, u8)> = (0..60)
+            .map(|k| (vec![k % 12, (k / 12 + 5) % 12, k % 5], 0))
+            .collect();
+        let text = request(&contents, POLICIES[0], 50, 1);
+        let whole = parse(&text).expect("a valid request");
+        let leaving = parse_leaving(&text).expect("usual records").expect("valid");
+        let (req, left) = LeftText::new(leaving, text.clone());
+        let contents = Contents {
+            text: &left.text,
+            left: &left.left,
+            transcript: &req.transcript,
+        };
+        let tools: Vec<usize> = (0..whole.transcript.len())
+            .filter(|&p| whole.transcript.turns()[p].role() == cutctx::Role::Tool)
+            .collect();
+        assert!(tools.len() >= 20);
+        assert!(
+            left.left.iter().any(|l| !l.is_canonical()),
+            "both spellings"
+        );
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let ahead = super::hash_tools_ahead(scope, &stop, contents);
+            while !ahead.ran_out() {
+                std::thread::yield_now();
+            }
+            assert_eq!(ahead.hashed().len(), tools.len());
+            let digests = Digests {
+                contents,
+                ahead: &ahead,
+            };
+            for (p, turn) in whole.transcript.turns().iter().enumerate() {
+                let expected = sha256_of_str_bytes(turn.content());
+                assert_eq!(digests.digest(p).expect("hashed"), expected, "position {p}");
+                assert_eq!(contents.hash(p).expect("hashed"), expected, "position {p}");
+                let len = if tools.contains(&p) {
+                    HASHED_AHEAD_BYTES
+                } else {
+                    contents.len(p)
+                };
+                assert_eq!(digests.content_len(p), len, "position {p}");
+            }
+        });
     }
 
     #[test]

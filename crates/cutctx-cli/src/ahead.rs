@@ -1,0 +1,180 @@
+//! Digests hashed ahead, on a core that would otherwise wait while a policy decides.
+//!
+//! A compaction decides on one thread: the analysis of the transcript (its partition, columns
+//! and exchanges), then each member of the chain in turn. The masked turns' digests are asked
+//! for only once every member has decided, and observation masking masks tool results oldest
+//! first. So a second thread hashes tool results from the oldest on while the first decides,
+//! and hands what it has over when the first digest is asked for; whatever it did not reach is
+//! hashed then, as before. A digest hashed ahead is the digest hashed when asked (the same
+//! function computes both), so plans never depend on how far it got. What it hashes for a
+//! turn that ends up kept or dropped is work done by a core that had none.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::thread::{Scope, ScopedJoinHandle};
+
+/// Digests hashed ahead, by position, rising.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Hashed {
+    positions: Vec<usize>,
+    digests: Vec<[u8; 32]>,
+}
+
+impl Hashed {
+    /// The digest hashed ahead for the turn at `position`, if it was.
+    pub(crate) fn get(&self, position: usize) -> Option<[u8; 32]> {
+        let k = self.positions.binary_search(&position).ok()?;
+        self.digests.get(k).copied()
+    }
+
+    /// How many digests were hashed ahead.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.positions.len()
+    }
+}
+
+/// A thread hashing digests ahead of their asking, within a scope, and what it hashed once it
+/// is stopped.
+pub(crate) struct Ahead<'scope> {
+    /// Set when the digests are asked for: the thread stops at its next turn.
+    stop: &'scope AtomicBool,
+    /// The thread, until it is joined; `None` when none was started.
+    thread: Mutex<Option<ScopedJoinHandle<'scope, Hashed>>>,
+    /// What the thread hashed, once it is stopped and joined.
+    hashed: OnceLock<Hashed>,
+}
+
+impl<'scope> Ahead<'scope> {
+    /// Nothing hashed ahead: every digest is hashed when asked for.
+    pub(crate) const fn none(stop: &'scope AtomicBool) -> Self {
+        Self {
+            stop,
+            thread: Mutex::new(None),
+            hashed: OnceLock::new(),
+        }
+    }
+
+    /// Starts a thread in `scope` hashing the turns at `positions` (rising) by `hash`, one
+    /// after another until `stop` is set; a position `hash` gives no digest for is left to be
+    /// hashed when asked (and its error, if any, given then). No thread to be had: nothing is
+    /// hashed ahead.
+    pub(crate) fn start<'env, P, H>(
+        scope: &'scope Scope<'scope, 'env>,
+        stop: &'scope AtomicBool,
+        positions: P,
+        hash: H,
+    ) -> Self
+    where
+        P: Iterator<Item = usize> + Send + 'scope,
+        H: Fn(usize) -> Option<[u8; 32]> + Send + 'scope,
+    {
+        let thread = std::thread::Builder::new()
+            .spawn_scoped(scope, move || {
+                let mut hashed = Hashed::default();
+                for position in positions {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    if let Some(digest) = hash(position) {
+                        hashed.positions.push(position);
+                        hashed.digests.push(digest);
+                    }
+                }
+                hashed
+            })
+            .ok();
+        Self {
+            stop,
+            thread: Mutex::new(thread),
+            hashed: OnceLock::new(),
+        }
+    }
+
+    /// What was hashed ahead: the first call stops the thread and waits for it (one turn's
+    /// hashing at most), and every later call reads what it gave.
+    pub(crate) fn hashed(&self) -> &Hashed {
+        self.hashed.get_or_init(|| {
+            self.stop.store(true, Ordering::Relaxed);
+            let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+            // Hashing cannot panic; should the thread be lost anyway, nothing was hashed ahead
+            // and every digest is hashed when asked for, as without it.
+            thread.and_then(|t| t.join().ok()).unwrap_or_default()
+        })
+    }
+
+    /// Whether the thread has ended by itself (or none was started): every position hashed.
+    #[cfg(test)]
+    pub(crate) fn ran_out(&self) -> bool {
+        self.thread.lock().map_or(true, |t| {
+            t.as_ref().is_none_or(ScopedJoinHandle::is_finished)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use super::{Ahead, Hashed};
+
+    fn digest_of(position: usize) -> [u8; 32] {
+        let mut d = [0u8; 32];
+        d[..8].copy_from_slice(&(position as u64).to_le_bytes());
+        d
+    }
+
+    #[test]
+    fn what_is_hashed_ahead_is_found_by_position() {
+        let stop = AtomicBool::new(false);
+        let positions = [2usize, 5, 8, 30];
+        std::thread::scope(|scope| {
+            let ahead = Ahead::start(scope, &stop, positions.into_iter(), |p| {
+                // A position the hash gives nothing for is left to be hashed when asked.
+                (p != 8).then(|| digest_of(p))
+            });
+            // The thread runs to the end of its positions before it is asked.
+            while !ahead.ran_out() {
+                std::thread::yield_now();
+            }
+            let hashed = ahead.hashed();
+            assert_eq!(hashed.len(), 3);
+            for p in 0..40 {
+                let expected = [2, 5, 30].contains(&p).then(|| digest_of(p));
+                assert_eq!(hashed.get(p), expected, "position {p}");
+            }
+            // Asked again, the same.
+            assert!(std::ptr::eq(ahead.hashed(), hashed));
+        });
+    }
+
+    #[test]
+    fn asking_stops_the_thread() {
+        let stop = AtomicBool::new(false);
+        let count = AtomicUsize::new(0);
+        std::thread::scope(|scope| {
+            let ahead = Ahead::start(scope, &stop, 0.., |p| {
+                count.fetch_add(1, Ordering::Relaxed);
+                Some(digest_of(p))
+            });
+            while count.load(Ordering::Relaxed) < 10 {
+                std::thread::yield_now();
+            }
+            let hashed = ahead.hashed();
+            // Stopped, and every digest it hashed handed over, in order.
+            assert!(stop.load(Ordering::Relaxed));
+            assert_eq!(hashed.len(), count.load(Ordering::Relaxed));
+            assert!(hashed.len() >= 10);
+            assert!(hashed.positions.iter().enumerate().all(|(k, &p)| k == p));
+        });
+        // An unbounded run ended: the scope returned.
+    }
+
+    #[test]
+    fn none_hashes_nothing() {
+        let stop = AtomicBool::new(false);
+        let ahead = Ahead::none(&stop);
+        assert_eq!(ahead.hashed(), &Hashed::default());
+        assert_eq!(ahead.hashed().get(0), None);
+    }
+}
