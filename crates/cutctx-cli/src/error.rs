@@ -73,6 +73,16 @@ impl CliError {
     }
 }
 
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+/// Carried inside an `std::io::Error` by a writer that fails on its input rather than on its
+/// output (see `output::deliver_with`).
+impl std::error::Error for CliError {}
+
 impl From<CompactionError> for CliError {
     fn from(e: CompactionError) -> Self {
         Self {

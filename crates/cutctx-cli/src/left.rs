@@ -10,8 +10,9 @@
 //! spelled otherwise. A policy that reads contents gets them all decoded first. The bytes are
 //! those of the path that decodes every content (tests hold them to it).
 
-use std::sync::Arc;
+use std::io;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use cutctx::model::canonical::{sha256_of_str_bytes, sha256_of_written};
 use cutctx::model::details;
@@ -23,11 +24,13 @@ use cutctx_json::{Style, Writer, write_turn_with};
 
 use crate::CliError;
 use crate::ahead::Ahead;
+use crate::input::RequestFile;
 use crate::request::{Leaving, Left, Request};
+use crate::text::Text;
 
 /// The text a request was read from, with where its turns' contents were left in it.
 pub(crate) struct LeftText {
-    text: String,
+    text: Text<'static>,
     left: Vec<Left>,
     placeholders: Vec<Arc<str>>,
 }
@@ -105,6 +108,16 @@ impl Located {
 impl LeftText {
     /// The request `leaving` read from `text`, and the text with where its contents lie.
     pub(crate) fn new(leaving: Leaving, text: String) -> (Request, Self) {
+        Self::of(leaving, Text::Whole(text.into()))
+    }
+
+    /// The request `leaving` read from `file` where it lies, and the file with where its
+    /// contents lie.
+    pub(crate) fn in_file(leaving: Leaving, file: RequestFile) -> (Request, Self) {
+        Self::of(leaving, Text::File(file))
+    }
+
+    fn of(leaving: Leaving, text: Text<'static>) -> (Request, Self) {
         let Leaving {
             request,
             left,
@@ -180,11 +193,13 @@ impl LeftText {
     /// canonical JSON, as `Transcript::write_canonical_in_parts` does, each kept content left
     /// in the text copied from it (or decoded and written again, when it is spelled otherwise
     /// than the canonical writer would): `drain` takes the buffer each time it holds `part`
-    /// bytes or more, and at the end.
+    /// bytes or more, and at the end, once the text is found unchanged.
     ///
     /// # Errors
     ///
-    /// The first error of `drain`.
+    /// The first error of `drain`; a text that cannot be read again (a file that fails or
+    /// changed) as `read_failed` makes it, and nothing written after the read that failed is
+    /// drained.
     pub(crate) fn write_view<E>(
         &self,
         view: &Transcript,
@@ -192,26 +207,33 @@ impl LeftText {
         buf: &mut String,
         part: usize,
         mut drain: impl FnMut(&mut String) -> Result<(), E>,
+        read_failed: impl Fn(io::Error) -> E,
     ) -> Result<(), E> {
         let turns = view.turns();
         debug_assert_eq!(located.found.len(), turns.len(), "located in this view");
         if turns.len() >= PARALLEL_WRITE_TURNS && cutctx::Parallelism::Automatic.threads() > 1 {
-            return self.write_view_on_two(turns, located, buf, part, drain);
+            return self.write_view_on_two(turns, located, buf, part, drain, read_failed);
         }
         let mut decoded = String::new();
         Writer::new(buf, Style::CANONICAL).raw("[");
         for (at, turn) in turns.iter().enumerate() {
-            self.write_one(buf, at, turn, located.at(at), &mut decoded);
+            self.write_one(buf, at, turn, located.at(at), &mut decoded)
+                .map_err(&read_failed)?;
             if buf.len() >= part {
                 drain(buf)?;
             }
         }
         Writer::new(buf, Style::CANONICAL).raw("]");
+        self.text.unchanged().map_err(&read_failed)?;
         drain(buf)
     }
 
     /// The view's turn at `at` onto `buf`, after its separator: its input's record copied, or
     /// its fields with its content left in the text (`kept`), or its own.
+    ///
+    /// # Errors
+    ///
+    /// A text that cannot be read again (see [`Text::with_str`]).
     fn write_one(
         &self,
         buf: &mut String,
@@ -219,7 +241,7 @@ impl LeftText {
         turn: &TranscriptTurn,
         kept: Option<Kept>,
         decoded: &mut String,
-    ) {
+    ) -> io::Result<()> {
         let mut w = Writer::new(buf, Style::CANONICAL);
         if at > 0 {
             w.item_separator();
@@ -228,25 +250,32 @@ impl LeftText {
             Some(Kept::Record(k)) => {
                 let l = &self.left[k];
                 if let Some(record) = l.record() {
-                    return w.raw(&self.text[record]);
+                    return self.text.with_str(record, |record| w.raw(record));
                 }
                 debug_assert!(false, "located as a record only when it has one");
                 l
             }
             Some(Kept::Content(k)) => &self.left[k],
             // Its own content; `locate` found every placeholder's.
-            None => return cutctx_json::write_turn(&mut w, turn.json_fields()),
+            None => {
+                cutctx_json::write_turn(&mut w, turn.json_fields());
+                return Ok(());
+            }
         };
         if l.is_canonical() {
             let span = l.span();
             // The literal, quotes included.
-            let literal = &self.text[span.start - 1..span.end + 1];
-            write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
+            self.text.with_str(span.start - 1..span.end + 1, |literal| {
+                write_turn_with(&mut w, turn.json_fields(), |w| w.raw(literal));
+            })
         } else {
             decoded.clear();
-            let ok = cutctx_json::decode_written(&self.text[l.span()], decoded);
+            let ok = self.text.with_str(l.span(), |written| {
+                cutctx_json::decode_written(written, decoded)
+            })?;
             debug_assert!(ok.is_some(), "checked as decoding checks when it was read");
             write_turn_with(&mut w, turn.json_fields(), |w| w.str(decoded));
+            Ok(())
         }
     }
 
@@ -260,19 +289,34 @@ impl LeftText {
         buf: &mut String,
         part: usize,
         mut drain: impl FnMut(&mut String) -> Result<(), E>,
+        read_failed: impl Fn(io::Error) -> E,
     ) -> Result<(), E> {
+        // The first read that failed, on either thread: its block is never drained, nor
+        // anything after it.
+        let failed: Mutex<Option<io::Error>> = Mutex::new(None);
+        let take_failed = || failed.lock().ok().and_then(|mut f| f.take());
         let blocks = turns.len().div_ceil(WRITE_BLOCK_TURNS);
         let write_block = |k: usize, out: &mut String, decoded: &mut String| {
             let from = k * WRITE_BLOCK_TURNS;
             let to = (from + WRITE_BLOCK_TURNS).min(turns.len());
             for (at, turn) in turns.iter().enumerate().take(to).skip(from) {
-                self.write_one(out, at, turn, located.at(at), decoded);
+                if let Err(e) = self.write_one(out, at, turn, located.at(at), decoded) {
+                    if let Ok(mut f) = failed.lock() {
+                        f.get_or_insert(e);
+                    }
+                    return;
+                }
             }
         };
+        let mut checked_drain = |buf: &mut String| match take_failed() {
+            Some(e) => Err(read_failed(e)),
+            None => drain(buf),
+        };
         Writer::new(&mut *buf, Style::CANONICAL).raw("[");
-        crate::two::on_two(blocks, write_block, buf, part, &mut drain)?;
+        crate::two::on_two(blocks, write_block, buf, part, &mut checked_drain)?;
         Writer::new(&mut *buf, Style::CANONICAL).raw("]");
-        drain(buf)
+        self.text.unchanged().map_err(&read_failed)?;
+        checked_drain(buf)
     }
 }
 
@@ -313,10 +357,10 @@ const WRITE_BLOCK_TURNS: usize = 512;
 ///
 /// # Errors
 ///
-/// The policy's errors.
+/// The policy's errors; a text that cannot be read again (an `INPUT_ERROR`).
 pub(crate) fn plan(
     req: &mut Request,
-    text: &str,
+    text: &Text<'_>,
     left: &mut Vec<Left>,
 ) -> Result<CompactionPlan, CliError> {
     let ahead = left.len() >= AHEAD_FROM_TURNS && Parallelism::Automatic.threads() > 1;
@@ -330,14 +374,16 @@ const AHEAD_FROM_TURNS: usize = 10_000;
 /// [`plan`], the tool results' digests hashed ahead on a second thread when `ahead`.
 fn plan_hashing_ahead(
     req: &mut Request,
-    text: &str,
+    text: &Text<'_>,
     left: &mut Vec<Left>,
     ahead: bool,
 ) -> Result<CompactionPlan, CliError> {
+    let failed = Mutex::new(None);
     let contents = Contents {
         text,
         left,
         transcript: &req.transcript,
+        failed: &failed,
     };
     let stop = AtomicBool::new(false);
     let decided = std::thread::scope(|scope| {
@@ -358,13 +404,17 @@ fn plan_hashing_ahead(
         ahead.hashed();
         decided
     });
+    // A digest that could not be read fails the decision; the read's own error says why.
+    if let Some(e) = failed.lock().ok().and_then(|mut f| f.take()) {
+        return Err(e);
+    }
     if let Some(plan) = decided {
         return Ok(plan?);
     }
     let contents = left
         .iter()
         .map(|l| Ok((l.position(), Arc::from(decoded(text, l)?))))
-        .collect::<Result<Vec<_>, CompactionError>>()?;
+        .collect::<Result<Vec<_>, CliError>>()?;
     req.transcript.set_contents(contents)?;
     *left = Vec::new();
     Ok(req.policy.decide(&req.transcript, &req.budget)?)
@@ -383,30 +433,46 @@ fn hash_tools_ahead<'scope>(
         .iter()
         .map(Left::position)
         .filter(move |&p| contents.role(p) == Some(Role::Tool));
-    Ahead::start(scope, stop, tools, move |p| contents.hash(p).ok())
+    // A failure is not noted: the turn may never be asked for. It is hashed (and fails) again
+    // if it is.
+    Ahead::start(scope, stop, tools, move |p| contents.read_hash(p).ok())
 }
 
 /// The content left at `l` in `text`, decoded: it was checked to decode when it was read.
-fn decoded(text: &str, l: &Left) -> Result<String, CompactionError> {
+fn decoded(text: &Text<'_>, l: &Left) -> Result<String, CliError> {
     let mut out = String::with_capacity(l.span().len());
-    text.get(l.span())
-        .and_then(|written| cutctx_json::decode_written(written, &mut out))
-        .ok_or_else(|| {
-            CompactionError::validation(
-                "A content read from the request no longer decodes.",
-                details! { "position" => l.position() },
-            )
-        })?;
+    let ok = text
+        .with_str(l.span(), |written| {
+            cutctx_json::decode_written(written, &mut out)
+        })
+        .map_err(|e| read_again_failed(&e, l.span().start))?;
+    ok.ok_or_else(|| {
+        CliError::from(CompactionError::validation(
+            "A content read from the request no longer decodes.",
+            details! { "position" => l.position() },
+        ))
+    })?;
     Ok(out)
+}
+
+/// The error of a read of the request's text again, at `offset`, that failed with `e`.
+pub(crate) fn read_again_failed(e: &io::Error, offset: usize) -> CliError {
+    CliError::input(
+        format!("cannot read the request again: {e}"),
+        details! { "document" => "the request", "offset" => offset },
+    )
 }
 
 /// A transcript's contents, read from the request's text where they were left there.
 #[derive(Clone, Copy)]
 struct Contents<'a> {
-    text: &'a str,
+    text: &'a Text<'a>,
     /// By position.
     left: &'a [Left],
     transcript: &'a Transcript,
+    /// The first read of `text` that failed, as the error the compaction gives: the digests
+    /// can only say that they failed.
+    failed: &'a Mutex<Option<CliError>>,
 }
 
 impl Contents<'_> {
@@ -437,11 +503,29 @@ impl Contents<'_> {
             .map(TranscriptTurn::role)
     }
 
-    /// The SHA-256 of the content of the turn at `position` (see [`ContentDigests::digest`]).
+    /// The SHA-256 of the content of the turn at `position` (see [`ContentDigests::digest`]),
+    /// a failure to read it noted as the compaction's error.
     fn hash(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        self.read_hash(position).map_err(|e| {
+            let failed = CompactionError::validation(
+                "A content of the request could not be read again.",
+                details! { "position" => position },
+            );
+            if let Ok(mut first) = self.failed.lock() {
+                first.get_or_insert(e);
+            }
+            failed
+        })
+    }
+
+    /// [`Contents::hash`], a failure given as it is, not noted.
+    fn read_hash(&self, position: usize) -> Result<[u8; 32], CliError> {
         match self.left(position) {
-            Some(l) if l.is_canonical() => Ok(sha256_of_written(&self.text[l.span()])),
-            Some(l) => Ok(sha256_of_str_bytes(&decoded(self.text, l)?)),
+            Some(l) if l.is_canonical() => self
+                .text
+                .with_str(l.span(), sha256_of_written)
+                .map_err(|e| read_again_failed(&e, l.span().start)),
+            Some(l) => decoded(self.text, l).map(|c| sha256_of_str_bytes(&c)),
             None => {
                 let turn = self.transcript.turns().get(position);
                 Ok(sha256_of_str_bytes(turn.map_or("", |t| t.content())))
@@ -497,6 +581,7 @@ mod tests {
     use proptest::prelude::*;
 
     use super::LeftText;
+    use crate::input::RequestFile;
     use crate::request::{Left, parse, parse_leaving};
     use cutctx_json::{Style, Writer, write_turn_with};
 
@@ -604,6 +689,35 @@ mod tests {
         r.map_err(|e| e.to_json_line())
     }
 
+    /// The compaction of `text` read where it lies in a file, in windows of 64 bytes on
+    /// `threads` threads, written out; `None` when it is not read so (left to the whole).
+    fn compacted_from_file(text: &str, threads: usize) -> Option<Result<String, String>> {
+        let path = std::env::temp_dir().join(format!(
+            "cutctx-left-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&path, text).expect("a temporary file");
+        let file = RequestFile::open_from(&path, 0)
+            .expect("opens")
+            .expect("a file");
+        let leaving = crate::request::parse_leaving_file_in(&file, 64, threads);
+        let out = leaving.map(|leaving| {
+            let compacted = leaving.and_then(|leaving| {
+                let (mut req, mut left) = LeftText::in_file(leaving, file);
+                let plan = left.plan(&mut req)?;
+                crate::compacted_with(req, plan, Some(left))
+            });
+            let mut written = Vec::new();
+            compacted
+                .map_err(|e| e.to_json_line())
+                .and_then(|mut c| c.write_to(&mut written).map_err(|e| e.to_string()))
+                .map(|()| String::from_utf8(written).expect("UTF-8"))
+        });
+        std::fs::remove_file(&path).expect("removed");
+        out
+    }
+
     /// A compaction's output made whole, and written in parts, each as an [`outcome`].
     fn whole_and_in_parts(
         compacted: Result<crate::Compacted, crate::CliError>,
@@ -653,13 +767,20 @@ mod tests {
         for part in [1, super::super::WRITE_PART_BYTES, usize::MAX] {
             let mut written = String::new();
             let mut buf = String::new();
-            let drained = left.write_view_on_two(view.turns(), located, &mut buf, part, |b| {
-                if part < usize::MAX {
-                    written.push_str(b);
-                    b.clear();
-                }
-                Ok::<(), ()>(())
-            });
+            let drained = left.write_view_on_two(
+                view.turns(),
+                located,
+                &mut buf,
+                part,
+                |b| {
+                    if part < usize::MAX {
+                        written.push_str(b);
+                        b.clear();
+                    }
+                    Ok::<(), ()>(())
+                },
+                |_| (),
+            );
             assert_eq!(drained, Ok(()));
             written.push_str(&buf);
             assert_eq!(written, transcript, "{part}");
@@ -722,6 +843,15 @@ mod tests {
                 crate::compacted_with(req, plan, Some(lt))
             });
             prop_assert_eq!(&outcome(ahead.map(crate::Compacted::into_text)), &expected);
+            // Read where it lies in a file, in windows of a few elements, on two threads and
+            // on one: the same, when the file is read so at all.
+            for threads in [2, 1] {
+                match compacted_from_file(&text, threads) {
+                    Some(from_file) => prop_assert_eq!(&from_file, &expected, "{} threads", threads),
+                    // Read whole by the text's reader, so on one thread by the file's.
+                    None => prop_assert!(threads > 1, "a usual request is read on one thread"),
+                }
+            }
             // `cutctx plan` plans with the contents left too.
             let decoded_plan = parse(&text).and_then(|r| {
                 let plan = r.policy.decide(&r.transcript, &r.budget)?;
@@ -827,8 +957,14 @@ mod tests {
                 .filter(|&p| leaves[p])
                 .map(|p| Left::of(p, 0, p..p + 1, true, None).expect("small"))
                 .collect();
-            let text = "x".repeat(n + 1);
-            let contents = super::Contents { text: &text, left: &left, transcript: &transcript };
+            let text = super::Text::Whole("x".repeat(n + 1).into());
+            let failed = std::sync::Mutex::new(None);
+            let contents = super::Contents {
+                text: &text,
+                left: &left,
+                transcript: &transcript,
+                failed: &failed,
+            };
             for p in 0..n + 3 {
                 let searched = left.iter().find(|l| l.position() == p);
                 prop_assert_eq!(contents.left(p).map(Left::position), searched.map(Left::position));
@@ -853,10 +989,12 @@ mod tests {
         let whole = parse(&text).expect("a valid request");
         let leaving = parse_leaving(&text).expect("usual records").expect("valid");
         let (req, left) = LeftText::new(leaving, text.clone());
+        let failed = std::sync::Mutex::new(None);
         let contents = Contents {
             text: &left.text,
             left: &left.left,
             transcript: &req.transcript,
+            failed: &failed,
         };
         let tools: Vec<usize> = (0..whole.transcript.len())
             .filter(|&p| whole.transcript.turns()[p].role() == cutctx::Role::Tool)
@@ -915,11 +1053,12 @@ mod tests {
                     match (found, l.record()) {
                         (super::Kept::Record(_), Some(record)) => {
                             let span = l.span();
-                            let literal = &left.text[span.start - 1..span.end + 1];
+                            let read = |range| left.text.with_str(range, str::to_owned);
+                            let literal = read(span.start - 1..span.end + 1).expect("in the text");
                             let mut fields = String::new();
                             let w = &mut Writer::new(&mut fields, Style::CANONICAL);
-                            write_turn_with(w, turn.json_fields(), |w| w.raw(literal));
-                            assert_eq!(&left.text[record], fields);
+                            write_turn_with(w, turn.json_fields(), |w| w.raw(&literal));
+                            assert_eq!(read(record).expect("in the text"), fields);
                             whole += 1;
                         }
                         (super::Kept::Content(_), None) => {}

@@ -20,6 +20,7 @@ pub mod output;
 pub mod request;
 pub mod session;
 mod svg;
+mod text;
 mod two;
 
 pub use error::{CliError, INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, USAGE_ERROR};
@@ -39,7 +40,11 @@ pub fn plan(request_text: &str) -> Result<String, CliError> {
     let plan = match request::parse_leaving(request_text) {
         Some(leaving) => {
             let mut leaving = leaving?;
-            left::plan(&mut leaving.request, request_text, &mut leaving.left)?
+            left::plan(
+                &mut leaving.request,
+                &text::Text::Whole(request_text.into()),
+                &mut leaving.left,
+            )?
         }
         None => {
             let req = request::parse(request_text)?;
@@ -100,12 +105,14 @@ impl Compacted {
         let report = self.report();
         text.reserve(report.len() + self.out.transcript.canonical_len_hint() + 2);
         text.push_str(&report);
-        // One part: the text is the buffer, kept whole.
-        let whole: Result<(), std::convert::Infallible> =
-            self.write_transcript(&mut text, usize::MAX, |_| Ok(()));
-        if let Err(never) = whole {
-            match never {}
-        }
+        // One part: the text is the buffer, kept whole. The request's text is held whole
+        // here, and read again from memory, which cannot fail: only a compaction of a file
+        // read where it lies (a `CompactedFile`, which has no `into_text`) reads a file again.
+        let whole = self.write_transcript(&mut text, usize::MAX, |_| Ok(()), |e| e);
+        debug_assert!(
+            whole.is_ok(),
+            "a text held whole is read again without failing"
+        );
         text.push_str("}\n");
         text
     }
@@ -136,10 +143,11 @@ impl Compacted {
         buf: &mut String,
         part: usize,
         drain: impl FnMut(&mut String) -> Result<(), E>,
+        read_failed: impl Fn(std::io::Error) -> E,
     ) -> Result<(), E> {
         let view = &self.out.transcript;
         match &self.left {
-            Some((text, located)) => text.write_view(view, located, buf, part, drain),
+            Some((text, located)) => text.write_view(view, located, buf, part, drain, read_failed),
             None => view.write_canonical_in_parts(buf, part, drain),
         }
     }
@@ -162,11 +170,17 @@ impl Compacted {
         self.report = Some(report);
         written?;
         let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
-        self.write_transcript(&mut buf, WRITE_PART_BYTES, |part| {
-            out.write_all(part.as_bytes())?;
-            part.clear();
-            Ok::<(), std::io::Error>(())
-        })?;
+        self.write_transcript(
+            &mut buf,
+            WRITE_PART_BYTES,
+            |part| {
+                out.write_all(part.as_bytes())?;
+                part.clear();
+                Ok::<(), std::io::Error>(())
+            },
+            // Carried to `output::deliver_with` as the input's error it is.
+            |e| std::io::Error::other(left::read_again_failed(&e, 0)),
+        )?;
         out.write_all(b"}\n")?;
         out.flush()
     }
@@ -228,6 +242,66 @@ pub fn compact_text(request_text: String) -> Result<Compacted, CliError> {
     let (mut req, mut text) = left::LeftText::new(leaving?, request_text);
     let plan = text.plan(&mut req)?;
     compacted_with(req, plan, Some(text))
+}
+
+/// As [`compact_text`], the request read from `file` where it lies rather than held whole
+/// (see [`request::parse_leaving_file`]): the view's kept contents are read from the file
+/// again when the output is written, a window at a time, and the file is checked unchanged
+/// after the output's last byte. `whole` reads the file whole (with the errors reading the
+/// request gives) for a request [`request::parse_leaving_file`] does not read: it is then
+/// compacted by [`compact_text`].
+///
+/// ```
+/// use cutctx_cli::input::RequestFile;
+/// let turns: Vec<String> = (0..50_000)
+///     .map(|i| format!(r#"{{"turn_id":"u{i}","role":"user","content":"turn {i} of a long talk","token_estimate":9}}"#))
+///     .collect();
+/// let request = format!(r#"{{"transcript":[{}],"budget":{{"max_tokens":1000}},"policy":{{"name":"drop_oldest"}}}}"#, turns.join(","));
+/// let path = std::env::temp_dir().join(format!("cutctx-compact-file-doc-{}", std::process::id()));
+/// std::fs::write(&path, &request)?;
+/// let file = RequestFile::open(&path)?.expect("large enough to read where it lies");
+/// let mut compacted = cutctx_cli::compact_file(file, |file| {
+///     String::from_utf8(file.read_whole().expect("reads")).map_err(|_| unreachable!())
+/// })?;
+/// let mut out = Vec::new();
+/// compacted.write_to(&mut out)?;
+/// assert_eq!(String::from_utf8(out).expect("UTF-8"), cutctx_cli::compact(&request)?);
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+///
+/// # Errors
+///
+/// As [`compact`]; a file that cannot be read again while planning is an `INPUT_ERROR`, as
+/// are the errors of `whole`.
+pub fn compact_file(
+    file: input::RequestFile,
+    whole: impl FnOnce(&input::RequestFile) -> Result<String, CliError>,
+) -> Result<CompactedFile, CliError> {
+    let Some(leaving) = request::parse_leaving_file(&file) else {
+        return compact_text(whole(&file)?).map(CompactedFile);
+    };
+    let (mut req, mut text) = left::LeftText::in_file(leaving?, file);
+    let plan = text.plan(&mut req)?;
+    compacted_with(req, plan, Some(text)).map(CompactedFile)
+}
+
+/// A compaction of a request read where it lies in its file ([`compact_file`]), its output
+/// not yet written. Writing it reads the file again, which may fail: it is only written to a
+/// writer, whose errors carry that failure as the [`CliError`] it is.
+pub struct CompactedFile(Compacted);
+
+impl CompactedFile {
+    /// Writes the output to `out` and flushes it, as [`Compacted::write_to`] does.
+    ///
+    /// # Errors
+    ///
+    /// The first error writing to `out`; a failure to read the file again, or a file found
+    /// changed after the last byte, as an error carrying the `INPUT_ERROR` [`CliError`] (see
+    /// [`output::deliver_with`]). Part of the output may have been written; never its end.
+    pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        self.0.write_to(out)
+    }
 }
 
 /// As [`compact_retaining`], reading the request from `reader` piece by piece, so that its
@@ -391,6 +465,60 @@ mod tests {
             turns.join(","),
             n * 5
         )
+    }
+
+    /// `request(n)` in a temporary file named for `name`, compacted where it lies.
+    fn compacted_file(name: &str, n: usize) -> (std::path::PathBuf, String, super::CompactedFile) {
+        let text = request(n);
+        let path = std::env::temp_dir().join(format!("cutctx-lib-{name}-{}", std::process::id()));
+        std::fs::write(&path, &text).expect("a temporary file");
+        let file = super::input::RequestFile::open_from(&path, 0)
+            .expect("opens")
+            .expect("a file");
+        let compacted =
+            super::compact_file(file, |_| panic!("read where it lies")).expect("a valid request");
+        (path, text, compacted)
+    }
+
+    #[test]
+    fn a_request_read_where_it_lies_gives_the_output_of_its_text() {
+        let (path, text, mut compacted) = compacted_file("same", 3_000);
+        let mut written = Vec::new();
+        compacted.write_to(&mut written).expect("written");
+        std::fs::remove_file(&path).expect("removed");
+        assert_eq!(
+            String::from_utf8(written).expect("UTF-8"),
+            super::compact(&text).expect("compacted")
+        );
+    }
+
+    #[test]
+    fn a_request_file_that_changes_before_the_output_is_written_is_an_input_error() {
+        let carried = |e: &std::io::Error| {
+            e.get_ref()
+                .and_then(|inner| inner.downcast_ref::<super::CliError>())
+                .map(|cli| cli.code)
+        };
+        // Grown by a space: found changed after the output's last turn, its end unwritten.
+        let (path, text, mut compacted) = compacted_file("grown", 3_000);
+        std::fs::write(&path, format!("{text} ")).expect("rewritten");
+        let mut written = Vec::new();
+        let err = compacted.write_to(&mut written).expect_err("changed");
+        assert_eq!(carried(&err), Some(super::INPUT_ERROR));
+        assert!(!written.is_empty() && !written.ends_with(b"}\n"));
+        // The same length, a kept content no longer UTF-8: found where it is read again.
+        let (path2, text2, mut compacted2) = compacted_file("broken", 3_000);
+        let mut bytes = text2.into_bytes();
+        let at = bytes.len() - 300;
+        bytes[at] = 0xff;
+        std::fs::write(&path2, &bytes).expect("rewritten");
+        let delivered = super::output::deliver_with(&mut Vec::new(), |w| compacted2.write_to(w));
+        assert_eq!(
+            delivered.map_err(|e| e.code).err(),
+            Some(super::INPUT_ERROR)
+        );
+        std::fs::remove_file(&path).expect("removed");
+        std::fs::remove_file(&path2).expect("removed");
     }
 
     #[test]

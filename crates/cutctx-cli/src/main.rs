@@ -230,6 +230,9 @@ fn command_line() -> ExitCode {
             Output::Compacted(compacted) => {
                 output::deliver_with(&mut stdout, |w| compacted.write_to(w))
             }
+            Output::CompactedFile(compacted) => {
+                output::deliver_with(&mut stdout, |w| compacted.write_to(w))
+            }
             Output::Format(streamed) => output::deliver_with(&mut stdout, |w| streamed.write_to(w)),
         };
         // As the request: the exit reclaims the output whole.
@@ -263,6 +266,8 @@ enum Output {
     Text(String),
     /// A compaction's output, written as it is made: a large one is never held whole.
     Compacted(Box<cutctx_cli::Compacted>),
+    /// A compaction of a request read where it lies in its file, written as it is made.
+    CompactedFile(Box<cutctx_cli::CompactedFile>),
     /// A compacted provider request, written from its input's text: never held whole.
     Format(Box<cutctx_cli::formats::Streamed>),
 }
@@ -284,11 +289,27 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             ledger: None,
             ..
         } => {
-            // Read whole (a file on two threads): the output copies kept contents from it.
-            let compacted = cutctx_cli::compact_text(read_text(request, "the request")?)?;
+            // A large file read where it lies, its kept contents copied from it again as the
+            // output is written; anything else read whole (a file on two threads).
+            let file = if request == Path::new("-") {
+                None
+            } else {
+                cutctx_cli::input::RequestFile::open(request)
+                    .map_err(|e| read_error(request, "the request", &e))?
+            };
             // The process ends right after printing: freeing every turn, action and id one
             // by one would only delay the exit, so the operating system reclaims them whole
             // (see `main`).
+            if let Some(file) = file {
+                let compacted = cutctx_cli::compact_file(file, |file| {
+                    let bytes = file
+                        .read_whole()
+                        .map_err(|e| read_error(request, "the request", &e))?;
+                    utf8_text(bytes, "the request")
+                })?;
+                return Ok((0, Output::CompactedFile(Box::new(compacted))));
+            }
+            let compacted = cutctx_cli::compact_text(read_text(request, "the request")?)?;
             Ok((0, Output::Compacted(Box::new(compacted))))
         }
         Command::Compact {
@@ -459,12 +480,20 @@ fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
     } else {
         cutctx_cli::input::read_file(path).map(|read| bytes = read)
     };
-    read.map_err(|e| {
-        CliError::input(
-            format!("cannot read {what} at {}: {e}", path.display()),
-            cutctx::model::details! { "path" => path.display().to_string(), "document" => what },
-        )
-    })?;
+    read.map_err(|e| read_error(path, what, &e))?;
+    utf8_text(bytes, what)
+}
+
+/// The error of reading `what` at `path`, which failed with `e`.
+fn read_error(path: &Path, what: &str, e: &std::io::Error) -> CliError {
+    CliError::input(
+        format!("cannot read {what} at {}: {e}", path.display()),
+        cutctx::model::details! { "path" => path.display().to_string(), "document" => what },
+    )
+}
+
+/// `bytes` read of `what`, as UTF-8.
+fn utf8_text(bytes: Vec<u8>, what: &str) -> Result<String, CliError> {
     String::from_utf8(bytes).map_err(|e| {
         CliError::input(
             format!("{what} is not UTF-8: invalid byte at offset {}", e.utf8_error().valid_up_to()),

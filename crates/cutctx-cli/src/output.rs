@@ -85,7 +85,14 @@ pub fn deliver_with<W: Write>(
     match write(out) {
         Ok(()) => Ok(Delivery::Written),
         Err(e) if e.kind() == ErrorKind::BrokenPipe => Ok(Delivery::ReaderGone),
-        Err(e) => Err(output_error("stdout", None, &e)),
+        // The writer failed on what it read, not on the output: that error, as it is.
+        Err(e) => match e
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<CliError>())
+        {
+            Some(input) => Err(input.clone()),
+            None => Err(output_error("stdout", None, &e)),
+        },
     }
 }
 

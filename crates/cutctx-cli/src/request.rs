@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::error::{CliError, parse_json};
+use crate::input::RequestFile;
 
 mod record;
 mod scan;
@@ -301,6 +302,254 @@ pub fn parse_leaving(text: &str) -> Option<Result<Leaving, CliError>> {
             placeholders,
         }),
     )
+}
+
+/// As [`parse_leaving`], reading the request from `file` where it lies, a window at a time,
+/// instead of from a text held whole: the transcript is cut into a part for each thread
+/// where an element seems to start (as [`parse_leaving`] cuts each of its windows), and each
+/// thread reads its part through a window of its own, each window checked as UTF-8 where it
+/// is read, the spans of the contents left the file's offsets. Only the windows, the turns
+/// and the rest of the document are ever held.
+///
+/// One part a thread for the whole file, not a part a thread for each window: a thread
+/// that waits between windows is put to sleep, and on some machines it takes longer to wake
+/// again than a window takes to read. When a cut turns out not to be an element's start,
+/// the file is read again on one thread.
+///
+/// `None` when anything is unusual, as for [`parse_leaving`] (and also when the
+/// `transcript` array does not open in the first window): the caller then reads the file
+/// whole.
+#[must_use]
+pub fn parse_leaving_file(file: &RequestFile) -> Option<Result<Leaving, CliError>> {
+    let threads = Parallelism::Automatic.threads().max(1);
+    parse_leaving_file_in(file, FILE_PIECE_BYTES, threads).or_else(|| {
+        (threads > 1)
+            .then(|| parse_leaving_file_in(file, FILE_PIECE_BYTES, 1))
+            .flatten()
+    })
+}
+
+/// How many bytes of a file a thread reads elements from at a time: a window stays in the
+/// caches, and its pages are touched once, whatever the size of the file.
+const FILE_PIECE_BYTES: usize = 1 << 20;
+
+/// How much of a file is read first, to find where its transcript opens.
+const HEAD_BYTES: usize = 64 << 10;
+
+/// How far past a guessed cut the start of an element is looked for.
+const CUT_SEARCH_BYTES: usize = 64 << 10;
+
+/// [`parse_leaving_file`] in `threads` parts, each read through windows of `piece` bytes.
+pub(crate) fn parse_leaving_file_in(
+    file: &RequestFile,
+    piece: usize,
+    threads: usize,
+) -> Option<Result<Leaving, CliError>> {
+    const CUT: &[u8] = b"},{\"";
+    let len = file.len();
+    let mut head = Window::at(0);
+    head.fill(file, piece.max(HEAD_BYTES))?;
+    let start = scan::array_start(head.bytes())?;
+    let mut rest = Vec::with_capacity(start + 2);
+    rest.extend_from_slice(head.bytes().get(..start)?);
+    rest.extend_from_slice(b"[]");
+    drop(head);
+    // The parts: from just after the `[`, each next one where `},{"` is found after an even
+    // share of the file (a part too short to hold one is not made).
+    let first = start + 1;
+    let mut cuts = vec![first];
+    let mut near = vec![0; CUT_SEARCH_BYTES];
+    for k in 1..threads {
+        let guess = (first + k * (len - first) / threads).max(cuts[cuts.len() - 1] + 1);
+        let room = near.get_mut(..CUT_SEARCH_BYTES.min(len.saturating_sub(guess)))?;
+        file.read_at(room, guess).ok()?;
+        match room.windows(CUT.len()).position(|w| w == CUT) {
+            Some(found) => cuts.push(guess + found + 2),
+            None => break,
+        }
+    }
+    cuts.push(len);
+    let parts: Vec<(usize, usize)> = cuts.windows(2).map(|w| (w[0], w[1])).collect();
+    let last = parts.len() - 1;
+    // Room for as many turns as the file could hold, reserved, not touched (as in
+    // `parse_leaving`), in each part's list.
+    let most = len / 48;
+    let mut slots: Vec<Slot> = std::iter::repeat_with(|| {
+        let mut slot = Slot::leaving();
+        slot.turns.reserve(most);
+        slot
+    })
+    .take(parts.len())
+    .collect();
+    let (mut turns, mut left) = (Vec::with_capacity(most), Vec::with_capacity(most));
+    let (first_slot, other_slots) = slots.split_first_mut()?;
+    let (from, to) = parts[0];
+    let (mine, theirs) = cutctx::model::beside::beside(
+        || {
+            stream_part(
+                file,
+                (from, to),
+                last == 0,
+                piece,
+                &mut first_slot.builder,
+                (&mut turns, &mut left),
+            )
+        },
+        parts[1..]
+            .iter()
+            .zip(other_slots.iter_mut())
+            .enumerate()
+            .collect(),
+        |(k, (&(from, to), slot)): (usize, (&(usize, usize), &mut Slot))| {
+            stream_part(
+                file,
+                (from, to),
+                k + 1 == last,
+                piece,
+                &mut slot.builder,
+                (&mut slot.turns, &mut slot.left),
+            )
+        },
+    );
+    let mut results = vec![mine];
+    results.extend(theirs.into_iter().map(|r| r.ok().flatten()));
+    let mut after = None;
+    for (k, result) in results.into_iter().enumerate() {
+        let (stop, closed) = result?;
+        if k > 0 {
+            let slot = &mut other_slots[k - 1];
+            let shift = u32::try_from(turns.len()).ok()?;
+            for mut l in slot.left.drain(..) {
+                l.position = l.position.checked_add(shift)?;
+                left.push(l);
+            }
+            turns.append(&mut slot.turns);
+        }
+        if k < last {
+            // A part confirms the next cut only by stopping exactly there, the array open.
+            if closed || stop != parts[k].1 {
+                return None;
+            }
+        } else if closed {
+            after = Some(stop);
+        }
+    }
+    let after = after?;
+    let mut tail = vec![0; len - after];
+    file.read_at(&mut tail, after).ok()?;
+    rest.extend_from_slice(&tail);
+    let rest = String::from_utf8(rest).ok()?;
+    let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(&rest).ok()?;
+    let placeholders = slots
+        .into_iter()
+        .filter_map(|slot| slot.builder.placeholder)
+        .collect();
+    Some(
+        finish(Transcript::with_packed_ids(turns), wire).map(|request| Leaving {
+            request,
+            left,
+            placeholders,
+        }),
+    )
+}
+
+/// The elements of `file` from `from` (where an element is due) to `to` (where the next
+/// part's first element starts), or for the `last` part to the array's end, read through
+/// windows of `piece` bytes (a larger one for an element longer than a window), their turns
+/// appended to `turns` by `builder`, and where their contents were left to `left`: where
+/// reading stopped in the file, and whether the array closed. `None` when anything is amiss.
+fn stream_part(
+    file: &RequestFile,
+    (from, to): (usize, usize),
+    last: bool,
+    piece: usize,
+    builder: &mut Builder,
+    (turns, left): (&mut Vec<TranscriptTurn>, &mut Vec<Left>),
+) -> Option<(usize, bool)> {
+    let mut window = Window::at(from);
+    let mut want = piece;
+    loop {
+        window.fill(file, want)?;
+        let end = window.base + window.filled;
+        // The part ends in this window: read to its end exactly, as a part of a window is.
+        let ends_here = !last && to <= end;
+        let src = Source::Window(window.bytes(), window.base);
+        let (stop, closed) = if ends_here {
+            take_part_into(
+                src,
+                0,
+                to - window.base,
+                false,
+                builder,
+                (&mut *turns, &mut *left),
+            )?
+        } else {
+            take_part_into(
+                src,
+                0,
+                window.filled,
+                true,
+                builder,
+                (&mut *turns, &mut *left),
+            )?
+        };
+        if closed || ends_here {
+            return Some((window.base + stop, closed));
+        }
+        if end == file.len() {
+            return None;
+        }
+        if stop == 0 {
+            // No whole element in the window: a larger one.
+            want = want.checked_mul(2)?;
+        }
+        window.drain(stop);
+    }
+}
+
+/// A window of a file [`parse_leaving_file`] reads: its buffer is allocated once (grown only
+/// for an element longer than it) and refilled in place.
+struct Window {
+    buf: Vec<u8>,
+    /// How many bytes of `buf` hold the file's.
+    filled: usize,
+    /// Where in the file `buf` starts.
+    base: usize,
+}
+
+impl Window {
+    const fn at(base: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            filled: 0,
+            base,
+        }
+    }
+
+    fn bytes(&self) -> &[u8] {
+        &self.buf[..self.filled]
+    }
+
+    /// Moves the bytes from `at` to the start of the buffer.
+    fn drain(&mut self, at: usize) {
+        self.buf.copy_within(at..self.filled, 0);
+        self.filled -= at;
+        self.base += at;
+    }
+
+    /// Reads the file on until the window holds `want` bytes or the file ends. `None` when
+    /// the read fails.
+    fn fill(&mut self, file: &RequestFile, want: usize) -> Option<()> {
+        let end = file.len().min(self.base.checked_add(want)?);
+        let to = end.checked_sub(self.base)?.max(self.filled);
+        if self.buf.len() < to {
+            self.buf.resize(to, 0);
+        }
+        file.read_at(self.buf.get_mut(self.filled..to)?, self.base + self.filled)
+            .ok()?;
+        self.filled = to;
+        Some(())
+    }
 }
 
 /// The size from which a request held in memory is read piece by piece, its turns on
@@ -615,13 +864,24 @@ enum Source<'a> {
     Bytes(&'a [u8]),
     /// A text known to be UTF-8, cut only at characters' boundaries.
     Text(&'a str),
+    /// Bytes read from a file at an offset, not checked, as `Bytes`: the spans of the
+    /// contents left in them are the file's, the offset added.
+    Window(&'a [u8], usize),
 }
 
 impl<'a> Source<'a> {
     const fn bytes(self) -> &'a [u8] {
         match self {
-            Self::Bytes(b) => b,
+            Self::Bytes(b) | Self::Window(b, _) => b,
             Self::Text(t) => t.as_bytes(),
+        }
+    }
+
+    /// Where the request's text these bytes hold starts.
+    const fn offset(self) -> usize {
+        match self {
+            Self::Window(_, offset) => offset,
+            Self::Bytes(_) | Self::Text(_) => 0,
         }
     }
 }
@@ -784,12 +1044,12 @@ fn take_part_into(
 ) -> Option<(usize, bool)> {
     // Whatever an earlier run that failed left in it.
     builder.clear();
-    builder.base = from;
+    builder.base = src.offset().checked_add(from)?;
     let text = match src {
         // Cut at element starts and the window's end, each a character's boundary.
         Source::Text(whole) => whole.get(from..to)?,
         // The part as text: only the last may end inside a character, cut by the read.
-        Source::Bytes(buf) => match std::str::from_utf8(&buf[from..to]) {
+        Source::Bytes(buf) | Source::Window(buf, _) => match std::str::from_utf8(&buf[from..to]) {
             Ok(text) => text,
             Err(e) if last && e.error_len().is_none() => {
                 std::str::from_utf8(&buf[from..from + e.valid_up_to()]).ok()?
@@ -1226,6 +1486,162 @@ mod tests {
             }
         }
         assert!(split > 100, "{split}");
+    }
+
+    /// `text` in a temporary file named for `name`, opened to be read where it lies.
+    fn in_file(name: &str, text: &str) -> (std::path::PathBuf, RequestFile) {
+        let path = std::env::temp_dir().join(format!(
+            "cutctx-request-{name}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        std::fs::write(&path, text).expect("a temporary file");
+        let file = RequestFile::open_from(&path, 0)
+            .expect("opens")
+            .expect("a file");
+        (path, file)
+    }
+
+    /// What reading with the contents left builds, as comparable parts: the request's
+    /// transcript and budget, where the contents were left, and whether any placeholder is
+    /// shown; or the error's code.
+    type LeftParts = Result<(Transcript, CompactionBudget, Vec<Left>, bool), &'static str>;
+
+    fn left_parts(leaving: Option<Result<Leaving, CliError>>) -> Option<LeftParts> {
+        leaving.map(|r| {
+            r.map(|l| {
+                let shown = !l.placeholders.is_empty();
+                (l.request.transcript, l.request.budget, l.left, shown)
+            })
+            .map_err(|e| e.code)
+        })
+    }
+
+    #[test]
+    fn a_file_read_where_it_lies_in_parts_and_windows_reads_what_the_text_reads() {
+        let turns: Vec<String> = (0..90)
+            .map(|i| {
+                // Contents that end in `},{` put false cuts before their closing quote.
+                let content = match i % 7 {
+                    3 => "x},{",
+                    5 => r#"esc \u00e9 \/ \"q\""#,
+                    _ => r#"plain \\ \"text\" é"#,
+                };
+                let role = ["user", "assistant", "tool"][i % 3];
+                let call = if i % 3 == 0 { "" } else { r#","tool_call_id":"c""# };
+                format!(
+                    r#"{{"content":"{content}","metadata":{{}},"pinned":false,"role":"{role}","token_estimate":{},"tool_call_id":null,"turn_id":"t{i}"}}"#,
+                    i % 9 + 1
+                )
+                .replace(r#","tool_call_id":null"#, call)
+            })
+            .collect();
+        let long = "y".repeat(3000);
+        for (name, text) in [
+            (
+                "usual",
+                format!(r#"{{"transcript":[{}],{TAIL}}}"#, turns.join(",")),
+            ),
+            (
+                "spaced",
+                format!(
+                    r#" {{ {TAIL}, "transcript" : [ {} ] }} "#,
+                    turns.join(" , ")
+                ),
+            ),
+            (
+                "long",
+                format!(
+                    r#"{{"transcript":[{{"turn_id":"s","role":"system","content":"{long}","token_estimate":1}},{}],{TAIL}}}"#,
+                    turns.join(",")
+                ),
+            ),
+            (
+                "budget",
+                format!(
+                    r#"{{"transcript":[{}],"budget":{{"max_tokens":-1}},"policy":{{"name":"drop_oldest"}}}}"#,
+                    turns.join(",")
+                ),
+            ),
+        ] {
+            let expected = left_parts(parse_leaving(&text))
+                .unwrap_or_else(|| panic!("{name}: {:?}", parse(&text).err()));
+            let (path, file) = in_file(name, &text);
+            let mut split = 0;
+            for piece in [1, 64, 500, 4096, 1 << 20] {
+                for threads in [1, 2, 3, 7] {
+                    let read = left_parts(parse_leaving_file_in(&file, piece, threads));
+                    if threads == 1 {
+                        assert!(read.is_some(), "{name} {piece}: on one thread, always read");
+                    } else if read.is_some() {
+                        split += 1;
+                    }
+                    if let Some(read) = read {
+                        assert_eq!(read, expected, "{name} {piece} {threads}");
+                    }
+                }
+                assert_eq!(
+                    left_parts(parse_leaving_file(&file)),
+                    Some(expected.clone()),
+                    "{name}"
+                );
+            }
+            // Most cuts fall between elements: read in parts, not only on one thread (a cut
+            // is looked for as `},{"`, which spaced separators never spell).
+            assert!(
+                split >= 6 || name == "spaced",
+                "{name}: {split} reads in parts"
+            );
+            std::fs::remove_file(&path).expect("removed");
+        }
+    }
+
+    #[test]
+    fn a_file_with_anything_amiss_is_left_to_the_whole() {
+        let t = r#"{"turn_id":"a","role":"user","token_estimate":1}"#;
+        let texts = [
+            format!(r#"{{"transcript":[{t},],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t} {t}],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t},1],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t}],{TAIL}}} x"#),
+            format!(r#"{{"transcript":[{t}],"transcript":[{t}],{TAIL}}}"#),
+            format!(r#"{{"transcript":[{t}],{TAIL}"#),
+            format!(r#"{{"transcript":[{t}"#),
+            format!(r#"{{"transcript":[{t},{t}"#),
+        ];
+        // Bytes that are not UTF-8, inside an element or around the array.
+        let good = format!(r#"{{"transcript":[{t},{t},{t}],{TAIL}}}"#);
+        for at in [good.find("user").expect("a role") + 1, good.len() - 3, 3] {
+            let mut bad = good.clone().into_bytes();
+            bad[at] = 0xff;
+            let path = std::env::temp_dir()
+                .join(format!("cutctx-request-bad-{at}-{}", std::process::id()));
+            std::fs::write(&path, &bad).expect("a temporary file");
+            let file = RequestFile::open_from(&path, 0)
+                .expect("opens")
+                .expect("a file");
+            for piece in [1, 5, 1 << 20] {
+                for threads in [1, 2] {
+                    assert!(
+                        parse_leaving_file_in(&file, piece, threads).is_none(),
+                        "{at}"
+                    );
+                }
+            }
+            std::fs::remove_file(&path).expect("removed");
+        }
+        for (k, text) in texts.iter().enumerate() {
+            let (path, file) = in_file(&format!("amiss-{k}"), text);
+            for piece in [1, 5, 1 << 20] {
+                for threads in [1, 2] {
+                    assert!(
+                        parse_leaving_file_in(&file, piece, threads).is_none(),
+                        "{piece} {threads} {text}"
+                    );
+                }
+            }
+            std::fs::remove_file(&path).expect("removed");
+        }
     }
 
     #[test]
