@@ -445,7 +445,7 @@ fn decoded(text: &Text<'_>, l: &Left) -> Result<String, CliError> {
         .with_str(l.span(), |written| {
             cutctx_json::decode_written(written, &mut out)
         })
-        .map_err(|e| read_again_failed(&e, l.span().start))?;
+        .map_err(|e| read_again_failed(&e, Some(l.span().start)))?;
     ok.ok_or_else(|| {
         CliError::from(CompactionError::validation(
             "A content read from the request no longer decodes.",
@@ -455,12 +455,17 @@ fn decoded(text: &Text<'_>, l: &Left) -> Result<String, CliError> {
     Ok(out)
 }
 
-/// The error of a read of the request's text again, at `offset`, that failed with `e`.
-pub(crate) fn read_again_failed(e: &io::Error, offset: usize) -> CliError {
-    CliError::input(
-        format!("cannot read the request again: {e}"),
-        details! { "document" => "the request", "offset" => offset },
-    )
+/// The error of a read of the request's text again, at `offset` when it is known, that
+/// failed with `e`.
+pub(crate) fn read_again_failed(e: &io::Error, offset: Option<usize>) -> CliError {
+    let message = format!("cannot read the request again: {e}");
+    match offset {
+        Some(offset) => CliError::input(
+            message,
+            details! { "document" => "the request", "offset" => offset },
+        ),
+        None => CliError::input(message, details! { "document" => "the request" }),
+    }
 }
 
 /// A transcript's contents, read from the request's text where they were left there.
@@ -524,7 +529,7 @@ impl Contents<'_> {
             Some(l) if l.is_canonical() => self
                 .text
                 .with_str(l.span(), sha256_of_written)
-                .map_err(|e| read_again_failed(&e, l.span().start)),
+                .map_err(|e| read_again_failed(&e, Some(l.span().start))),
             Some(l) => decoded(self.text, l).map(|c| sha256_of_str_bytes(&c)),
             None => {
                 let turn = self.transcript.turns().get(position);

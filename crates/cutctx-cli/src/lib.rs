@@ -179,7 +179,7 @@ impl Compacted {
                 Ok::<(), std::io::Error>(())
             },
             // Carried to `output::deliver_with` as the input's error it is.
-            |e| std::io::Error::other(left::read_again_failed(&e, 0)),
+            |e| std::io::Error::other(left::read_again_failed(&e, None)),
         )?;
         out.write_all(b"}\n")?;
         out.flush()
