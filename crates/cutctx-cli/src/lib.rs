@@ -442,6 +442,30 @@ pub fn apply_text(request_text: String, plan_text: &str) -> Result<Compacted, Cl
     Ok(without_plan(compacted_with(req, plan, Some(text))?))
 }
 
+/// As [`apply_text`], the request read from `file` where it lies, as [`compact_file`] reads
+/// it; `whole` reads the file whole for a request it does not read so.
+///
+/// # Errors
+///
+/// As [`apply`]; a file that cannot be read again, and the errors of `whole`, as
+/// [`compact_file`]'s.
+pub fn apply_file(
+    file: input::RequestFile,
+    plan_text: &str,
+    whole: impl FnOnce(&input::RequestFile) -> Result<String, CliError>,
+) -> Result<CompactedFile, CliError> {
+    let Some(leaving) = request::parse_leaving_file(&file) else {
+        return apply_text(whole(&file)?, plan_text).map(CompactedFile);
+    };
+    let (req, text) = left::LeftText::in_file(leaving?, file);
+    let plan = stored_plan(&req, plan_text)?;
+    Ok(CompactedFile(without_plan(compacted_with(
+        req,
+        plan,
+        Some(text),
+    )?)))
+}
+
 /// `compacted`, written as `cutctx apply` prints it: without the plan, which is the caller's.
 fn without_plan(mut compacted: Compacted) -> Compacted {
     compacted.head = false;
@@ -490,6 +514,24 @@ mod tests {
             String::from_utf8(written).expect("UTF-8"),
             super::compact(&text).expect("compacted")
         );
+    }
+
+    #[test]
+    fn a_stored_plan_applied_to_a_request_read_where_it_lies_gives_the_output_of_its_text() {
+        let text = request(3_000);
+        let plan = super::plan(&text).expect("a plan");
+        let path = std::env::temp_dir().join(format!("cutctx-lib-apply-{}", std::process::id()));
+        std::fs::write(&path, &text).expect("a temporary file");
+        let file = super::input::RequestFile::open_from(&path, 0)
+            .expect("opens")
+            .expect("a file");
+        let mut applied =
+            super::apply_file(file, &plan, |_| panic!("read where it lies")).expect("applied");
+        let mut written = Vec::new();
+        applied.write_to(&mut written).expect("written");
+        std::fs::remove_file(&path).expect("removed");
+        let expected = super::apply(&text, &plan).expect("applied");
+        assert_eq!(String::from_utf8(written).expect("UTF-8"), expected);
     }
 
     #[test]

@@ -290,23 +290,11 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             ..
         } => {
             // A large file read where it lies, its kept contents copied from it again as the
-            // output is written; anything else read whole (a file on two threads).
-            let file = if request == Path::new("-") {
-                None
-            } else {
-                cutctx_cli::input::RequestFile::open(request)
-                    .map_err(|e| read_error(request, "the request", &e))?
-            };
-            // The process ends right after printing: freeing every turn, action and id one
-            // by one would only delay the exit, so the operating system reclaims them whole
-            // (see `main`).
-            if let Some(file) = file {
-                let compacted = cutctx_cli::compact_file(file, |file| {
-                    let bytes = file
-                        .read_whole()
-                        .map_err(|e| read_error(request, "the request", &e))?;
-                    utf8_text(bytes, "the request")
-                })?;
+            // output is written; anything else read whole (a file on two threads). The process
+            // ends right after printing: freeing every turn, action and id one by one would
+            // only delay the exit, so the operating system reclaims them whole (see `main`).
+            if let Some(file) = request_file(request)? {
+                let compacted = cutctx_cli::compact_file(file, |file| read_whole(file, request))?;
                 return Ok((0, Output::CompactedFile(Box::new(compacted))));
             }
             let compacted = cutctx_cli::compact_text(read_text(request, "the request")?)?;
@@ -341,12 +329,19 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
         )
         .map(ok),
         Command::Apply { request, plan } => {
-            // As `compact`: read whole, its kept contents copied from it into the output, which
-            // is written as it is made; the process's end reclaims the rest (see `main`).
-            let request = read_text(request, "the request")?;
-            let plan = read_text(plan, "the plan")?;
-            let applied = cutctx_cli::apply_text(request, &plan)?;
-            Ok((0, Output::Compacted(Box::new(applied))))
+            // As `compact`: read where it lies or whole, its kept contents copied from it into
+            // the output, which is written as it is made; the process's end reclaims the rest
+            // (see `main`). The request first, then the plan, as they are named (both may be
+            // standard input).
+            let Some(file) = request_file(request)? else {
+                let request = read_text(request, "the request")?;
+                let applied = cutctx_cli::apply_text(request, &read_text(plan, "the plan")?)?;
+                return Ok((0, Output::Compacted(Box::new(applied))));
+            };
+            let plan_text = read_text(plan, "the plan")?;
+            let applied =
+                cutctx_cli::apply_file(file, &plan_text, |file| read_whole(file, request))?;
+            Ok((0, Output::CompactedFile(Box::new(applied))))
         }
         Command::Receipt {
             command:
@@ -482,6 +477,23 @@ fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
     };
     read.map_err(|e| read_error(path, what, &e))?;
     utf8_text(bytes, what)
+}
+
+/// The request at `path` opened to be read where it lies, when it is a large file (see
+/// `RequestFile::open`); `None` for standard input and anything else, read whole.
+fn request_file(path: &Path) -> Result<Option<cutctx_cli::input::RequestFile>, CliError> {
+    if path == Path::new("-") {
+        return Ok(None);
+    }
+    cutctx_cli::input::RequestFile::open(path).map_err(|e| read_error(path, "the request", &e))
+}
+
+/// The request in `file`, opened from `path`, read whole as UTF-8.
+fn read_whole(file: &cutctx_cli::input::RequestFile, path: &Path) -> Result<String, CliError> {
+    let bytes = file
+        .read_whole()
+        .map_err(|e| read_error(path, "the request", &e))?;
+    utf8_text(bytes, "the request")
 }
 
 /// The error of reading `what` at `path`, which failed with `e`.
