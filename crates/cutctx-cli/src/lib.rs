@@ -54,6 +54,26 @@ pub fn plan(request_text: &str) -> Result<String, CliError> {
     Ok(plan.canonical_json() + "\n")
 }
 
+/// As [`plan`], the request read from `file` where it lies, as [`compact_file`] reads it;
+/// `whole` reads the file whole for a request it does not read so.
+///
+/// # Errors
+///
+/// As [`plan`]; a file that cannot be read again, and the errors of `whole`, as
+/// [`compact_file`]'s.
+pub fn plan_file(
+    file: input::RequestFile,
+    whole: impl FnOnce(&input::RequestFile) -> Result<String, CliError>,
+) -> Result<String, CliError> {
+    let Some(leaving) = request::parse_leaving_file(&file) else {
+        return plan(&whole(&file)?);
+    };
+    let mut leaving = leaving?;
+    let text = text::Text::File(file);
+    let plan = left::plan(&mut leaving.request, &text, &mut leaving.left)?;
+    Ok(plan.canonical_json() + "\n")
+}
+
 /// `cutctx compact`: plan, apply with the request's summaries, and print
 /// `{"plan", "report", "transcript"}` canonically, with one newline.
 ///
@@ -532,6 +552,19 @@ mod tests {
         std::fs::remove_file(&path).expect("removed");
         let expected = super::apply(&text, &plan).expect("applied");
         assert_eq!(String::from_utf8(written).expect("UTF-8"), expected);
+    }
+
+    #[test]
+    fn a_request_read_where_it_lies_is_planned_as_its_text() {
+        let text = request(3_000);
+        let path = std::env::temp_dir().join(format!("cutctx-lib-plan-{}", std::process::id()));
+        std::fs::write(&path, &text).expect("a temporary file");
+        let file = super::input::RequestFile::open_from(&path, 0)
+            .expect("opens")
+            .expect("a file");
+        let planned = super::plan_file(file, |_| panic!("read where it lies"));
+        std::fs::remove_file(&path).expect("removed");
+        assert_eq!(planned, super::plan(&text));
     }
 
     #[test]

@@ -278,7 +278,11 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
     let clock = cutctx::ledger::SystemClock;
     let ok = |out: String| (0, Output::Text(out));
     match command {
-        Command::Plan { request } => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
+        Command::Plan { request } => match request_file(request)? {
+            // A large file read where it lies, as `compact` reads it.
+            Some(file) => cutctx_cli::plan_file(file, |file| read_whole(file, request)).map(ok),
+            None => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
+        },
         Command::Compact {
             request, format, ..
         } if format.format.is_some() => {
