@@ -117,6 +117,15 @@ impl LeftText {
         Self::of(leaving, Text::File(file))
     }
 
+    /// Whether the text is still what was read (see [`Text::unchanged`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`Text::unchanged`].
+    pub(crate) fn unchanged(&self) -> io::Result<()> {
+        self.text.unchanged()
+    }
+
     fn of(leaving: Leaving, text: Text<'static>) -> (Request, Self) {
         let Leaving {
             request,

@@ -320,6 +320,12 @@ impl CompactedFile {
     /// changed after the last byte, as an error carrying the `INPUT_ERROR` [`CliError`] (see
     /// [`output::deliver_with`]). Part of the output may have been written; never its end.
     pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        // A file that changed since it was opened (while it was planned, say) fails before
+        // the first byte: only one changing while the output is written leaves part of it.
+        if let Some((text, _)) = &self.0.left {
+            text.unchanged()
+                .map_err(|e| std::io::Error::other(left::read_again_failed(&e, None)))?;
+        }
         self.0.write_to(out)
     }
 }
@@ -568,25 +574,35 @@ mod tests {
     }
 
     #[test]
-    fn a_request_file_that_changes_before_the_output_is_written_is_an_input_error() {
+    fn a_request_file_that_changes_after_it_is_read_is_an_input_error() {
         let carried = |e: &std::io::Error| {
             e.get_ref()
                 .and_then(|inner| inner.downcast_ref::<super::CliError>())
                 .map(|cli| cli.code)
         };
-        // Grown by a space: found changed after the output's last turn, its end unwritten.
+        // Grown by a space after planning: found changed before the output's first byte.
         let (path, text, mut compacted) = compacted_file("grown", 3_000);
         std::fs::write(&path, format!("{text} ")).expect("rewritten");
         let mut written = Vec::new();
         let err = compacted.write_to(&mut written).expect_err("changed");
         assert_eq!(carried(&err), Some(super::INPUT_ERROR));
-        assert!(!written.is_empty() && !written.ends_with(b"}\n"));
-        // The same length, a kept content no longer UTF-8: found where it is read again.
+        assert!(written.is_empty());
+        // Changed once that check is passed (the output written as `CompactedFile` writes it
+        // after it): found after the view's last turn, the output's end never written.
+        let err = compacted.0.write_to(&mut written).expect_err("changed");
+        assert_eq!(carried(&err), Some(super::INPUT_ERROR));
+        assert!(written.len() > 3 * super::WRITE_PART_BYTES && !written.ends_with(b"}\n"));
+        // The same length, a kept record no longer UTF-8: found where it is read again.
         let (path2, text2, mut compacted2) = compacted_file("broken", 3_000);
         let mut bytes = text2.into_bytes();
         let at = bytes.len() - 300;
         bytes[at] = 0xff;
         std::fs::write(&path2, &bytes).expect("rewritten");
+        let mut written = Vec::new();
+        let err = compacted2.0.write_to(&mut written).expect_err("not UTF-8");
+        assert_eq!(carried(&err), Some(super::INPUT_ERROR));
+        assert!(!written.ends_with(b"}\n"));
+        // Through the command's delivery: the `INPUT_ERROR` itself, before any output.
         let delivered = super::output::deliver_with(&mut Vec::new(), |w| compacted2.write_to(w));
         assert_eq!(
             delivered.map_err(|e| e.code).err(),
