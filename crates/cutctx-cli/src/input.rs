@@ -31,7 +31,8 @@ const WHERE_IT_LIES_FROM_BYTES: u64 = 4 << 20;
 ///
 /// A file read twice must not change in between: what [`RequestFile::open`] found (the
 /// length, the times of the last change, the file itself) is checked again by
-/// [`RequestFile::unchanged`], which the writer calls after the output's last byte.
+/// [`RequestFile::unchanged`], which the writer calls before the output's first byte and
+/// before the view's last part.
 ///
 /// ```
 /// use cutctx_cli::input::RequestFile;
@@ -144,11 +145,7 @@ impl RequestFile {
     ///
     /// Whatever reading fails with.
     pub fn read_whole(&self) -> io::Result<Vec<u8>> {
-        let mut file = &self.file;
-        let mut bytes = read_len(&self.file, self.len)?;
-        file.seek(SeekFrom::Start(self.len as u64))?;
-        file.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        read_from_len(&self.file, self.len)
     }
 
     /// Whether the file is the one opened, unchanged since.
@@ -207,20 +204,38 @@ pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
             return Ok(bytes);
         }
     };
-    let mut bytes = read_len(&file, len)?;
-    file.seek(SeekFrom::Start(meta.len()))?;
-    file.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    read_from_len(&file, len)
 }
 
-/// The first `len` bytes of `file`, read in pieces on two threads.
-fn read_len(file: &File, len: usize) -> io::Result<Vec<u8>> {
+/// The bytes of `file`, found `len` long: those `len` read in pieces on two threads, then
+/// whatever the file gained meanwhile.
+fn read_from_len(file: &File, len: usize) -> io::Result<Vec<u8>> {
     let mut bytes = vec![0; len];
     let pieces = Mutex::new(bytes.chunks_mut(PIECE_BYTES).enumerate());
     let read = || read_pieces(file, &pieces);
     let (mine, theirs) = cutctx::model::beside::beside_one(read, read);
     mine.and(theirs.unwrap_or_else(|_| Err(io::Error::other("the reading thread was lost"))))?;
+    let mut file = file;
+    file.seek(SeekFrom::Start(len as u64))?;
+    file.read_to_end(&mut bytes)?;
     Ok(bytes)
+}
+
+/// `bytes` in a temporary file named for `name` (and for the test thread writing it), opened
+/// to be read where it lies whatever its size: for the tests of every reader of such a file.
+#[cfg(test)]
+pub(crate) fn temp_request_file(name: &str, bytes: &[u8]) -> (std::path::PathBuf, RequestFile) {
+    let path = std::env::temp_dir().join(format!(
+        "cutctx-request-file-{name}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::write(&path, bytes).expect("a temporary file");
+    let file = RequestFile::open_from(&path, 0)
+        .expect("opens")
+        .and_then(|file| (file.len() == bytes.len()).then_some(file))
+        .expect("a regular file, as written");
+    (path, file)
 }
 
 /// Reads the pieces of `file` that `pieces` hands out (the piece's index and its room in the

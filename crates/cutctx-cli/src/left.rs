@@ -595,7 +595,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::LeftText;
-    use crate::input::RequestFile;
     use crate::request::{Left, parse, parse_leaving};
     use cutctx_json::{Style, Writer, write_turn_with};
 
@@ -706,15 +705,7 @@ mod tests {
     /// The compaction of `text` read where it lies in a file, in windows of 64 bytes on
     /// `threads` threads, written out; `None` when it is not read so (left to the whole).
     fn compacted_from_file(text: &str, threads: usize) -> Option<Result<String, String>> {
-        let path = std::env::temp_dir().join(format!(
-            "cutctx-left-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::write(&path, text).expect("a temporary file");
-        let file = RequestFile::open_from(&path, 0)
-            .expect("opens")
-            .expect("a file");
+        let (path, file) = crate::input::temp_request_file("left", text.as_bytes());
         let leaving = crate::request::parse_leaving_file_in(&file, 64, threads);
         let out = leaving.map(|leaving| {
             let compacted = leaving.and_then(|leaving| {

@@ -267,7 +267,7 @@ pub fn compact_text(request_text: String) -> Result<Compacted, CliError> {
 /// As [`compact_text`], the request read from `file` where it lies rather than held whole
 /// (see [`request::parse_leaving_file`]): the view's kept contents are read from the file
 /// again when the output is written, a window at a time, and the file is checked unchanged
-/// after the output's last byte. `whole` reads the file whole (with the errors reading the
+/// before the output's first byte and before the view's last part. `whole` reads the file whole (with the errors reading the
 /// request gives) for a request [`request::parse_leaving_file`] does not read: it is then
 /// compacted by [`compact_text`].
 ///
@@ -317,8 +317,9 @@ impl CompactedFile {
     /// # Errors
     ///
     /// The first error writing to `out`; a failure to read the file again, or a file found
-    /// changed after the last byte, as an error carrying the `INPUT_ERROR` [`CliError`] (see
-    /// [`output::deliver_with`]). Part of the output may have been written; never its end.
+    /// changed, as an error carrying the `INPUT_ERROR` [`CliError`] (see
+    /// [`output::deliver_with`]): before the first byte for a file that changed since it was
+    /// opened, else with part of the output written, never its end.
     pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         // A file that changed since it was opened (while it was planned, say) fails before
         // the first byte: only one changing while the output is written leaves part of it.
@@ -520,11 +521,7 @@ mod tests {
     /// `request(n)` in a temporary file named for `name`, compacted where it lies.
     fn compacted_file(name: &str, n: usize) -> (std::path::PathBuf, String, super::CompactedFile) {
         let text = request(n);
-        let path = std::env::temp_dir().join(format!("cutctx-lib-{name}-{}", std::process::id()));
-        std::fs::write(&path, &text).expect("a temporary file");
-        let file = super::input::RequestFile::open_from(&path, 0)
-            .expect("opens")
-            .expect("a file");
+        let (path, file) = super::input::temp_request_file(name, text.as_bytes());
         let compacted =
             super::compact_file(file, |_| panic!("read where it lies")).expect("a valid request");
         (path, text, compacted)
@@ -546,11 +543,7 @@ mod tests {
     fn a_stored_plan_applied_to_a_request_read_where_it_lies_gives_the_output_of_its_text() {
         let text = request(3_000);
         let plan = super::plan(&text).expect("a plan");
-        let path = std::env::temp_dir().join(format!("cutctx-lib-apply-{}", std::process::id()));
-        std::fs::write(&path, &text).expect("a temporary file");
-        let file = super::input::RequestFile::open_from(&path, 0)
-            .expect("opens")
-            .expect("a file");
+        let (path, file) = super::input::temp_request_file("apply", text.as_bytes());
         let mut applied =
             super::apply_file(file, &plan, |_| panic!("read where it lies")).expect("applied");
         let mut written = Vec::new();
@@ -563,11 +556,7 @@ mod tests {
     #[test]
     fn a_request_read_where_it_lies_is_planned_as_its_text() {
         let text = request(3_000);
-        let path = std::env::temp_dir().join(format!("cutctx-lib-plan-{}", std::process::id()));
-        std::fs::write(&path, &text).expect("a temporary file");
-        let file = super::input::RequestFile::open_from(&path, 0)
-            .expect("opens")
-            .expect("a file");
+        let (path, file) = super::input::temp_request_file("plan", text.as_bytes());
         let planned = super::plan_file(file, |_| panic!("read where it lies"));
         std::fs::remove_file(&path).expect("removed");
         assert_eq!(planned, super::plan(&text));
@@ -592,24 +581,39 @@ mod tests {
         let err = compacted.0.write_to(&mut written).expect_err("changed");
         assert_eq!(carried(&err), Some(super::INPUT_ERROR));
         assert!(written.len() > 3 * super::WRITE_PART_BYTES && !written.ends_with(b"}\n"));
-        // The same length, a kept record no longer UTF-8: found where it is read again.
-        let (path2, text2, mut compacted2) = compacted_file("broken", 3_000);
-        let mut bytes = text2.into_bytes();
-        let at = bytes.len() - 300;
-        bytes[at] = 0xff;
-        std::fs::write(&path2, &bytes).expect("rewritten");
-        let mut written = Vec::new();
-        let err = compacted2.0.write_to(&mut written).expect_err("not UTF-8");
-        assert_eq!(carried(&err), Some(super::INPUT_ERROR));
-        assert!(!written.ends_with(b"}\n"));
-        // Through the command's delivery: the `INPUT_ERROR` itself, before any output.
-        let delivered = super::output::deliver_with(&mut Vec::new(), |w| compacted2.write_to(w));
-        assert_eq!(
-            delivered.map_err(|e| e.code).err(),
-            Some(super::INPUT_ERROR)
-        );
+        // The same length, a kept record in the middle of the view no longer UTF-8: found
+        // where it is read again, the view's second half never written (a change found only
+        // at the end would leave at most its last part unwritten). A view on one thread and
+        // one long enough for two.
+        for n in [8_000, 2 * super::PARALLEL_REPORT_TURNS + 2_000] {
+            let (path2, text2, mut compacted2) = compacted_file(&format!("broken-{n}"), n);
+            let expected = super::compact(&text2).expect("compacted");
+            let view = expected.len() - expected.find("\"transcript\":").expect("a view");
+            // Inside the content of the turn three quarters in: a content is read again
+            // whatever the record around it.
+            let quarter = text2.len() * 3 / 4;
+            let at = quarter + text2[quarter..].find("\"content\":\"").expect("a turn") + 12;
+            let mut bytes = text2.into_bytes();
+            bytes[at] = 0xff;
+            std::fs::write(&path2, &bytes).expect("rewritten");
+            let mut written = Vec::new();
+            let err = compacted2.0.write_to(&mut written).expect_err("not UTF-8");
+            assert_eq!(carried(&err), Some(super::INPUT_ERROR));
+            assert!(view > 4 * super::WRITE_PART_BYTES, "{view}");
+            let unwritten = expected.len() - written.len();
+            assert!(unwritten > view / 3, "{n}: {unwritten} of {view} unwritten");
+            // Through the command's delivery: the `INPUT_ERROR` itself, before any output.
+            let mut delivered_bytes = Vec::new();
+            let delivered =
+                super::output::deliver_with(&mut delivered_bytes, |w| compacted2.write_to(w));
+            assert_eq!(
+                delivered.map_err(|e| e.code).err(),
+                Some(super::INPUT_ERROR)
+            );
+            assert!(delivered_bytes.is_empty());
+            std::fs::remove_file(&path2).expect("removed");
+        }
         std::fs::remove_file(&path).expect("removed");
-        std::fs::remove_file(&path2).expect("removed");
     }
 
     #[test]

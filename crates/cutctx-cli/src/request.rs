@@ -290,18 +290,7 @@ pub fn parse_leaving(text: &str) -> Option<Result<Leaving, CliError>> {
     rest.push_str(text.get(..start)?);
     rest.push_str("[]");
     rest.push_str(text.get(taken.at..)?);
-    let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(&rest).ok()?;
-    let placeholders = slots
-        .into_iter()
-        .filter_map(|slot| slot.builder.placeholder)
-        .collect();
-    Some(
-        finish(Transcript::with_packed_ids(turns), wire).map(|request| Leaving {
-            request,
-            left,
-            placeholders,
-        }),
-    )
+    leaving_of(&rest, slots, turns, left)
 }
 
 /// As [`parse_leaving`], reading the request from `file` where it lies, a window at a time,
@@ -439,18 +428,7 @@ pub(crate) fn parse_leaving_file_in(
     file.read_at(&mut tail, after).ok()?;
     rest.extend_from_slice(&tail);
     let rest = String::from_utf8(rest).ok()?;
-    let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(&rest).ok()?;
-    let placeholders = slots
-        .into_iter()
-        .filter_map(|slot| slot.builder.placeholder)
-        .collect();
-    Some(
-        finish(Transcript::with_packed_ids(turns), wire).map(|request| Leaving {
-            request,
-            left,
-            placeholders,
-        }),
-    )
+    leaving_of(&rest, slots, turns, left)
 }
 
 /// The elements of `file` from `from` (where an element is due) to `to` (where the next
@@ -550,6 +528,29 @@ impl Window {
         self.filled = to;
         Some(())
     }
+}
+
+/// The request of the turns read with their contents left (`turns`, the contents at `left`,
+/// the placeholders the `slots`' builders made) and of `rest`, the document with `[]` in the
+/// transcript's place; `None` when the rest does not parse, for the whole read to report.
+fn leaving_of(
+    rest: &str,
+    slots: Vec<Slot>,
+    turns: Vec<TranscriptTurn>,
+    left: Vec<Left>,
+) -> Option<Result<Leaving, CliError>> {
+    let ObjectOnly(wire): ObjectOnly<RequestWire> = serde_json::from_str(rest).ok()?;
+    let placeholders = slots
+        .into_iter()
+        .filter_map(|slot| slot.builder.placeholder)
+        .collect();
+    Some(
+        finish(Transcript::with_packed_ids(turns), wire).map(|request| Leaving {
+            request,
+            left,
+            placeholders,
+        }),
+    )
 }
 
 /// The size from which a request held in memory is read piece by piece, its turns on
@@ -1488,20 +1489,6 @@ mod tests {
         assert!(split > 100, "{split}");
     }
 
-    /// `text` in a temporary file named for `name`, opened to be read where it lies.
-    fn in_file(name: &str, text: &str) -> (std::path::PathBuf, RequestFile) {
-        let path = std::env::temp_dir().join(format!(
-            "cutctx-request-{name}-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::write(&path, text).expect("a temporary file");
-        let file = RequestFile::open_from(&path, 0)
-            .expect("opens")
-            .expect("a file");
-        (path, file)
-    }
-
     /// What reading with the contents left builds, as comparable parts: the request's
     /// transcript and budget, where the contents were left, and whether any placeholder is
     /// shown; or the error's code.
@@ -1566,7 +1553,7 @@ mod tests {
         ] {
             let expected = left_parts(parse_leaving(&text))
                 .unwrap_or_else(|| panic!("{name}: {:?}", parse(&text).err()));
-            let (path, file) = in_file(name, &text);
+            let (path, file) = crate::input::temp_request_file(name, text.as_bytes());
             let mut split = 0;
             for piece in [1, 64, 500, 4096, 1 << 20] {
                 for threads in [1, 2, 3, 7] {
@@ -1614,12 +1601,7 @@ mod tests {
         for at in [good.find("user").expect("a role") + 1, good.len() - 3, 3] {
             let mut bad = good.clone().into_bytes();
             bad[at] = 0xff;
-            let path = std::env::temp_dir()
-                .join(format!("cutctx-request-bad-{at}-{}", std::process::id()));
-            std::fs::write(&path, &bad).expect("a temporary file");
-            let file = RequestFile::open_from(&path, 0)
-                .expect("opens")
-                .expect("a file");
+            let (path, file) = crate::input::temp_request_file(&format!("bad-{at}"), &bad);
             for piece in [1, 5, 1 << 20] {
                 for threads in [1, 2] {
                     assert!(
@@ -1631,7 +1613,8 @@ mod tests {
             std::fs::remove_file(&path).expect("removed");
         }
         for (k, text) in texts.iter().enumerate() {
-            let (path, file) = in_file(&format!("amiss-{k}"), text);
+            let (path, file) =
+                crate::input::temp_request_file(&format!("amiss-{k}"), text.as_bytes());
             for piece in [1, 5, 1 << 20] {
                 for threads in [1, 2] {
                     assert!(

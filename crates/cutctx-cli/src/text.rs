@@ -5,8 +5,8 @@
 //! in it: a masked turn's content to hash it, a kept turn's record or content to copy it.
 //! Those reads come in the order of the turns, a block of them on each thread, so a file is
 //! read a window at a time into a buffer each thread keeps (a thread-local one: the readers
-//! are the pool's threads, and the digests' reader is called through a trait that carries no
-//! buffer). A window's bytes are checked as UTF-8 where they are handed out: the request was
+//! are whichever threads hash and write, the pool's among them, and the digests' reader is
+//! called through a trait that carries no buffer). A window's bytes are checked as UTF-8 where they are handed out: the request was
 //! checked when it was parsed, so a failure there means that the file changed since.
 
 use std::borrow::Cow;
@@ -115,16 +115,6 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::{Text, WINDOW_BYTES};
-    use crate::input::RequestFile;
-
-    fn file_of(name: &str, bytes: &[u8]) -> (std::path::PathBuf, RequestFile) {
-        let path = std::env::temp_dir().join(format!("cutctx-text-{name}-{}", std::process::id()));
-        std::fs::write(&path, bytes).expect("a temporary file");
-        let file = RequestFile::open_from(&path, 0)
-            .expect("opens")
-            .expect("a file");
-        (path, file)
-    }
 
     /// A large text of short lines, each naming its own number: a range read at the wrong
     /// offset shows.
@@ -135,7 +125,7 @@ mod tests {
     #[test]
     fn ranges_read_from_a_file_are_those_of_the_text() {
         let text = lines();
-        let (path, file) = file_of("ranges", text.as_bytes());
+        let (path, file) = crate::input::temp_request_file("text-ranges", text.as_bytes());
         let from_file = Text::File(file);
         let whole = Text::Whole(text.clone().into());
         let len = text.len();
@@ -171,7 +161,7 @@ mod tests {
     #[test]
     fn a_file_that_changes_is_found_out() {
         let text = lines();
-        let (path, file) = file_of("changes", text.as_bytes());
+        let (path, file) = crate::input::temp_request_file("text-changes", text.as_bytes());
         let from_file = Text::File(file);
         from_file.unchanged().expect("unchanged");
         // The same length, other bytes: the second byte of a line's `é` overwritten.
