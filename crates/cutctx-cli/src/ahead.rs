@@ -71,7 +71,13 @@ impl<'scope> Ahead<'scope> {
     {
         let thread = std::thread::Builder::new()
             .spawn_scoped(scope, move || {
-                let mut hashed = Hashed::default();
+                // Room for every position, reserved, not touched: grown by doubling, the
+                // lists would be copied onto fresh pages again and again.
+                let most = positions.size_hint().1.unwrap_or(0);
+                let mut hashed = Hashed {
+                    positions: Vec::with_capacity(most),
+                    digests: Vec::with_capacity(most),
+                };
                 for position in positions {
                     if stop.load(Ordering::Relaxed) {
                         break;

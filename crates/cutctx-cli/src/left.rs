@@ -18,7 +18,8 @@ use cutctx::model::canonical::{sha256_of_str_bytes, sha256_of_written};
 use cutctx::model::details;
 use cutctx::policies::ContentDigests;
 use cutctx::{
-    Analysis, CompactionError, CompactionPlan, Parallelism, Role, Transcript, TranscriptTurn,
+    Action, Analysis, CompactionError, CompactionPlan, Parallelism, Role, Transcript,
+    TranscriptTurn,
 };
 use cutctx_json::{Style, Writer, write_turn_with};
 
@@ -33,43 +34,6 @@ pub(crate) struct LeftText {
     text: Text<'static>,
     left: Vec<Left>,
     placeholders: Vec<Arc<str>>,
-}
-
-/// Finds, for each turn of a view showing a placeholder, the left content it kept: kept turns
-/// come in the input's order, so one pass over the left contents finds them all.
-struct KeptWalk<'a> {
-    left: &'a [Left],
-    input: &'a [TranscriptTurn],
-    placeholders: &'a [Arc<str>],
-    /// The first left content not passed yet.
-    next: usize,
-}
-
-impl<'a> KeptWalk<'a> {
-    /// Where `turn`, the next turn of the view, finds its content, as an index into the left
-    /// contents: `None` when it does not show a placeholder (its content is its own);
-    /// `Some(None)` when it shows one but no left content is its, which only a view of
-    /// another input could do.
-    fn find(&mut self, turn: &TranscriptTurn) -> Option<Option<usize>> {
-        let shows_placeholder = self
-            .placeholders
-            .iter()
-            .any(|p| std::ptr::eq(turn.content(), &**p));
-        if !shows_placeholder {
-            return None;
-        }
-        while let Some(l) = self.left.get(self.next) {
-            self.next += 1;
-            if self
-                .input
-                .get(l.position())
-                .is_some_and(|original| same_id(original, turn))
-            {
-                return Some(Some(self.next - 1));
-            }
-        }
-        Some(None)
-    }
 }
 
 /// Where the kept contents of one view lie among a [`LeftText`]'s left contents, found by
@@ -145,55 +109,59 @@ impl LeftText {
         plan(req, &self.text, &mut self.left)
     }
 
-    fn walk<'a>(&'a self, input: &'a Transcript) -> KeptWalk<'a> {
-        KeptWalk {
-            left: &self.left,
-            input: input.turns(),
-            placeholders: &self.placeholders,
-            next: 0,
-        }
-    }
-
-    /// Finds, for every turn of `view` (the compaction of `input`) that kept a content left
-    /// in the text, where it lies: [`LeftText::write_view`] then writes every one from there.
-    /// (Each decodes: the reading checked it with `cutctx_json::check_string`, which accepts
-    /// what decoding accepts.) One pass, made once: the writer reads its result instead of
-    /// walking the view again.
+    /// Finds, for every turn of `view` (the compaction of this text's request by `plan`) that
+    /// kept a content left in the text, where it lies: [`LeftText::write_view`] then writes
+    /// every one from there. (Each decodes: the reading checked it with
+    /// `cutctx_json::check_string`, which accepts what decoding accepts.) A view turn shows a
+    /// left content only when the plan keeps its turn as it is, and the view keeps turns in
+    /// their order: each is the next left content whose turn the plan keeps. One pass, made
+    /// once: the writer reads its result instead of walking the view again.
     ///
     /// # Errors
     ///
-    /// `INTERNAL_ERROR` for a view turn showing a placeholder that no turn of the input left
-    /// (the view is not this input's), never expected.
+    /// `INTERNAL_ERROR` for a view turn showing a placeholder that no kept turn of the
+    /// request left, or left under another id (the view is not this plan's), never expected.
     pub(crate) fn locate(
         &self,
-        input: &Transcript,
+        plan: &CompactionPlan,
         view: &Transcript,
     ) -> Result<Located, CliError> {
-        let mut walk = self.walk(input);
+        let mut next = 0;
         let mut found = Vec::with_capacity(view.turns().len());
         for turn in view.turns() {
-            // An index fits 32 bits as the positions do (see `Left`).
-            match walk.find(turn).map(|k| k.map(|k| (k, u32::try_from(k)))) {
-                None => found.push(None),
-                Some(Some((k, Ok(index)))) => {
-                    let l = &self.left[k];
-                    let whole = l.record().is_some()
-                        && input
-                            .turns()
-                            .get(l.position())
-                            .is_some_and(|original| unchanged(original, turn));
-                    found.push(Some((index, whole)));
-                }
-                Some(None | Some((_, Err(_)))) => {
-                    return Err(CliError {
-                        code: crate::INTERNAL_ERROR,
-                        message: "a kept turn's content was not found where the request was \
-                                  read: a defect of cutctx, not of the request"
-                            .to_owned(),
-                        details: details! { "turn_id" => turn.turn_id() },
-                    });
-                }
+            let shows_placeholder = self
+                .placeholders
+                .iter()
+                .any(|p| std::ptr::eq(turn.content(), &**p));
+            if !shows_placeholder {
+                found.push(None);
+                continue;
             }
+            let kept = loop {
+                let Some(l) = self.left.get(next) else {
+                    break None;
+                };
+                next += 1;
+                if let Some(action) = plan.actions.get(l.position())
+                    && action.action() == Action::Keep
+                {
+                    break action.names_id(turn.turn_id_arc()).then_some(next - 1);
+                }
+            };
+            // An index fits 32 bits as the positions do (see `Left`).
+            let Some((k, Ok(index))) = kept.map(|k| (k, u32::try_from(k))) else {
+                return Err(CliError {
+                    code: crate::INTERNAL_ERROR,
+                    message: "a kept turn's content was not found where the request was \
+                              read: a defect of cutctx, not of the request"
+                        .to_owned(),
+                    details: details! { "turn_id" => turn.turn_id() },
+                });
+            };
+            // Kept as it is: its record is the turn's canonical JSON when the record is
+            // written as the canonical writer writes it, which holds no metadata.
+            let whole = self.left[k].record().is_some() && turn.metadata().is_empty();
+            found.push(Some((index, whole)));
         }
         Ok(Located { found })
     }
@@ -327,29 +295,6 @@ impl LeftText {
         self.text.unchanged().map_err(&read_failed)?;
         checked_drain(buf)
     }
-}
-
-/// Whether the view's `turn` is its input's `original` unchanged but for the content each
-/// shows (the same placeholder): every field the record holds is the same, metadata empty as
-/// the record's is. Only such a turn is written by copying the record.
-fn unchanged(original: &TranscriptTurn, turn: &TranscriptTurn) -> bool {
-    let same_call = match (original.tool_call_id(), turn.tool_call_id()) {
-        (Some(a), Some(b)) => std::ptr::eq(a, b) || a == b,
-        (a, b) => a == b,
-    };
-    same_id(original, turn)
-        && original.role() == turn.role()
-        && original.pinned() == turn.pinned()
-        && original.token_estimate() == turn.token_estimate()
-        && same_call
-        && original.metadata().is_empty()
-        && turn.metadata().is_empty()
-}
-
-/// Whether two turns have the same id: a view's kept turn shares its input's id string, so
-/// the strings are compared only when they are not the same one.
-fn same_id(a: &TranscriptTurn, b: &TranscriptTurn) -> bool {
-    Arc::ptr_eq(a.turn_id_arc(), b.turn_id_arc()) || a.turn_id() == b.turn_id()
 }
 
 /// The fewest turns in a view whose writing is shared with a second thread.
@@ -1035,7 +980,7 @@ mod tests {
     }
 
     #[test]
-    fn kept_contents_are_located_where_they_were_left_and_a_view_of_another_input_is_refused() {
+    fn kept_contents_are_located_where_they_were_left_and_a_view_of_another_plan_is_refused() {
         let contents: Vec<(Vec<usize>, u8)> = (0..40)
             .map(|k| (vec![k % 12, k / 3], [4, 0, 5, 7, 8, 4, 9, 6][k % 8]))
             .collect();
@@ -1043,7 +988,9 @@ mod tests {
         let text = request(&contents, policy, 60, 2);
         let c = crate::compact_text(text.clone()).expect("a valid request");
         let (left, located) = c.left.as_ref().expect("contents left in the text");
-        let (input, view) = (&c._request.transcript, &c.out.transcript);
+        // The view was applied in place: the input read again to compare.
+        let input = &parse(&text).expect("a valid request").transcript;
+        let view = &c.out.transcript;
         let (mut kept, mut whole) = (0, 0);
         for (at, turn) in view.turns().iter().enumerate() {
             match located.at(at) {
@@ -1080,8 +1027,8 @@ mod tests {
         }
         assert!(whole > 0 && whole < kept, "{whole} of {kept}");
         assert!(kept > 0 && kept < view.turns().len(), "{kept}");
-        // The view located against another input (its turns of other ids): the view's turns
-        // show this text's placeholders, but no left content is theirs.
+        // The view located with another plan: one of the same turns under other ids, whose
+        // actions name none of the view's turns; one that keeps nothing.
         let renamed = input
             .turns()
             .iter()
@@ -1091,12 +1038,21 @@ mod tests {
             })
             .collect();
         let other = cutctx::Transcript::new(renamed).expect("unique ids");
-        let e = left
-            .locate(&other, view)
-            .err()
-            .expect("another input's view");
-        assert_eq!(e.code, crate::INTERNAL_ERROR);
-        assert!(e.details.contains_key("turn_id"), "{:?}", e.details);
+        let keeps_all = DropOldestPolicy
+            .decide(&other, &CompactionBudget::new(1 << 40))
+            .expect("a plan");
+        // Keeps only the newest turns (and the system and pinned ones): the view keeps others.
+        let keeps_newest = DropOldestPolicy
+            .decide(
+                input,
+                &CompactionBudget::new(input.token_estimate() / 4).with_protected_recent_turns(1),
+            )
+            .expect("a plan");
+        for plan in [&keeps_all, &keeps_newest] {
+            let e = left.locate(plan, view).err().expect("another plan's view");
+            assert_eq!(e.code, crate::INTERNAL_ERROR);
+            assert!(e.details.contains_key("turn_id"), "{:?}", e.details);
+        }
     }
 
     #[test]

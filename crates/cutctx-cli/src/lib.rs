@@ -358,7 +358,7 @@ fn compacted(req: request::Request) -> Result<Compacted, CliError> {
 /// [`compacted`] of `req` with its `plan` made, the view's kept contents written from `text`
 /// where the request's were left there.
 fn compacted_with(
-    req: request::Request,
+    mut req: request::Request,
     plan: CompactionPlan,
     text: Option<left::LeftText>,
 ) -> Result<Compacted, CliError> {
@@ -374,13 +374,16 @@ fn compacted_with(
                 .ok()
         })
         .flatten();
-    let out = cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries)?;
+    // Applied in place: the request's transcript is not read again, and its list becomes the
+    // view's, its kept turns moved rather than shared.
+    let input = std::mem::take(&mut req.transcript);
+    let out = cutctx::executor::apply_unhashed_in_place(input, &plan, &req.summaries)?;
     // The view's kept contents located, and the report written up to its hash beside that
     // (its lists of ids are most of it) when the view is large.
     let (left, report_head) = match text {
         Some(text) if out.transcript.len() >= PARALLEL_REPORT_TURNS && threads > 1 => {
             let (located, head) = cutctx::model::beside::beside_one(
-                || text.locate(&req.transcript, &out.transcript),
+                || text.locate(&plan, &out.transcript),
                 || report_head(&out.report),
             );
             // Writing a report cannot panic; were the job lost anyway, the report is written
@@ -388,7 +391,7 @@ fn compacted_with(
             (Some((text, located?)), head.ok())
         }
         Some(text) => {
-            let located = text.locate(&req.transcript, &out.transcript)?;
+            let located = text.locate(&plan, &out.transcript)?;
             (Some((text, located)), None)
         }
         None => (None, None),

@@ -4,8 +4,9 @@
 //! [`CompactionReport`] of what was done. It computes nothing the plan did not already decide:
 //! every figure in the report is copied from the plan, and summary texts are never estimated.
 //!
-//! **Architecture invariant:** pure. The input transcript is never modified, and kept turns in
-//! the view share their content with the input rather than copying it.
+//! **Architecture invariant:** pure. A borrowed input transcript is never modified, and kept
+//! turns in the view share their content with the input rather than copying it; an input given
+//! up ([`apply_unhashed_in_place`]) has its view built in its own list, its kept turns moved.
 #![forbid(unsafe_code)]
 #![warn(
     clippy::disallowed_methods,
@@ -19,8 +20,8 @@ use std::sync::Arc;
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
     ActionView, CompactedTranscript, CompactionError, CompactionReport, DerivedTurn,
-    ID_SAMPLE_LIMIT, Metadata, Parallelism, Role, SUMMARY_TURN_ID_PREFIX, SummarizationRequest,
-    Transcript, TranscriptTurn, TurnAction, details, py_repr_str,
+    ID_SAMPLE_LIMIT, InPlace, Metadata, Parallelism, Role, SUMMARY_TURN_ID_PREFIX,
+    SummarizationRequest, Transcript, TranscriptTurn, TurnAction, details, py_repr_str,
 };
 
 /// Metadata key every turn the executor writes carries: `"masked"` or `"summary"`.
@@ -115,7 +116,12 @@ pub fn apply_with(
     summaries: &BTreeMap<String, String>,
     parallelism: Parallelism,
 ) -> Result<CompactedTranscript, CompactionError> {
-    applied(transcript, plan, summaries, Some(parallelism))
+    applied(
+        Input::Borrowed(transcript),
+        plan,
+        summaries,
+        Some(parallelism),
+    )
 }
 
 /// As [`apply`], except that the report's `plan_hash` is left empty: for a caller that keeps
@@ -144,16 +150,66 @@ pub fn apply_unhashed(
     plan: &CompactionPlan,
     summaries: &BTreeMap<String, String>,
 ) -> Result<CompactedTranscript, CompactionError> {
-    applied(transcript, plan, summaries, None)
+    applied(Input::Borrowed(transcript), plan, summaries, None)
 }
 
-/// [`apply_with`] when `hashing` is given, else [`apply_unhashed`].
+/// As [`apply_unhashed`], consuming `transcript`: the view is built in the transcript's own
+/// list, each kept turn moved there rather than shared with an input that lives on. For a
+/// caller that has no use for the input once it is applied: a large view then touches no
+/// memory the input did not, and its turns are not copied. The result is the same.
+///
+/// # Errors
+///
+/// As [`apply`]; the transcript is consumed either way.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use cutctx_model::{CompactionBudget, Role, Transcript, TranscriptTurn};
+/// use cutctx_policies::{CompactionPolicy, DropOldestPolicy};
+/// let t = Transcript::new(vec![
+///     TranscriptTurn::new("a", Role::User, "old", 40)?,
+///     TranscriptTurn::new("b", Role::User, "new", 5)?,
+/// ])?;
+/// let plan = DropOldestPolicy.decide(&t, &CompactionBudget::new(10).with_protected_recent_turns(1))?;
+/// let shared = cutctx_executor::apply_unhashed(&t, &plan, &BTreeMap::new())?;
+/// let moved = cutctx_executor::apply_unhashed_in_place(t, &plan, &BTreeMap::new())?;
+/// assert_eq!(moved, shared);
+/// assert_eq!(moved.transcript.turn_ids().collect::<Vec<_>>(), ["b"]);
+/// # Ok::<(), cutctx_model::CompactionError>(())
+/// ```
+pub fn apply_unhashed_in_place(
+    transcript: Transcript,
+    plan: &CompactionPlan,
+    summaries: &BTreeMap<String, String>,
+) -> Result<CompactedTranscript, CompactionError> {
+    applied(Input::Owned(transcript), plan, summaries, None)
+}
+
+/// The transcript a plan is applied to: borrowed, its view sharing its turns, or owned, its
+/// view built in its list.
+enum Input<'t> {
+    Borrowed(&'t Transcript),
+    Owned(Transcript),
+}
+
+impl Input<'_> {
+    fn transcript(&self) -> &Transcript {
+        match self {
+            Self::Borrowed(t) => t,
+            Self::Owned(t) => t,
+        }
+    }
+}
+
+/// [`apply_with`] when `hashing` is given, else [`apply_unhashed`] (or, for an owned input,
+/// [`apply_unhashed_in_place`]).
 fn applied(
-    transcript: &Transcript,
+    input: Input<'_>,
     plan: &CompactionPlan,
     summaries: &BTreeMap<String, String>,
     hashing: Option<Parallelism>,
 ) -> Result<CompactedTranscript, CompactionError> {
+    let transcript = input.transcript();
     check_match(transcript, &plan.actions)?;
     // A plan validated against another transcript with the same ids may still break a rule
     // here (a turn pinned here and not there): it is validated again, under its own budget.
@@ -174,12 +230,13 @@ fn applied(
         .iter()
         .map(|r| (r.group_id(), r))
         .collect();
+    let n = transcript.len();
 
     // Hashing a large plan is the one long sequential step; it overlaps the walk and the
     // building of the view.
     const PARALLEL_ACTIONS: usize = 20_000;
     let (walk, plan_hash) = match hashing {
-        None => (walk(transcript, plan, summaries, &requests), String::new()),
+        None => (walk(input, plan, summaries, &requests), String::new()),
         Some(parallelism)
             if plan.actions.len() >= PARALLEL_ACTIONS && parallelism.threads() > 1 =>
         {
@@ -190,7 +247,7 @@ fn applied(
                 Parallelism::Sequential
             };
             let (walk, hashed) = cutctx_model::beside::beside_one(
-                || walk(transcript, plan, summaries, &requests),
+                || walk(input, plan, summaries, &requests),
                 || plan.plan_hash_with(inner),
             );
             // Hashing cannot panic; were the job lost anyway, hash here.
@@ -200,7 +257,7 @@ fn applied(
             )
         }
         Some(parallelism) => (
-            walk(transcript, plan, summaries, &requests),
+            walk(input, plan, summaries, &requests),
             plan.plan_hash_with(parallelism),
         ),
     };
@@ -212,7 +269,6 @@ fn applied(
         dropped,
         summary_turn_ids,
     } = walk?;
-    let n = transcript.len();
     let report = CompactionReport {
         budget_unmet: plan.budget_unmet,
         dropped_turn_ids: dropped,
@@ -246,88 +302,162 @@ struct Walk {
 }
 
 /// Walks the turns once, building the view (as a transcript, so that this work too overlaps
-/// the plan's hash) and the id lists of the report. The view's turns stream straight into
-/// [`Transcript::derive`]: no list of parts is built first.
+/// the plan's hash) and the id lists of the report: from a borrowed input, the view's turns
+/// stream straight into [`Transcript::derive`], no list of parts built first; from an owned
+/// one, the view is derived in place ([`Transcript::derive_in_place`]). Both ask the same
+/// [`Walker`] what becomes of each turn.
 fn walk(
-    transcript: &Transcript,
+    input: Input<'_>,
     plan: &CompactionPlan,
     summaries: &BTreeMap<String, String>,
     requests: &BTreeMap<&str, &SummarizationRequest>,
 ) -> Result<Walk, CompactionError> {
-    let (mut kept, mut masked, mut summarized, mut dropped) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut summary_turn_ids = Vec::with_capacity(requests.len());
-    let mut emitted: BTreeSet<&Arc<str>> = BTreeSet::new();
-    // The last metadata map marked as masked, and its marked copy: turns often share one map
-    // (all turns without metadata share the empty one), so one copy serves a run of them.
-    let mut marked: Option<(Metadata, Metadata)> = None;
-    let mut failure: Option<CompactionError> = None;
-    let parts = transcript
-        .turns()
-        .iter()
-        .zip(&plan.actions)
-        .enumerate()
-        .filter_map(|(position, (turn, action))| {
-            let id = turn.turn_id_arc().clone();
-            match action.view() {
-                ActionView::Keep => {
-                    kept.push(id);
-                    Some(DerivedTurn::Kept(position, turn.clone()))
-                }
-                ActionView::Mask(r) => {
-                    masked.push(id);
-                    let metadata = match &marked {
-                        Some((source, copy)) if Arc::ptr_eq(source, turn.metadata()) => {
-                            Arc::clone(copy)
-                        }
-                        _ => {
-                            let mut metadata = (**turn.metadata()).clone();
-                            metadata.insert(META_KIND.to_owned(), "masked".to_owned());
-                            let copy = Arc::new(metadata);
-                            marked = Some((Arc::clone(turn.metadata()), Arc::clone(&copy)));
-                            copy
-                        }
-                    };
-                    Some(DerivedTurn::Kept(
+    let mut walker = Walker::new(input.transcript().len(), plan, summaries, requests);
+    let view = match input {
+        Input::Borrowed(transcript) => {
+            let parts = transcript
+                .turns()
+                .iter()
+                .enumerate()
+                .filter_map(|(position, turn)| match walker.decide(position, turn) {
+                    InPlace::Keep => Some(DerivedTurn::Kept(position, turn.clone())),
+                    InPlace::Replace {
+                        content,
+                        token_estimate,
+                        metadata,
+                    } => Some(DerivedTurn::Kept(
                         position,
-                        turn.with_replaced_content(r.content.clone(), r.token_estimate)
+                        turn.with_replaced_content(content, token_estimate)
                             .with_metadata(metadata),
-                    ))
-                }
-                ActionView::Summarize(group) => {
-                    summarized.push(id);
-                    if !emitted.insert(group) {
-                        return None;
-                    }
-                    match summary_turn(group, requests, summaries) {
-                        Ok(summary) => {
-                            summary_turn_ids.push(summary.turn_id().to_owned());
-                            Some(DerivedTurn::New(summary))
-                        }
-                        Err(e) => {
-                            failure.get_or_insert(e);
-                            None
-                        }
-                    }
-                }
-                ActionView::Drop => {
-                    dropped.push(id);
-                    None
-                }
-            }
-        });
-    let view = transcript.derive(parts);
-    if let Some(e) = failure {
+                    )),
+                    InPlace::New(turn) => Some(DerivedTurn::New(turn)),
+                    InPlace::Drop => None,
+                });
+            transcript.derive(parts)
+        }
+        Input::Owned(transcript) => {
+            transcript.derive_in_place(|position, turn| walker.decide(position, turn))
+        }
+    };
+    if let Some(e) = walker.failure {
         return Err(e);
     }
     Ok(Walk {
         view: view?,
-        kept,
-        masked,
-        summarized,
-        dropped,
-        summary_turn_ids,
+        kept: walker.kept,
+        masked: walker.masked,
+        summarized: walker.summarized,
+        dropped: walker.dropped,
+        summary_turn_ids: walker.summary_turn_ids,
     })
+}
+
+/// What becomes of each turn as the plan says, decided in order, and the report's lists of
+/// ids filled as it goes.
+struct Walker<'p> {
+    plan: &'p CompactionPlan,
+    summaries: &'p BTreeMap<String, String>,
+    requests: &'p BTreeMap<&'p str, &'p SummarizationRequest>,
+    kept: Vec<Arc<str>>,
+    masked: Vec<Arc<str>>,
+    summarized: Vec<Arc<str>>,
+    dropped: Vec<Arc<str>>,
+    summary_turn_ids: Vec<String>,
+    /// The groups whose summary turn is written: the first of a group's turns stands in for
+    /// all of them.
+    emitted: BTreeSet<&'p Arc<str>>,
+    /// The last metadata map marked as masked, and its marked copy: turns often share one map
+    /// (all turns without metadata share the empty one), so one copy serves a run of them.
+    marked: Option<(Metadata, Metadata)>,
+    /// The first failure, which the walk ends in: the turn that failed is left out.
+    failure: Option<CompactionError>,
+}
+
+impl<'p> Walker<'p> {
+    fn new(
+        turns: usize,
+        plan: &'p CompactionPlan,
+        summaries: &'p BTreeMap<String, String>,
+        requests: &'p BTreeMap<&'p str, &'p SummarizationRequest>,
+    ) -> Self {
+        // Room for every turn in each list, reserved, not touched: grown from nothing by
+        // doubling, a list of a hundred thousand ids would be copied some seventeen times.
+        Self {
+            plan,
+            summaries,
+            requests,
+            kept: Vec::with_capacity(turns),
+            masked: Vec::with_capacity(turns),
+            summarized: Vec::with_capacity(turns),
+            dropped: Vec::with_capacity(turns),
+            summary_turn_ids: Vec::with_capacity(requests.len()),
+            emitted: BTreeSet::new(),
+            marked: None,
+            failure: None,
+        }
+    }
+
+    /// What becomes of `turn`, at `position`, as the plan's action for it says.
+    fn decide(&mut self, position: usize, turn: &TranscriptTurn) -> InPlace {
+        // `check_match` found an action for every turn.
+        let Some(action) = self.plan.actions.get(position) else {
+            debug_assert!(false, "an action for every turn");
+            self.failure.get_or_insert_with(|| {
+                CompactionError::validation(
+                    "The plan has no action for a turn.",
+                    details! { "position" => position },
+                )
+            });
+            return InPlace::Drop;
+        };
+        let id = turn.turn_id_arc().clone();
+        match action.view() {
+            ActionView::Keep => {
+                self.kept.push(id);
+                InPlace::Keep
+            }
+            ActionView::Mask(r) => {
+                self.masked.push(id);
+                let metadata = match &self.marked {
+                    Some((source, copy)) if Arc::ptr_eq(source, turn.metadata()) => {
+                        Arc::clone(copy)
+                    }
+                    _ => {
+                        let mut metadata = (**turn.metadata()).clone();
+                        metadata.insert(META_KIND.to_owned(), "masked".to_owned());
+                        let copy = Arc::new(metadata);
+                        self.marked = Some((Arc::clone(turn.metadata()), Arc::clone(&copy)));
+                        copy
+                    }
+                };
+                InPlace::Replace {
+                    content: r.content.clone(),
+                    token_estimate: r.token_estimate,
+                    metadata,
+                }
+            }
+            ActionView::Summarize(group) => {
+                self.summarized.push(id);
+                if !self.emitted.insert(group) {
+                    return InPlace::Drop;
+                }
+                match summary_turn(group, self.requests, self.summaries) {
+                    Ok(summary) => {
+                        self.summary_turn_ids.push(summary.turn_id().to_owned());
+                        InPlace::New(summary)
+                    }
+                    Err(e) => {
+                        self.failure.get_or_insert(e);
+                        InPlace::Drop
+                    }
+                }
+            }
+            ActionView::Drop => {
+                self.dropped.push(id);
+                InPlace::Drop
+            }
+        }
+    }
 }
 
 /// The summary turn of `group`: the caller's text at the request's target estimate, marked

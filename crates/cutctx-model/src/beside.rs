@@ -97,6 +97,44 @@ where
     (mine, theirs)
 }
 
+/// `items` mapped in order by `f`, each with the item of `with` at its position (`with` as
+/// long as `items` or longer): on the caller's rayon pool when it works for one and there are
+/// at least `parallel_from` items, each worker writing its share of the list in place; else on
+/// this thread. For a long list of small values (a plan's actions), the work is mostly the
+/// first touch of the list's pages, which the pool's threads then share.
+///
+/// ```
+/// let ids = ["a", "b", "c"];
+/// let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("a pool");
+/// let paired = pool.install(|| {
+///     cutctx_model::beside::zip_map(vec![1, 2, 3], &ids, 2, |n, id| format!("{id}{n}"))
+/// });
+/// assert_eq!(paired, ["a1", "b2", "c3"]);
+/// assert_eq!(cutctx_model::beside::zip_map(vec![1], &ids, 2, |n, id| format!("{id}{n}")), ["a1"]);
+/// ```
+pub fn zip_map<T, W, R, F>(items: Vec<T>, with: &[W], parallel_from: usize, f: F) -> Vec<R>
+where
+    T: Send,
+    W: Sync,
+    R: Send,
+    F: Fn(T, &W) -> R + Sync + Send,
+{
+    debug_assert!(
+        with.len() >= items.len(),
+        "an item of `with` for every item"
+    );
+    if items.len() < parallel_from || rayon::current_thread_index().is_none() {
+        return items.into_iter().zip(with).map(|(t, w)| f(t, w)).collect();
+    }
+    use rayon::prelude::*;
+    let with = &with[..items.len().min(with.len())];
+    items
+        .into_par_iter()
+        .zip(with.par_iter())
+        .map(|(t, w)| f(t, w))
+        .collect()
+}
+
 /// How many shares a piece of work for `threads` threads is best split into, when the threads
 /// may not keep pace with each other (one waits on memory the other has cached, one starts
 /// late): on a pool, a few for each thread, so that whichever thread is free takes the next
@@ -134,6 +172,19 @@ mod tests {
         pool.install(|| {
             assert!(rayon::current_thread_index().is_some());
             check();
+        });
+    }
+
+    #[test]
+    fn zipped_lists_map_in_order_on_a_pool_or_here() {
+        both(|| {
+            for n in [0, 1, 3, 999, 1_000, 1_001, 50_000] {
+                let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+                let with: Vec<usize> = (0..n + 5).map(|i| 7 * i).collect();
+                let mapped = zip_map(items, &with, 1_000, |s, w| format!("{s}:{w}"));
+                let expected: Vec<String> = (0..n).map(|i| format!("{i}:{}", 7 * i)).collect();
+                assert_eq!(mapped, expected, "{n}");
+            }
         });
     }
 

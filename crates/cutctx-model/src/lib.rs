@@ -49,7 +49,7 @@ pub use idmap::{IdHashMap, IdHasher};
 pub use parallelism::Parallelism;
 pub use report::{CompactedTranscript, CompactionReport};
 pub use summarization::SummarizationRequest;
-pub use transcript::{DerivedTurn, Transcript};
+pub use transcript::{DerivedTurn, InPlace, Transcript};
 pub use turn::{Metadata, Role, SharedTurnRecord, TranscriptTurn, TurnRecord};
 
 /// The prefix of every summary turn's id: a summary for group `g` is the turn `summary:g`.

@@ -8,7 +8,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::partition::{DerivedPartition, partition, same_call};
 use crate::{
-    CompactionError, Exchanges, ID_SAMPLE_LIMIT, Role, TranscriptTurn, details, py_repr_str,
+    CompactionError, Exchanges, ID_SAMPLE_LIMIT, Metadata, Role, TranscriptTurn, details,
+    py_repr_str,
 };
 
 /// An ordered sequence of turns, oldest first, with unique ids. May be empty.
@@ -510,6 +511,113 @@ impl Transcript {
             })?;
             turns.push(turn);
         }
+        Self::derived(turns, fresh, total, derived)
+    }
+
+    /// The transcript derived from this one in place: `decide` says, for each turn in order
+    /// (its position and the turn), whether it is kept as it is, kept with another content,
+    /// estimate and metadata, replaced by a turn this one does not have, or left out. The
+    /// turns are moved, never copied, and the view is built in this transcript's own list, so
+    /// that deriving a large view touches no memory the transcript did not. Equal to
+    /// [`Transcript::derive`] of the same decisions (a kept turn as
+    /// [`DerivedTurn::Kept`] at its position, a new one as [`DerivedTurn::New`]): a kept turn
+    /// keeps its id, role, pin and call, and only new turns' ids are checked.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::derive`]; this transcript is consumed either way.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use cutctx_model::{InPlace, Role, Transcript, TranscriptTurn};
+    /// let t = Transcript::new(vec![
+    ///     TranscriptTurn::new("a", Role::User, "x", 1)?,
+    ///     TranscriptTurn::new("b", Role::User, "y", 1)?,
+    ///     TranscriptTurn::new("c", Role::User, "z", 1)?,
+    /// ])?;
+    /// let summary = TranscriptTurn::new("summary:g", Role::Assistant, "s", 1)?;
+    /// let mut summary = Some(summary);
+    /// let view = t.derive_in_place(|position, turn| match position {
+    ///     0 => summary.take().map_or(InPlace::Drop, InPlace::New),
+    ///     1 => InPlace::Drop,
+    ///     _ => InPlace::Replace {
+    ///         content: Arc::from("stub"),
+    ///         token_estimate: 1,
+    ///         metadata: Arc::clone(turn.metadata()),
+    ///     },
+    /// })?;
+    /// assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["summary:g", "c"]);
+    /// assert_eq!(view.turns()[1].content(), "stub");
+    /// # Ok::<(), cutctx_model::CompactionError>(())
+    /// ```
+    pub fn derive_in_place(
+        self,
+        mut decide: impl FnMut(usize, &TranscriptTurn) -> InPlace,
+    ) -> Result<Self, CompactionError> {
+        let Self {
+            turns,
+            exchange_of,
+            exchanges,
+            ..
+        } = self;
+        let mut fresh: Vec<usize> = Vec::new();
+        let mut derived = DerivedPartition::new(exchanges, turns.len());
+        // The sum so far, or how many turns it had reached when it passed `u64::MAX`.
+        let mut total: Result<u64, usize> = Ok(0);
+        let mut count = 0_usize;
+        // Collected in place: the standard library reuses the list a `Vec`'s own iterator
+        // came from, when the items keep their size, as they do here.
+        let turns: Vec<TranscriptTurn> = turns
+            .into_iter()
+            .enumerate()
+            .filter_map(|(position, mut turn)| {
+                match decide(position, &turn) {
+                    InPlace::Keep => derived.kept(exchange_of[position], true),
+                    InPlace::Replace {
+                        content,
+                        token_estimate,
+                        metadata,
+                    } => {
+                        turn.content = content;
+                        turn.token_estimate = token_estimate;
+                        turn.metadata = metadata;
+                        derived.kept(exchange_of[position], true);
+                    }
+                    InPlace::New(new) => {
+                        fresh.push(count);
+                        derived.new_turn(new.tool_call_id.is_none());
+                        turn = new;
+                    }
+                    InPlace::Drop => return None,
+                }
+                count += 1;
+                if let Ok(sum) = total {
+                    total = sum.checked_add(turn.token_estimate).ok_or(count);
+                }
+                Some(turn)
+            })
+            .collect();
+        let total = total.map_err(|count| {
+            CompactionError::validation(
+                format!(
+                    "The derived transcript's estimates sum beyond {}.",
+                    u64::MAX
+                ),
+                details! { "turn_count" => count },
+            )
+        })?;
+        Self::derived(turns, fresh, total, derived)
+    }
+
+    /// The transcript of `turns`, derived from another (`fresh` the positions of the turns
+    /// it does not have, `derived` its partition as derived from the other's, `total` the sum
+    /// of the estimates): the new turns' ids checked against each other and the kept ones.
+    fn derived(
+        turns: Vec<TranscriptTurn>,
+        fresh: Vec<usize>,
+        total: u64,
+        derived: DerivedPartition,
+    ) -> Result<Self, CompactionError> {
         let (exchange_of, exchanges) = derived.finish().unwrap_or_else(|| partition(&turns));
         if !fresh.is_empty() {
             let mut repeated: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
@@ -731,6 +839,27 @@ pub enum DerivedTurn {
     New(TranscriptTurn),
 }
 
+/// What becomes of a turn of a transcript derived from it in place by
+/// [`Transcript::derive_in_place`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InPlace {
+    /// Kept as it is.
+    Keep,
+    /// Kept with this content, estimate and metadata; its id, role, pin and call unchanged.
+    Replace {
+        /// The content it shows.
+        content: Arc<str>,
+        /// Its estimate.
+        token_estimate: u64,
+        /// Its metadata.
+        metadata: Metadata,
+    },
+    /// Replaced by a turn the source does not have.
+    New(TranscriptTurn),
+    /// Left out.
+    Drop,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -862,6 +991,141 @@ mod tests {
             .expect("valid");
         assert!(view.columns.0.get().is_none(), "nor has a derived one");
         assert_eq!(view.turn_ids().collect::<Vec<_>>(), ["v"]);
+    }
+
+    /// One decision of [`Transcript::derive_in_place`], as a test draws it: keep, replace the
+    /// content (with a large estimate when `big`), a new turn (its id one of a few, some the
+    /// source's own; with a call when `call`), drop.
+    #[derive(Debug, Clone)]
+    enum Drawn {
+        Keep,
+        Replace { big: bool },
+        New { id: u8, call: bool },
+        Drop,
+    }
+
+    fn drawn() -> impl proptest::strategy::Strategy<Value = Drawn> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => Just(Drawn::Keep),
+            2 => any::<bool>().prop_map(|big| Drawn::Replace { big }),
+            1 => (0..6_u8, any::<bool>()).prop_map(|(id, call)| Drawn::New { id, call }),
+            2 => Just(Drawn::Drop),
+        ]
+    }
+
+    impl Drawn {
+        fn in_place(&self, turn: &TranscriptTurn) -> InPlace {
+            match *self {
+                Self::Keep => InPlace::Keep,
+                Self::Replace { big } => InPlace::Replace {
+                    content: Arc::from(format!("stub of {}", turn.turn_id())),
+                    token_estimate: if big { u64::MAX / 2 } else { 3 },
+                    metadata: Arc::new(std::collections::BTreeMap::from([(
+                        "k".to_owned(),
+                        "v".to_owned(),
+                    )])),
+                },
+                Self::New { id, call } => {
+                    // Ids 0 to 2 are the source's own: a new turn under one of them clashes
+                    // unless that turn is left out.
+                    let new = TranscriptTurn::new(format!("t{id}"), Role::Assistant, "new", 2)
+                        .expect("valid");
+                    InPlace::New(if call {
+                        new.with_tool_call_id("c0")
+                    } else {
+                        new
+                    })
+                }
+                Self::Drop => InPlace::Drop,
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 500,
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Deriving in place gives what deriving from the same decisions gives: the same
+        /// turns, sum and exchanges, or the same error (a repeated id, a sum past `u64::MAX`).
+        #[test]
+        fn deriving_in_place_is_deriving_from_the_same_decisions(
+            decisions in proptest::collection::vec(drawn(), 0..12),
+        ) {
+            let turns = (0..decisions.len())
+                .map(|i| {
+                    let (role, call) = match i % 3 {
+                        0 => (Role::Assistant, Some(format!("c{}", i / 3))),
+                        1 => (Role::Tool, Some(format!("c{}", i / 3))),
+                        _ => (Role::User, None),
+                    };
+                    let turn = TranscriptTurn::new(format!("t{i}"), role, format!("x{i}"), 5)
+                        .expect("valid");
+                    match call {
+                        Some(c) => turn.with_tool_call_id(c),
+                        None => turn,
+                    }
+                })
+                .collect();
+            let t = Transcript::new(turns).expect("unique ids");
+            let parts: Vec<DerivedTurn> = t
+                .turns()
+                .iter()
+                .zip(&decisions)
+                .enumerate()
+                .filter_map(|(p, (turn, d))| match d.in_place(turn) {
+                    InPlace::Keep => Some(DerivedTurn::Kept(p, turn.clone())),
+                    InPlace::Replace { content, token_estimate, metadata } => Some(
+                        DerivedTurn::Kept(
+                            p,
+                            turn.with_replaced_content(content, token_estimate)
+                                .with_metadata(metadata),
+                        ),
+                    ),
+                    InPlace::New(new) => Some(DerivedTurn::New(new)),
+                    InPlace::Drop => None,
+                })
+                .collect();
+            let derived = t.derive(parts);
+            let mut asked = Vec::new();
+            let in_place = t.clone().derive_in_place(|p, turn| {
+                asked.push(p);
+                decisions[p].in_place(turn)
+            });
+            proptest::prop_assert_eq!(asked, (0..decisions.len()).collect::<Vec<_>>());
+            match (derived, in_place) {
+                (Ok(a), Ok(b)) => {
+                    proptest::prop_assert_eq!(a.exchange_assignment(), b.exchange_assignment());
+                    proptest::prop_assert_eq!(a.exchange_count(), b.exchange_count());
+                    proptest::prop_assert_eq!(a.token_estimate(), b.token_estimate());
+                    proptest::prop_assert_eq!(a.canonical_json(), b.canonical_json());
+                    proptest::prop_assert_eq!(a, b);
+                }
+                (Err(a), Err(b)) => proptest::prop_assert_eq!(a, b),
+                (a, b) => proptest::prop_assert!(false, "{a:?} against {b:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_view_derived_in_place_is_built_in_the_sources_list() {
+        let t = Transcript::new((0..1_000).map(|i| turn(&format!("t{i}"), 1)).collect())
+            .expect("unique ids");
+        let list = t.turns().as_ptr() as usize;
+        let view = t
+            .derive_in_place(|p, _| {
+                if p % 3 == 0 {
+                    InPlace::Drop
+                } else {
+                    InPlace::Keep
+                }
+            })
+            .expect("a valid derivation");
+        assert_eq!(view.len(), 666);
+        assert_eq!(view.turns().as_ptr() as usize, list, "the same list");
     }
 
     #[test]

@@ -930,35 +930,49 @@ impl<'t> Run<'t> {
             requests.push((first, request));
         }
         requests.sort_by_key(|(first, _)| *first);
-        // Sized once: collected through a `Result`, the list would grow from nothing by
-        // doubling, each step a copy onto pages touched for the first time.
-        let mut actions = Vec::with_capacity(self.state.resolved.len());
-        for (id, r) in t.turn_id_arcs().iter().zip(self.state.resolved) {
-            let id = id.clone();
-            actions.push(match r {
-                Resolved::Keep => TurnAction::keep(id),
-                Resolved::Mask { content, estimate } => TurnAction::mask(
-                    id,
-                    TurnReplacement {
-                        content,
-                        token_estimate: estimate,
-                    },
+        // Every digest was computed above.
+        if let Some(p) = self
+            .state
+            .resolved
+            .iter()
+            .position(|r| matches!(r, Resolved::PendingMask { .. }))
+        {
+            debug_assert!(false, "a stub left pending after realizing every one");
+            let id = t.turn_id_arcs()[p].clone();
+            return Err(CompactionError::validation(
+                format!(
+                    "The stub of turn {} was never computed.",
+                    cutctx_model::py_repr_str(&id)
                 ),
-                // Every digest was computed above.
-                Resolved::PendingMask { .. } => {
-                    debug_assert!(false, "a stub left pending after realizing every one");
-                    return Err(CompactionError::validation(
-                        format!(
-                            "The stub of turn {} was never computed.",
-                            cutctx_model::py_repr_str(&id)
-                        ),
-                        details! { "turn_id" => &*id },
-                    ));
-                }
-                Resolved::Summarize(g) => TurnAction::summarize(id, g),
-                Resolved::Drop => TurnAction::drop_turn(id),
-            });
+                details! { "turn_id" => &*id },
+            ));
         }
+        // Written in place, on the pool's threads for a long transcript: most of the work is
+        // the first touch of the list's pages.
+        let actions = cutctx_model::beside::zip_map(
+            self.state.resolved,
+            t.turn_id_arcs(),
+            PARALLEL_ACTIONS,
+            |r, id| {
+                let id = id.clone();
+                match r {
+                    Resolved::Keep => TurnAction::keep(id),
+                    Resolved::Mask { content, estimate } => TurnAction::mask(
+                        id,
+                        TurnReplacement {
+                            content,
+                            token_estimate: estimate,
+                        },
+                    ),
+                    Resolved::PendingMask { .. } => {
+                        debug_assert!(false, "no stub is pending: checked above");
+                        TurnAction::keep(id)
+                    }
+                    Resolved::Summarize(g) => TurnAction::summarize(id, g),
+                    Resolved::Drop => TurnAction::drop_turn(id),
+                }
+            },
+        );
         let decisions = Decisions {
             actions,
             summarization_requests: requests.into_iter().map(|(_, r)| r).collect(),
@@ -967,6 +981,10 @@ impl<'t> Run<'t> {
         build_plan(t, self.analysis, decisions, name, POLICY_VERSION)
     }
 }
+
+/// The fewest actions a plan's list is built with on the pool's threads (see
+/// [`cutctx_model::beside::zip_map`]): below it, sharing costs more than it saves.
+const PARALLEL_ACTIONS: usize = 20_000;
 
 impl CompactionPolicy for PolicyChain {
     fn name(&self) -> &str {
@@ -1046,6 +1064,29 @@ mod tests {
             turns.push(TranscriptTurn::new(format!("u{i}"), Role::User, "ok", 5).expect("valid"));
         }
         Transcript::new(turns).expect("unique ids")
+    }
+
+    #[test]
+    fn a_long_plan_is_the_same_whether_its_actions_are_built_on_a_pool_or_here() {
+        // Long enough that a pool's threads share the list of actions.
+        let t = agent(PARALLEL_ACTIONS / 3 + 10);
+        let total = t.token_estimate();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("a pool");
+        let chain = default_chain("p").expect("the default chain");
+        // Masking alone, masking and summarizing, everything but the protected tail.
+        for budget in [total / 2, total / 8, 1_000] {
+            let b = CompactionBudget::new(budget).with_protected_recent_turns(4);
+            let here = chain.decide(&t, &b).expect("a plan");
+            let there = pool.install(|| chain.decide(&t, &b)).expect("a plan");
+            assert_eq!(here, there, "{budget}");
+            assert_eq!(here.canonical_json(), there.canonical_json(), "{budget}");
+            let kinds: std::collections::BTreeSet<&str> =
+                here.actions.iter().map(|a| a.action().as_str()).collect();
+            assert!(kinds.len() >= 2, "{budget}: {kinds:?}");
+        }
     }
 
     #[test]

@@ -129,14 +129,24 @@ pub(crate) fn stub(
     original_tokens: u64,
     digest: impl FnOnce(&mut String),
 ) -> Arc<str> {
-    let mut stub = String::with_capacity(placeholder.len() + STUB_FRAME_CHARS + 20);
-    stub.push_str(placeholder);
-    stub.push_str(" (original: ");
-    stub.push_str(Digits::new().of(original_tokens));
-    stub.push_str(" tokens, sha256:");
-    digest(&mut stub);
-    stub.push(')');
-    Arc::from(stub)
+    // Written into a buffer this thread keeps, then copied into the stub's one allocation:
+    // a masking policy writes a stub for every masked turn, tens of thousands at a time.
+    STUB.with_borrow_mut(|stub| {
+        stub.clear();
+        stub.reserve(placeholder.len() + STUB_FRAME_CHARS + 20);
+        stub.push_str(placeholder);
+        stub.push_str(" (original: ");
+        stub.push_str(Digits::new().of(original_tokens));
+        stub.push_str(" tokens, sha256:");
+        digest(stub);
+        stub.push(')');
+        Arc::from(stub.as_str())
+    })
+}
+
+thread_local! {
+    /// The buffer [`stub`] writes each stub into on this thread.
+    static STUB: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 /// The plan that masks the turns of `masks` (by strictly increasing position) with `stubs`, in

@@ -134,6 +134,21 @@ fn check(
     let out = apply(&t, &plan, &fulfilled).map_err(|e| fail(e.to_string()))?;
     let r = &out.report;
 
+    // Applied in place, the transcript given up: the same view and report, its hash left out.
+    let mut moved = cutctx_executor::apply_unhashed_in_place(t.clone(), &plan, &fulfilled)
+        .map_err(|e| fail(e.to_string()))?;
+    prop_assert_eq!(&moved.report.plan_hash, "");
+    moved.report.plan_hash.clone_from(&r.plan_hash);
+    prop_assert_eq!(&moved, &out);
+    prop_assert_eq!(
+        moved.transcript.canonical_json(),
+        out.transcript.canonical_json()
+    );
+    prop_assert_eq!(
+        moved.transcript.exchange_assignment(),
+        out.transcript.exchange_assignment()
+    );
+
     // The report adds up.
     let (kept, masked) = (r.kept_turn_ids.len(), r.masked_turn_ids.len());
     let (summarized, dropped) = (r.summarized_turn_ids.len(), r.dropped_turn_ids.len());
