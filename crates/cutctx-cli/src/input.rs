@@ -138,6 +138,27 @@ impl RequestFile {
         self.file.read_exact_at(room, offset as u64)
     }
 
+    /// Writes the bytes at `range` into `out` straight from the file (see
+    /// [`crate::output::CopyFrom`]).
+    ///
+    /// # Errors
+    ///
+    /// An error of kind `UnexpectedEof` saying that the file changed when it ends before
+    /// `range` does; whatever copying fails with.
+    pub(crate) fn copy_to(
+        &self,
+        range: std::ops::Range<usize>,
+        out: &mut impl crate::output::CopyFrom,
+    ) -> io::Result<()> {
+        let len = range.len() as u64;
+        let copied = out.copy_from(&self.file, range.start as u64, len)?;
+        if copied == len {
+            Ok(())
+        } else {
+            Err(io::Error::new(io::ErrorKind::UnexpectedEof, CHANGED))
+        }
+    }
+
     /// The whole file, as [`read_file`] reads it: for a request that is not read where it
     /// lies after all.
     ///

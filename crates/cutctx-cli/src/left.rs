@@ -11,6 +11,7 @@
 //! those of the path that decodes every content (tests hold them to it).
 
 use std::io;
+use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
@@ -172,11 +173,17 @@ impl LeftText {
     /// than the canonical writer would): `drain` takes the buffer each time it holds `part`
     /// bytes or more, and at the end, once the text is found unchanged.
     ///
+    /// With `copy` and a length, for a text that is a file: each run of turns written exactly
+    /// as their records stand in the file, one after another, at least that long (see
+    /// [`LeftText::copied_runs`]), is handed to `copy` as the range of the file it spans, once
+    /// what comes before it is drained, instead of being read into the buffer.
+    ///
     /// # Errors
     ///
-    /// The first error of `drain`; a text that cannot be read again (a file that fails or
-    /// changed) as `read_failed` makes it, and nothing written after the read that failed is
-    /// drained.
+    /// The first error of `drain` or `copy`; a text that cannot be read again (a file that
+    /// fails or changed) as `read_failed` makes it, and nothing written after the read that
+    /// failed is drained.
+    #[allow(clippy::too_many_arguments, reason = "the view, where it lies, and three sinks")]
     pub(crate) fn write_view<E>(
         &self,
         view: &Transcript,
@@ -185,24 +192,119 @@ impl LeftText {
         part: usize,
         mut drain: impl FnMut(&mut String) -> Result<(), E>,
         read_failed: impl Fn(io::Error) -> E,
+        mut copy: Option<(CopyRun<'_, E>, usize)>,
     ) -> Result<(), E> {
         let turns = view.turns();
         debug_assert_eq!(located.found.len(), turns.len(), "located in this view");
-        if turns.len() >= PARALLEL_WRITE_TURNS && cutctx::Parallelism::Automatic.threads() > 1 {
-            return self.write_view_on_two(turns, located, buf, part, drain, read_failed);
+        let runs = match (&copy, &self.text) {
+            (Some((_, shortest)), Text::File(_)) => self.copied_runs(located, *shortest),
+            _ => Vec::new(),
+        };
+        Writer::new(&mut *buf, Style::CANONICAL).raw("[");
+        let mut at = 0;
+        for run in &runs {
+            self.write_turns(
+                turns,
+                at..run.turns.start,
+                located,
+                buf,
+                part,
+                &mut drain,
+                &read_failed,
+            )?;
+            if run.turns.start > 0 {
+                Writer::new(&mut *buf, Style::CANONICAL).item_separator();
+            }
+            drain(buf)?;
+            if let (Some((copy, _)), Text::File(file)) = (copy.as_mut(), &self.text) {
+                copy(file, run.bytes.clone())?;
+            }
+            at = run.turns.end;
+        }
+        self.write_turns(
+            turns,
+            at..turns.len(),
+            located,
+            buf,
+            part,
+            &mut drain,
+            &read_failed,
+        )?;
+        Writer::new(&mut *buf, Style::CANONICAL).raw("]");
+        self.text.unchanged().map_err(&read_failed)?;
+        drain(buf)
+    }
+
+    /// The runs of the view's turns located at `located` that are each written as its
+    /// input's record (`Kept::Record`), the records one after another in the text with one
+    /// byte between each two (the comma that parts array elements: whitespace would take a
+    /// byte more), each at least `shortest` bytes long: such a run is written exactly as the
+    /// text spans it, from its first record's opening brace to its last's closing one.
+    pub(crate) fn copied_runs(&self, located: &Located, shortest: usize) -> Vec<CopiedRun> {
+        let mut runs = Vec::new();
+        let mut open: Option<CopiedRun> = None;
+        let close = |run: Option<CopiedRun>, runs: &mut Vec<CopiedRun>| {
+            if let Some(run) = run.filter(|r| r.bytes.len() >= shortest) {
+                runs.push(run);
+            }
+        };
+        for at in 0..located.found.len() {
+            let record = match located.at(at) {
+                Some(Kept::Record(k)) => self.left.get(k).and_then(Left::record),
+                _ => None,
+            };
+            match (record, &mut open) {
+                (Some(r), Some(run)) if run.bytes.end.checked_add(1) == Some(r.start) => {
+                    run.bytes.end = r.end;
+                    run.turns.end = at + 1;
+                }
+                (Some(r), _) => {
+                    close(open.take(), &mut runs);
+                    open = Some(CopiedRun {
+                        turns: at..at + 1,
+                        bytes: r,
+                    });
+                }
+                (None, _) => close(open.take(), &mut runs),
+            }
+        }
+        close(open, &mut runs);
+        runs
+    }
+
+    /// The view's turns at `range` onto `buf`, each after its separator, handing `buf` to
+    /// `drain` each time it holds `part` bytes or more: a long range in blocks on two threads
+    /// in turn ([`LeftText::write_turns_on_two`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`LeftText::write_view`].
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the view writer's own state, passed down"
+    )]
+    fn write_turns<E>(
+        &self,
+        turns: &[TranscriptTurn],
+        range: Range<usize>,
+        located: &Located,
+        buf: &mut String,
+        part: usize,
+        drain: &mut impl FnMut(&mut String) -> Result<(), E>,
+        read_failed: &impl Fn(io::Error) -> E,
+    ) -> Result<(), E> {
+        if range.len() >= PARALLEL_WRITE_TURNS && cutctx::Parallelism::Automatic.threads() > 1 {
+            return self.write_turns_on_two(turns, range, located, buf, part, drain, read_failed);
         }
         let mut decoded = String::new();
-        Writer::new(buf, Style::CANONICAL).raw("[");
-        for (at, turn) in turns.iter().enumerate() {
+        for (at, turn) in turns.iter().enumerate().take(range.end).skip(range.start) {
             self.write_one(buf, at, turn, located.at(at), &mut decoded)
-                .map_err(&read_failed)?;
+                .map_err(read_failed)?;
             if buf.len() >= part {
                 drain(buf)?;
             }
         }
-        Writer::new(buf, Style::CANONICAL).raw("]");
-        self.text.unchanged().map_err(&read_failed)?;
-        drain(buf)
+        Ok(())
     }
 
     /// The view's turn at `at` onto `buf`, after its separator: its input's record copied, or
@@ -256,26 +358,31 @@ impl LeftText {
         }
     }
 
-    /// As [`LeftText::write_view`], blocks of turns written on two threads in turn (see
+    /// As [`LeftText::write_turns`], blocks of turns written on two threads in turn (see
     /// [`crate::two`]). Writing a view is mostly waiting on memory, each kept content read
     /// from a text long out of the caches: a second thread waits beside the first.
-    fn write_view_on_two<E>(
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the view writer's own state, passed down"
+    )]
+    fn write_turns_on_two<E>(
         &self,
         turns: &[TranscriptTurn],
+        range: Range<usize>,
         located: &Located,
         buf: &mut String,
         part: usize,
-        mut drain: impl FnMut(&mut String) -> Result<(), E>,
-        read_failed: impl Fn(io::Error) -> E,
+        drain: &mut impl FnMut(&mut String) -> Result<(), E>,
+        read_failed: &impl Fn(io::Error) -> E,
     ) -> Result<(), E> {
         // The first read that failed, on either thread: its block is never drained, nor
         // anything after it.
         let failed: Mutex<Option<io::Error>> = Mutex::new(None);
         let take_failed = || failed.lock().ok().and_then(|mut f| f.take());
-        let blocks = turns.len().div_ceil(WRITE_BLOCK_TURNS);
+        let blocks = range.len().div_ceil(WRITE_BLOCK_TURNS);
         let write_block = |k: usize, out: &mut String, decoded: &mut String| {
-            let from = k * WRITE_BLOCK_TURNS;
-            let to = (from + WRITE_BLOCK_TURNS).min(turns.len());
+            let from = range.start + k * WRITE_BLOCK_TURNS;
+            let to = (from + WRITE_BLOCK_TURNS).min(range.end);
             for (at, turn) in turns.iter().enumerate().take(to).skip(from) {
                 if let Err(e) = self.write_one(out, at, turn, located.at(at), decoded) {
                     if let Ok(mut f) = failed.lock() {
@@ -289,13 +396,30 @@ impl LeftText {
             Some(e) => Err(read_failed(e)),
             None => drain(buf),
         };
-        Writer::new(&mut *buf, Style::CANONICAL).raw("[");
         crate::two::on_two(blocks, write_block, buf, part, &mut checked_drain)?;
-        Writer::new(&mut *buf, Style::CANONICAL).raw("]");
-        self.text.unchanged().map_err(&read_failed)?;
-        checked_drain(buf)
+        // The last blocks' failure, if any, before their bytes are drained.
+        take_failed().map_or(Ok(()), |e| Err(read_failed(e)))
     }
 }
+
+/// A run of a view's turns written exactly as the text spans them (see
+/// [`LeftText::copied_runs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CopiedRun {
+    /// The view's turns, by position.
+    turns: Range<usize>,
+    /// Where they lie in the text.
+    bytes: Range<usize>,
+}
+
+/// What [`LeftText::write_view`] hands a run of turns written as the file spans them to: the
+/// file and the range.
+pub(crate) type CopyRun<'a, E> = &'a mut dyn FnMut(&RequestFile, Range<usize>) -> Result<(), E>;
+
+/// The shortest run of turns the compaction's output copies from the file whole: a copy
+/// costs a few system calls, and each run parts the view's other turns into two stretches
+/// written on their own.
+pub(crate) const COPIED_RUN_BYTES: usize = 1 << 20;
 
 /// The fewest turns in a view whose writing is shared with a second thread.
 const PARALLEL_WRITE_TURNS: usize = 20_000;
@@ -648,8 +772,14 @@ mod tests {
     }
 
     /// The compaction of `text` read where it lies in a file, in windows of 64 bytes on
-    /// `threads` threads, written out; `None` when it is not read so (left to the whole).
-    fn compacted_from_file(text: &str, threads: usize) -> Option<Result<String, String>> {
+    /// `threads` threads, written out (with `copied`, each run of turns written as the file
+    /// spans them and at least that long copied from the file); `None` when it is not read
+    /// so (left to the whole).
+    fn compacted_from_file(
+        text: &str,
+        threads: usize,
+        copied: Option<usize>,
+    ) -> Option<Result<String, String>> {
         let (path, file) = crate::input::temp_request_file("left", text.as_bytes());
         let leaving = crate::request::parse_leaving_file_in(&file, 64, threads);
         let out = leaving.map(|leaving| {
@@ -661,7 +791,15 @@ mod tests {
             let mut written = Vec::new();
             compacted
                 .map_err(|e| e.to_json_line())
-                .and_then(|mut c| c.write_to(&mut written).map_err(|e| e.to_string()))
+                .and_then(|c| {
+                    match copied {
+                        None => crate::CompactedFile(c).write_to(&mut written),
+                        Some(shortest) => {
+                            crate::CompactedFile(c).write_copying_runs_to(&mut written, shortest)
+                        }
+                    }
+                    .map_err(|e| e.to_string())
+                })
                 .map(|()| String::from_utf8(written).expect("UTF-8"))
         });
         std::fs::remove_file(&path).expect("removed");
@@ -716,23 +854,25 @@ mod tests {
             .expect("the output's transcript");
         for part in [1, super::super::WRITE_PART_BYTES, usize::MAX] {
             let mut written = String::new();
-            let mut buf = String::new();
-            let drained = left.write_view_on_two(
+            let mut buf = String::from("[");
+            let drained = left.write_turns_on_two(
                 view.turns(),
+                0..view.len(),
                 located,
                 &mut buf,
                 part,
-                |b| {
+                &mut |b: &mut String| {
                     if part < usize::MAX {
                         written.push_str(b);
                         b.clear();
                     }
                     Ok::<(), ()>(())
                 },
-                |_| (),
+                &|_| (),
             );
             assert_eq!(drained, Ok(()));
             written.push_str(&buf);
+            written.push(']');
             assert_eq!(written, transcript, "{part}");
         }
         // A writer that fails partway fails the writing, wherever it fails.
@@ -795,9 +935,13 @@ mod tests {
             prop_assert_eq!(&outcome(ahead.map(crate::Compacted::into_text)), &expected);
             // Read where it lies in a file, in windows of a few elements, on two threads and
             // on one: the same, when the file is read so at all.
-            for threads in [2, 1] {
-                match compacted_from_file(&text, threads) {
-                    Some(from_file) => prop_assert_eq!(&from_file, &expected, "{} threads", threads),
+            // Written with every run of turns the file spans as they are written copied
+            // from the file, or those of a few records or more: the same.
+            for (threads, copied) in [(2, None), (1, None), (1, Some(1)), (1, Some(300))] {
+                match compacted_from_file(&text, threads, copied) {
+                    Some(from_file) => prop_assert_eq!(
+                        &from_file, &expected, "{} threads, copied {:?}", threads, copied
+                    ),
                     // Read whole by the text's reader, so on one thread by the file's.
                     None => prop_assert!(threads > 1, "a usual request is read on one thread"),
                 }

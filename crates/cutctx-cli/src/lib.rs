@@ -128,7 +128,7 @@ impl Compacted {
         // One part: the text is the buffer, kept whole. The request's text is held whole
         // here, and read again from memory, which cannot fail: only a compaction of a file
         // read where it lies (a `CompactedFile`, which has no `into_text`) reads a file again.
-        let whole = self.write_transcript(&mut text, usize::MAX, |_| Ok(()), |e| e);
+        let whole = self.write_transcript(&mut text, usize::MAX, |_| Ok(()), |e| e, None);
         debug_assert!(
             whole.is_ok(),
             "a text held whole is read again without failing"
@@ -158,16 +158,23 @@ impl Compacted {
     /// Writes the view's canonical JSON onto `buf`, handing it to `drain` each time it holds
     /// `part` bytes or more, and at the end: its kept contents copied from the request's text
     /// where they were left there.
+    ///
+    /// With `copy` and a length, runs of kept turns written as their records stand in a
+    /// request file, at least that long, are handed to it as ranges of the file (see
+    /// [`left::LeftText::write_view`]).
     fn write_transcript<E>(
         &self,
         buf: &mut String,
         part: usize,
         drain: impl FnMut(&mut String) -> Result<(), E>,
         read_failed: impl Fn(std::io::Error) -> E,
+        copy: Option<(left::CopyRun<'_, E>, usize)>,
     ) -> Result<(), E> {
         let view = &self.out.transcript;
         match &self.left {
-            Some((text, located)) => text.write_view(view, located, buf, part, drain, read_failed),
+            Some((text, located)) => {
+                text.write_view(view, located, buf, part, drain, read_failed, copy)
+            }
             None => view.write_canonical_in_parts(buf, part, drain),
         }
     }
@@ -179,6 +186,17 @@ impl Compacted {
     ///
     /// The first error writing to `out` returns; part of the output may have been written.
     pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        self.write_out(out, None)
+    }
+
+    /// [`Compacted::write_to`], each run of kept turns whose records stand one after another
+    /// in the request file, at least as long as `copy` says, handed to `copy` with `out`, as
+    /// the range of the file it spans.
+    fn write_out<W: std::io::Write>(
+        &mut self,
+        out: &mut W,
+        copy: Option<(CopyRange<W>, usize)>,
+    ) -> std::io::Result<()> {
         if self.head {
             head::write_head(&self.plan, out)?;
         } else {
@@ -190,21 +208,37 @@ impl Compacted {
         self.report = Some(report);
         written?;
         let mut buf = String::with_capacity(2 * WRITE_PART_BYTES);
+        // Written by the drain and by the copy in turn, never at once.
+        let out = std::cell::RefCell::new(out);
+        let out_ref = &out;
+        let mut copying = copy.map(|(copy, shortest)| {
+            let copy = move |file: &input::RequestFile, range: std::ops::Range<usize>| {
+                copy(&mut out_ref.borrow_mut(), file, range)
+            };
+            (copy, shortest)
+        });
         self.write_transcript(
             &mut buf,
             WRITE_PART_BYTES,
             |part| {
-                out.write_all(part.as_bytes())?;
+                out.borrow_mut().write_all(part.as_bytes())?;
                 part.clear();
                 Ok::<(), std::io::Error>(())
             },
             // Carried to `output::deliver_with` as the input's error it is.
             |e| std::io::Error::other(left::read_again_failed(&e, None)),
+            copying
+                .as_mut()
+                .map(|(copy, shortest)| (copy as left::CopyRun<'_, std::io::Error>, *shortest)),
         )?;
+        let out = out.into_inner();
         out.write_all(b"}\n")?;
         out.flush()
     }
 }
+
+/// How a range of a request file is written into an output `W` (see [`Compacted::write_out`]).
+type CopyRange<W> = fn(&mut W, &input::RequestFile, std::ops::Range<usize>) -> std::io::Result<()>;
 
 /// The output's `"report":` and `report` up to its `plan_hash` value, in a buffer sized for the
 /// whole report.
@@ -323,12 +357,66 @@ impl CompactedFile {
     pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         // A file that changed since it was opened (while it was planned, say) fails before
         // the first byte: only one changing while the output is written leaves part of it.
-        if let Some((text, _)) = &self.0.left {
-            text.unchanged()
-                .map_err(|e| std::io::Error::other(left::read_again_failed(&e, None)))?;
-        }
+        self.unchanged()?;
         self.0.write_to(out)
     }
+
+    /// As [`CompactedFile::write_to`], each long run of kept turns whose records stand one
+    /// after another in the file (at a 50% budget, the newest half of a transcript) written
+    /// into `out` straight from the file ([`output::CopyFrom`]): for standard output, by the
+    /// kernel where the system allows it (into a file or a device), never read into this
+    /// program; the bytes are those of [`CompactedFile::write_to`].
+    ///
+    /// # Errors
+    ///
+    /// As [`CompactedFile::write_to`]; a run the file no longer holds whole is a file that
+    /// changed.
+    pub fn write_copying_to(&mut self, out: &mut impl output::CopyFrom) -> std::io::Result<()> {
+        self.write_copying_runs_to(out, left::COPIED_RUN_BYTES)
+    }
+
+    /// [`CompactedFile::write_copying_to`], copying runs of at least `shortest` bytes.
+    fn write_copying_runs_to(
+        &mut self,
+        out: &mut impl output::CopyFrom,
+        shortest: usize,
+    ) -> std::io::Result<()> {
+        self.unchanged()?;
+        self.0.write_out(out, Some((copy_from_file, shortest)))
+    }
+
+    /// Whether the file is unchanged since it was opened, as an error for the writer.
+    fn unchanged(&self) -> std::io::Result<()> {
+        // A file that changed since it was opened (while it was planned, say) fails before
+        // the first byte: only one changing while the output is written leaves part of it.
+        match &self.0.left {
+            Some((text, _)) => text
+                .unchanged()
+                .map_err(|e| std::io::Error::other(left::read_again_failed(&e, None))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Writes `range` of `file` into `out` straight from the file. A failure is the input's when
+/// the file no longer holds the range or changed (an `INPUT_ERROR` carried out, as the view's
+/// reads carry theirs), else the output's.
+fn copy_from_file<W: output::CopyFrom>(
+    out: &mut W,
+    file: &input::RequestFile,
+    range: std::ops::Range<usize>,
+) -> std::io::Result<()> {
+    file.copy_to(range.clone(), out).map_err(|e| {
+        // A copy cut short: the file ends before the range does.
+        let short = e.kind() == std::io::ErrorKind::UnexpectedEof;
+        match file.unchanged() {
+            Ok(()) if !short => e,
+            Ok(()) => std::io::Error::other(left::read_again_failed(&e, Some(range.start))),
+            Err(changed) => {
+                std::io::Error::other(left::read_again_failed(&changed, Some(range.start)))
+            }
+        }
+    })
 }
 
 /// As [`compact_retaining`], reading the request from `reader` piece by piece, so that its
@@ -528,6 +616,70 @@ mod tests {
         let compacted =
             super::compact_file(file, |_| panic!("read where it lies")).expect("a valid request");
         (path, text, compacted)
+    }
+
+    /// A request of `n` turn records each written as the canonical writer writes its turn,
+    /// for dropping the older half: the view is one long run of records as they stand.
+    fn canonical_request(n: usize) -> String {
+        let turns: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"content":"{i} \"quoted\" {}","metadata":{{}},"pinned":false,"role":"user","token_estimate":10,"tool_call_id":null,"turn_id":"t{i}"}}"#,
+                    "x".repeat(120)
+                )
+            })
+            .collect();
+        format!(
+            r#"{{"budget":{{"max_tokens":{}}},"policy":{{"name":"drop_oldest"}},"transcript":[{}]}}"#,
+            n * 5,
+            turns.join(","),
+        )
+    }
+
+    #[test]
+    fn a_long_run_of_kept_records_is_copied_from_the_file_as_it_would_be_written() {
+        let text = canonical_request(20_000);
+        let expected = super::compact(&text).expect("compacted");
+        let (path, file) = super::input::temp_request_file("copied", text.as_bytes());
+        let mut compacted =
+            super::compact_file(file, |_| panic!("read where it lies")).expect("a valid request");
+        let (left, located) = compacted
+            .0
+            .left
+            .as_ref()
+            .expect("contents left in the file");
+        let runs = left.copied_runs(located, super::left::COPIED_RUN_BYTES);
+        assert_eq!(runs.len(), 1, "the newest half, one run");
+        // Into a vector, and into a file through standard output's writer (a copy the
+        // kernel makes).
+        let mut written = Vec::new();
+        compacted.write_copying_to(&mut written).expect("written");
+        assert!(written == expected.as_bytes(), "into a vector");
+        let out_path = path.with_extension("out");
+        let out_file = std::fs::File::create(&out_path).expect("an output file");
+        let mut out = super::output::Stdout::of_file(out_file);
+        compacted.write_copying_to(&mut out).expect("written");
+        drop(out);
+        let copied = std::fs::read(&out_path).expect("the output");
+        assert!(copied == expected.as_bytes(), "into a file");
+        // The file cut short after planning, its first check passed: the copy comes up
+        // short, an `INPUT_ERROR`, the output's end never written.
+        let cut = text.len() - text.len() / 4;
+        std::fs::write(&path, &text.as_bytes()[..cut]).expect("cut");
+        let mut written = Vec::new();
+        let err = compacted
+            .0
+            .write_out(&mut written, Some((super::copy_from_file, 1)))
+            .expect_err("cut short");
+        let carried = err
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<super::CliError>())
+            .map(|cli| cli.code);
+        assert_eq!(carried, Some(super::INPUT_ERROR));
+        assert!(!written.is_empty() && !written.ends_with(b"}\n"));
+        for p in [&path, &out_path] {
+            std::fs::remove_file(p).expect("removed");
+        }
     }
 
     #[test]

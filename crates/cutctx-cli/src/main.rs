@@ -231,7 +231,7 @@ fn command_line() -> ExitCode {
                 output::deliver_with(&mut stdout, |w| compacted.write_to(w))
             }
             Output::CompactedFile(compacted) => {
-                output::deliver_with(&mut stdout, |w| compacted.write_to(w))
+                output::deliver_with(&mut stdout, |w| compacted.write_copying_to(w))
             }
             Output::Format(streamed) => output::deliver_with(&mut stdout, |w| streamed.write_to(w)),
         };

@@ -137,6 +137,17 @@ impl Stdout {
     }
 }
 
+impl Stdout {
+    /// A writer of this kind onto `file`, as standard output is written when it is a file.
+    #[cfg(test)]
+    pub(crate) fn of_file(file: std::fs::File) -> Self {
+        Self(StdoutTarget::File(std::io::BufWriter::with_capacity(
+            STDOUT_BUFFER_BYTES,
+            file,
+        )))
+    }
+}
+
 impl Default for Stdout {
     fn default() -> Self {
         Self::new()
@@ -163,6 +174,60 @@ impl Write for Stdout {
             StdoutTarget::File(f) => f.flush(),
             StdoutTarget::Locked(l) => l.flush(),
         }
+    }
+}
+
+/// An output that takes a range of a file straight from the file: [`Stdout`] through
+/// `std::io::copy`, which has the kernel copy it (`copy_file_range` into a regular file,
+/// `sendfile` into a device) where the system allows it and otherwise reads it through the
+/// output's own buffer, never through a buffer of the caller's; a vector reads it in.
+///
+/// ```
+/// use cutctx_cli::output::CopyFrom;
+/// let path = std::env::temp_dir().join(format!("cutctx-copy-from-doc-{}", std::process::id()));
+/// std::fs::write(&path, b"0123456789")?;
+/// let mut out = b"<".to_vec();
+/// assert_eq!(out.copy_from(&std::fs::File::open(&path)?, 3, 4)?, 4);
+/// assert_eq!(out, b"<3456");
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub trait CopyFrom: Write {
+    /// Writes `len` bytes of `file` from `offset` (its position moved past them): how many
+    /// were written, fewer when the file ends first.
+    ///
+    /// # Errors
+    ///
+    /// Whatever reading the file or writing the output fails with.
+    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<u64>;
+}
+
+/// `len` bytes of `file` from `offset` written into `out` by `std::io::copy`, which copies
+/// in the kernel for the standard library's own files and buffered writers.
+fn copy_range(
+    file: &std::fs::File,
+    offset: u64,
+    len: u64,
+    out: &mut impl Write,
+) -> std::io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut from = file;
+    from.seek(SeekFrom::Start(offset))?;
+    std::io::copy(&mut from.take(len), out)
+}
+
+impl CopyFrom for Stdout {
+    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<u64> {
+        match &mut self.0 {
+            StdoutTarget::File(f) => copy_range(file, offset, len, f),
+            StdoutTarget::Locked(l) => copy_range(file, offset, len, l),
+        }
+    }
+}
+
+impl CopyFrom for Vec<u8> {
+    fn copy_from(&mut self, file: &std::fs::File, offset: u64, len: u64) -> std::io::Result<u64> {
+        copy_range(file, offset, len, self)
     }
 }
 
