@@ -183,7 +183,10 @@ impl LeftText {
     /// The first error of `drain` or `copy`; a text that cannot be read again (a file that
     /// fails or changed) as `read_failed` makes it, and nothing written after the read that
     /// failed is drained.
-    #[allow(clippy::too_many_arguments, reason = "the view, where it lies, and three sinks")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a view, where it lies, three sinks"
+    )]
     pub(crate) fn write_view<E>(
         &self,
         view: &Transcript,

@@ -462,10 +462,22 @@ fn compacted_with(
                 .ok()
         })
         .flatten();
-    // Applied in place: the request's transcript is not read again, and its list becomes the
-    // view's, its kept turns moved rather than shared.
-    let input = std::mem::take(&mut req.transcript);
-    let out = cutctx::executor::apply_unhashed_in_place(input, &plan, &req.summaries)?;
+    // Applied in place when the view keeps most of the turns: the request's transcript is not
+    // read again, and its list becomes the view's, the kept turns moved rather than shared
+    // (cloning a turn counts four references, and the view's list is pages touched afresh).
+    // When most are left out, each would be freed one by one, which costs more than sharing
+    // the few kept: the view then shares them, and the request's turns are left to the exit.
+    let left_out = plan
+        .actions
+        .iter()
+        .filter(|a| matches!(a.action(), cutctx::Action::Drop | cutctx::Action::Summarize))
+        .count();
+    let out = if 2 * left_out <= plan.actions.len() {
+        let input = std::mem::take(&mut req.transcript);
+        cutctx::executor::apply_unhashed_in_place(input, &plan, &req.summaries)?
+    } else {
+        cutctx::executor::apply_unhashed(&req.transcript, &plan, &req.summaries)?
+    };
     // The view's kept contents located, and the report written up to its hash beside that
     // (its lists of ids are most of it) when the view is large.
     let (left, report_head) = match text {
