@@ -355,8 +355,6 @@ impl CompactedFile {
     /// [`output::deliver_with`]): before the first byte for a file that changed since it was
     /// opened, else with part of the output written, never its end.
     pub fn write_to(&mut self, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        // A file that changed since it was opened (while it was planned, say) fails before
-        // the first byte: only one changing while the output is written leaves part of it.
         self.unchanged()?;
         self.0.write_to(out)
     }
