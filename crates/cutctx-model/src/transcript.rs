@@ -517,8 +517,8 @@ impl Transcript {
     /// The transcript derived from this one in place: `decide` says, for each turn in order
     /// (its position and the turn), whether it is kept as it is, kept with another content,
     /// estimate and metadata, replaced by a turn this one does not have, or left out. The
-    /// turns are moved, never copied, and the view is built in this transcript's own list, so
-    /// that deriving a large view touches no memory the transcript did not. Equal to
+    /// turns are moved, never cloned, and the view is built in this transcript's own list, so
+    /// that a large view's list touches no page the transcript's did not. Equal to
     /// [`Transcript::derive`] of the same decisions (a kept turn as
     /// [`DerivedTurn::Kept`] at its position, a new one as [`DerivedTurn::New`]): a kept turn
     /// keeps its id, role, pin and call, and only new turns' ids are checked.
