@@ -633,15 +633,22 @@ fn finish_text<'a>(
         let mut applied =
             apply(pt.transcript(), &plan, summaries).map_err(|e| from_format(e.into()))?;
         let report = make_report(&plan, &applied.report);
-        drop(plan);
         let unchanged = applied.report.kept_turn_ids.len() == turns;
-        if input_transcript.is_none() {
-            // Only the report's figures are read from here on: its lists of ids go.
-            release_id_lists(&mut applied.report);
+        // Only the report's figures are read from here on: its lists of ids go, with the plan.
+        let ids = input_transcript
+            .is_none()
+            .then(|| id_lists(&mut applied.report));
+        let unread = (plan, ids);
+        let render = || pt.render_parts(&applied.transcript, &input_text);
+        let parts = if release == Release::AtExit && turns >= FREE_BESIDE_FROM_TURNS {
+            // The command's own run, on its pool: a large plan is freed on the other core
+            // while this one renders, instead of before it.
+            cutctx::model::beside::beside_one(render, move || drop(unread)).0
+        } else {
+            drop(unread);
+            render()
         }
-        let parts = pt
-            .render_parts(&applied.transcript, &input_text)
-            .map_err(from_format)?;
+        .map_err(from_format)?;
         if release == Release::AtExit {
             // As the compacted tree below: the process's end returns the turns at once.
             std::mem::forget(pt);
@@ -757,16 +764,19 @@ fn finish_text<'a>(
     })
 }
 
-/// Empties `report`'s lists of turn ids, leaving its figures: for a caller that reads only
-/// those. Freed, not left to the process's exit, so that the rendering's own allocations can
-/// reuse the room.
-fn release_id_lists(report: &mut cutctx::CompactionReport) {
-    drop([
+/// How many turns a request has for the command to free its plan beside the rendering
+/// (see `finish_text`): below it, freeing the plan costs less than handing it over.
+const FREE_BESIDE_FROM_TURNS: usize = 10_000;
+
+/// `report`'s lists of turn ids, taken out of it, leaving its figures: for a caller that reads
+/// only those. Freed, not left to the process's exit, so that the room is used again.
+fn id_lists(report: &mut cutctx::CompactionReport) -> [Vec<std::sync::Arc<str>>; 4] {
+    [
         std::mem::take(&mut report.kept_turn_ids),
         std::mem::take(&mut report.masked_turn_ids),
         std::mem::take(&mut report.summarized_turn_ids),
         std::mem::take(&mut report.dropped_turn_ids),
-    ]);
+    ]
 }
 
 /// `text` ending with a newline.

@@ -33,7 +33,7 @@
 //! are accepted, as the provider accepts them (it combines them).
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cutctx_model::{Role, TranscriptTurn};
@@ -41,6 +41,7 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
+use crate::ids::Ids;
 use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem, message_id};
 use crate::openai_chat::with_field;
 use crate::quick::{Lex, ReadMessage, Str, once};
@@ -109,9 +110,9 @@ pub(crate) fn system_shape(document: &Value) -> Result<(), Violation> {
 pub(crate) struct Check {
     /// How many messages the list holds: a final assistant message may be empty.
     len: usize,
-    /// The tool_use ids of the previous message, when it was an assistant message with calls,
-    /// in order and as a set (a message of many parallel calls costs no more than its length).
-    open: Option<(usize, Vec<String>, BTreeSet<String>)>,
+    /// The tool_use ids of the previous message, when it was an assistant message with calls
+    /// (a message of many parallel calls costs no more than its length).
+    open: Option<(usize, Ids<String>)>,
 }
 
 impl Check {
@@ -194,10 +195,9 @@ impl Check {
             ));
         }
         let calls = self.open.take();
-        let mut answered: BTreeSet<&str> = BTreeSet::new();
+        let mut answered: Ids<&str> = Ids::default();
         let mut seen_other = false;
-        let mut uses: Vec<String> = Vec::new();
-        let mut use_set: BTreeSet<String> = BTreeSet::new();
+        let mut uses: Ids<String> = Ids::default();
         for (j, b) in blocks(m).iter().enumerate() {
             let at = || format!("{}.content[{j}]", path(i));
             match block_type(b) {
@@ -211,8 +211,8 @@ impl Check {
                             format!("{}.tool_use_id", at()),
                         ));
                     };
-                    let known = role == "user"
-                        && calls.as_ref().is_some_and(|(_, _, set)| set.contains(id));
+                    let known =
+                        role == "user" && calls.as_ref().is_some_and(|(_, set)| set.contains(id));
                     if !known {
                         return Err(
                             Violation::new(FORMAT, Rule::ResultWithoutCall, Some(i), at())
@@ -251,17 +251,16 @@ impl Check {
                             format!("{}.type", at()),
                         ));
                     }
-                    if !use_set.insert(id.to_owned()) {
+                    if !uses.insert(id.to_owned()) {
                         return Err(Violation::new(FORMAT, Rule::DuplicateCallId, Some(i), at())
                             .with_id(id));
                     }
-                    uses.push(id.to_owned());
                     seen_other = true;
                 }
                 _ => seen_other = true,
             }
         }
-        if let Some((at, ids, _)) = calls
+        if let Some((at, ids)) = calls
             && let Some(id) = ids.iter().find(|id| !answered.contains(id.as_str()))
         {
             return Err(
@@ -269,7 +268,7 @@ impl Check {
             );
         }
         if !uses.is_empty() {
-            self.open = Some((i, uses, use_set));
+            self.open = Some((i, uses));
         }
         Ok(())
     }
@@ -286,40 +285,38 @@ impl Check {
             _ => return None,
         };
         let calls = self.open.as_ref();
-        let mut answered: BTreeSet<&str> = BTreeSet::new();
+        let mut answered: Ids<&str> = Ids::default();
         let mut seen_other = false;
-        let mut uses: Vec<String> = Vec::new();
-        let mut use_set: BTreeSet<String> = BTreeSet::new();
+        let mut uses: Ids<String> = Ids::default();
         for block in m.content.blocks() {
             match block {
                 Block::ToolResult { id, .. } => {
-                    let known = !assistant && calls.is_some_and(|(_, _, set)| set.contains(&**id));
+                    let known = !assistant && calls.is_some_and(|(_, set)| set.contains(id));
                     if !known || !answered.insert(id) || seen_other {
                         return None;
                     }
                 }
                 Block::ToolUse { id, .. } => {
-                    if !assistant || !use_set.insert(id.clone().into_owned()) {
+                    if !assistant || !uses.insert(id.clone().into_owned()) {
                         return None;
                     }
-                    uses.push(id.clone().into_owned());
                     seen_other = true;
                 }
                 Block::Text(_) => seen_other = true,
             }
         }
-        if let Some((_, ids, _)) = calls
+        if let Some((_, ids)) = calls
             && ids.iter().any(|id| !answered.contains(id.as_str()))
         {
             return None;
         }
-        self.open = (!uses.is_empty()).then_some((i, uses, use_set));
+        self.open = (!uses.is_empty()).then_some((i, uses));
         Some(())
     }
 
     /// The end of the list: the last message's calls must have their results.
     pub(crate) fn finish(self) -> Result<(), Violation> {
-        if let Some((at, ids, _)) = self.open
+        if let Some((at, ids)) = self.open
             && let Some(id) = ids.first()
         {
             return Err(
@@ -768,6 +765,8 @@ struct Out {
 /// A user message being rebuilt from its blocks, as its turns come.
 struct Pending {
     message: usize,
+    /// The position of one of the message's turns, the first that came.
+    position: usize,
     blocks: BTreeMap<usize, Part>,
     /// How many of the message's turns came.
     turns: usize,
@@ -775,8 +774,9 @@ struct Pending {
 
 /// One block of a pending message.
 enum Part {
-    /// Block `j` of the message as it was, or with the stub as its `content`.
-    Block { stub: Option<Arc<str>> },
+    /// Block `j` of the message, the turn at position `turn`, as it was, or with the stub as
+    /// its `content`.
+    Block { stub: Option<Arc<str>>, turn: usize },
     /// The stub standing for the message's blocks other than results.
     Stub(Arc<str>),
 }
@@ -838,7 +838,7 @@ pub(crate) fn render(
                                 .ok_or_else(|| crate::mapping::bad_position(position))?;
                             maskable(*i, &original)?;
                         }
-                        Piece::masked(*i, "content", stub)
+                        Piece::masked(*i, "content", stub, position)
                     }
                 };
                 outs.push(Out {
@@ -852,12 +852,13 @@ pub(crate) fn render(
                 if !list.has(*i) {
                     return Err(crate::mapping::bad_position(position));
                 }
-                let p = open_pending(list, sources, &mut pending, &mut outs, *i);
+                let p = open_pending(list, sources, &mut pending, &mut outs, *i, position);
                 p.turns += 1;
                 p.blocks.insert(
                     *block,
                     Part::Block {
                         stub: stub.cloned(),
+                        turn: position,
                     },
                 );
             }
@@ -865,7 +866,7 @@ pub(crate) fn render(
                 if !list.has(*i) {
                     return Err(crate::mapping::bad_position(position));
                 }
-                let p = open_pending(list, sources, &mut pending, &mut outs, *i);
+                let p = open_pending(list, sources, &mut pending, &mut outs, *i, position);
                 p.turns += 1;
                 match stub {
                     Some(stub) => {
@@ -875,7 +876,13 @@ pub(crate) fn render(
                     }
                     None => {
                         for &j in blocks {
-                            p.blocks.insert(j, Part::Block { stub: None });
+                            p.blocks.insert(
+                                j,
+                                Part::Block {
+                                    stub: None,
+                                    turn: position,
+                                },
+                            );
                         }
                     }
                 }
@@ -905,19 +912,22 @@ pub(crate) fn render(
     })
 }
 
-/// The pending rebuilt message for message `i`, flushing another one first.
+/// The pending rebuilt message for message `i`, whose turn at `position` came, flushing
+/// another one first.
 fn open_pending<'p>(
     list: Source<'_>,
     sources: &[TurnSource],
     pending: &'p mut Option<Pending>,
     outs: &mut Vec<Out>,
     i: usize,
+    position: usize,
 ) -> &'p mut Pending {
     if pending.as_ref().is_some_and(|p| p.message != i) {
         flush(list, sources, pending, outs);
     }
     pending.get_or_insert_with(|| Pending {
         message: i,
+        position,
         blocks: BTreeMap::new(),
         turns: 0,
     })
@@ -935,20 +945,32 @@ fn flush(
     let Some(p) = pending.take() else {
         return;
     };
-    // The turns of one message are neighbours, in message order, after the system turn.
-    let before = |m: usize| sources.partition_point(|s| s.message().is_none_or(|k| k < m));
-    let all = before(p.message + 1) - before(p.message);
+    // The turns of one message are neighbours: counted from the one that came, outwards (a
+    // search of the whole list for the message's first and last turn, twice for each
+    // message, cost more than rendering it).
+    let of_message = |s: &TurnSource| s.message() == Some(p.message);
+    let after = sources
+        .get(p.position..)
+        .map_or(0, |s| s.iter().take_while(|s| of_message(s)).count());
+    let before = sources
+        .get(..p.position)
+        .map_or(0, |s| s.iter().rev().take_while(|s| of_message(s)).count());
+    let all = before + after;
     let whole = p.turns == all && p.blocks.values().all(|b| matches!(b, Part::Block { .. }));
     let piece = if whole {
         let patches: Vec<Patch> = p
             .blocks
             .iter()
             .filter_map(|(&j, b)| match b {
-                Part::Block { stub: Some(stub) } => Some(Patch {
+                Part::Block {
+                    stub: Some(stub),
+                    turn,
+                } => Some(Patch {
                     block: Some(j),
                     key: "content",
                     stub: Arc::clone(stub),
                     at: None,
+                    turn: Some(*turn),
                 }),
                 _ => None,
             })
@@ -969,8 +991,10 @@ fn flush(
             .blocks
             .into_iter()
             .filter_map(|(j, part)| match part {
-                Part::Block { stub: None } => all_blocks.get(j).cloned(),
-                Part::Block { stub: Some(stub) } => all_blocks
+                Part::Block { stub: None, .. } => all_blocks.get(j).cloned(),
+                Part::Block {
+                    stub: Some(stub), ..
+                } => all_blocks
                     .get(j)
                     .map(|b| with_field(b, "content", Value::from(&*stub))),
                 Part::Stub(stub) => {

@@ -19,7 +19,7 @@ use cutctx_invariants::{Analysis, CompactionPlan};
 use cutctx_model::{CompactionBudget, CompactionError, Transcript, details};
 use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
 
-use crate::mapping::{Deferred, Piece, Rendered, TurnSource};
+use crate::mapping::{Deferred, Piece, Rendered};
 use crate::{Format, FormatError, ProviderTranscript, Reading, not_the_text};
 
 impl ProviderTranscript {
@@ -159,39 +159,29 @@ impl ProviderTranscript {
     /// Notes on each patch of `rendered` that replaces the whole string value of a field this
     /// transcript left in the text where that value lies: the writer then copies the message
     /// around it without walking the message to find it.
+    ///
+    /// A patch is found by the position of the turn it stands for, among the left contents
+    /// (in position order); the patches come in that order too, so each search starts with a
+    /// few steps on from where the last one ended, which is where the next usually is.
     pub(crate) fn locate_patches(&self, rendered: &mut Rendered) {
         let Some(pieces) = &mut rendered.list else {
             return;
         };
-        // Each left content that is a field's whole value, by (message, block): the order of
-        // positions is the order of messages and of blocks within them.
-        let mut placed: Vec<((usize, Option<usize>), &Deferred)> = self
-            .deferred
-            .iter()
-            .filter(|d| d.field.is_some())
-            .filter_map(|d| {
-                let key = match self.sources.get(d.position)? {
-                    TurnSource::Message(i) => (*i, None),
-                    TurnSource::Block { message, block } => (*message, Some(*block)),
-                    _ => return None,
-                };
-                Some((key, d))
-            })
-            .collect();
-        placed.sort_by_key(|(key, _)| *key);
-        if placed.is_empty() {
-            return;
-        }
+        let deferred = &self.deferred[..];
+        let mut next = 0_usize;
         for piece in pieces {
-            let Piece::Masked { index, patches } = piece else {
+            let Piece::Masked { patches, .. } = piece else {
                 continue;
             };
             for patch in patches {
-                let found = placed
-                    .binary_search_by_key(&(*index, patch.block), |(key, _)| *key)
-                    .ok()
-                    .and_then(|k| placed.get(k));
-                if let Some((_, d)) = found
+                let Some(turn) = patch.turn else {
+                    continue;
+                };
+                let Some(k) = find_from(deferred, next, turn) else {
+                    continue;
+                };
+                next = k + 1;
+                if let Some(d) = deferred.get(k)
                     && d.field == Some(patch.key)
                 {
                     // The value with its quotes.
@@ -200,6 +190,26 @@ impl ProviderTranscript {
             }
         }
     }
+}
+
+/// How many left contents [`find_from`] steps over before it searches.
+const STEPS: usize = 4;
+
+/// The index of the left content of the turn at `position` in `deferred` (in position
+/// order): looked for in the few from `from` on, then searched for in the whole list.
+fn find_from(deferred: &[Deferred], from: usize, position: usize) -> Option<usize> {
+    let near = deferred.get(from..).unwrap_or_default().iter().take(STEPS);
+    for (k, d) in near.enumerate() {
+        if d.position == position {
+            return Some(from + k);
+        }
+        if d.position > position {
+            break;
+        }
+    }
+    deferred
+        .binary_search_by_key(&position, |d| d.position)
+        .ok()
 }
 
 /// The digests of a transcript's contents, read from the request's text where they were left

@@ -89,6 +89,7 @@ mod deferred;
 mod error;
 mod estimate;
 mod fused;
+mod ids;
 mod mapping;
 mod named;
 mod one_walk;
@@ -634,10 +635,24 @@ impl ProviderTranscript {
         view: &Transcript,
         source: Option<Source<'_>>,
     ) -> Result<Rendered, FormatError> {
-        // The view is checked whole first, so that its errors come before any other, then
-        // read again as it is rendered rather than held as a list beside the output's.
-        mapping::view_items(&self.positions, &self.transcript, view)
-            .try_for_each(|i| i.map(drop))?;
+        // The view is read as it is rendered rather than held as a list beside the output's.
+        // Its errors come before any other: a rendering that fails reads the view whole, and
+        // says its first error when it has one (the renderers stop at the first error of the
+        // items, so an error of the view before the rendering's own is that one).
+        let rendered = self.pieces_of(view, source);
+        if rendered.is_err() {
+            mapping::view_items(&self.positions, &self.transcript, view)
+                .try_for_each(|i| i.map(drop))?;
+        }
+        rendered
+    }
+
+    /// [`ProviderTranscript::pieces`], the view's errors said as the rendering meets them.
+    fn pieces_of(
+        &self,
+        view: &Transcript,
+        source: Option<Source<'_>>,
+    ) -> Result<Rendered, FormatError> {
         let items = mapping::view_items(&self.positions, &self.transcript, view);
         let document = &self.document;
         let key = list_key(self.format);

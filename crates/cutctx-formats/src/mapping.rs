@@ -534,11 +534,15 @@ pub(crate) struct Patch {
     /// Where the value to replace lies in the request's text, when known from reading it:
     /// the writer then need not look for it.
     pub(crate) at: Option<Range<usize>>,
+    /// The position of the turn whose content the stub stands for, when the renderer knows
+    /// it: where that content was left in the text is found by it (see `locate_patches`).
+    pub(crate) turn: Option<usize>,
 }
 
 impl Piece {
-    /// Message `index` with its field `key` replaced by `stub`.
-    pub(crate) fn masked(index: usize, key: &'static str, stub: &Arc<str>) -> Self {
+    /// Message `index` with its field `key` replaced by `stub`, which stands for the content
+    /// of the turn at position `turn`.
+    pub(crate) fn masked(index: usize, key: &'static str, stub: &Arc<str>, turn: usize) -> Self {
         Self::Masked {
             index,
             patches: vec![Patch {
@@ -546,6 +550,7 @@ impl Piece {
                 key,
                 stub: Arc::clone(stub),
                 at: None,
+                turn: Some(turn),
             }],
         }
     }

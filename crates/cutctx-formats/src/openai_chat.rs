@@ -564,7 +564,7 @@ pub(crate) fn render(
                 }
                 out.push(match stub {
                     None => Piece::Kept(*i),
-                    Some(stub) => Piece::masked(*i, "content", stub),
+                    Some(stub) => Piece::masked(*i, "content", stub, *position),
                 });
             }
             ViewItem::Summary { text, .. } => out.push(Piece::New(summary_message(text))),

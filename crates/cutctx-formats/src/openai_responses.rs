@@ -790,7 +790,7 @@ pub(crate) fn render(
                         Some(stub) => {
                             let role = turns.get(*position).map(TranscriptTurn::role);
                             let key = masked_key(*i, role, list)?;
-                            Piece::masked(*i, key, stub)
+                            Piece::masked(*i, key, stub, *position)
                         }
                     };
                     out.push(piece);

@@ -483,6 +483,72 @@ fn summarization_input_names_the_folded_turns_and_their_original_messages() {
     assert_eq!(messages[0], doc["messages"][0]);
 }
 
+/// A message some of whose turns the view leaves out is rebuilt from the blocks of the turns it
+/// keeps, whichever of its turns those are; one of which it keeps every turn is copied as it
+/// was.
+#[test]
+fn anthropic_a_message_some_of_whose_turns_are_kept_is_rebuilt_from_them() {
+    let doc = json!({"messages": [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "a"},
+            {"type": "text", "text": "note"}
+        ]},
+        {"role": "assistant", "content": "done"}
+    ]});
+    let pt = ProviderTranscript::parse(Format::Anthropic, &doc).expect("valid");
+    let turns = pt.transcript().turns();
+    let ids: Vec<&str> = turns.iter().map(cutctx_model::TranscriptTurn::turn_id).collect();
+    assert_eq!(ids, ["m0", "m1", "m2.0", "m2.1", "m3"]);
+    let rendered = |keep: &[usize]| {
+        let view = Transcript::new(keep.iter().map(|&k| turns[k].clone()).collect())
+            .expect("unique ids");
+        pt.render(&view).expect("renders")["messages"].clone()
+    };
+    let blocks = &doc["messages"][2]["content"];
+    assert_eq!(rendered(&[0, 1, 2, 3, 4])[2]["content"], *blocks);
+    assert_eq!(rendered(&[0, 1, 2, 4])[2]["content"], json!([blocks[0]]));
+    // Only the message's second turn, its text: the result it follows is not written (nor
+    // its call), and the text joins the user message before it.
+    let out = rendered(&[0, 3, 4]);
+    assert!(!out.to_string().contains("tool_result"), "{out}");
+    assert!(out.to_string().contains("note"), "{out}");
+}
+
+/// A view may fail twice: a turn the transcript does not have, and a stub no message can take
+/// (an assistant message with a tool use, masked). Whichever comes first in the view, the
+/// view's own error is the one said, as when the view was read whole before rendering.
+#[test]
+fn a_views_error_comes_before_the_renderings_own() {
+    let doc = json!({"messages": [
+        {"role": "user", "content": "look"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "ls", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "a b"}]},
+        {"role": "assistant", "content": "done"}
+    ]});
+    let pt = ProviderTranscript::parse(Format::Anthropic, &doc).expect("valid");
+    let turns = pt.transcript().turns();
+    let masked_call = turns[1]
+        .clone()
+        .with_content("[masked]".into(), 2)
+        .with_metadata(BTreeMap::from([("cutctx.kind".to_owned(), "masked".to_owned())]));
+    let foreign = cutctx_model::TranscriptTurn::new("elsewhere", cutctx_model::Role::User, "x", 1)
+        .expect("an id");
+    let view = |list: Vec<cutctx_model::TranscriptTurn>| Transcript::new(list).expect("unique ids");
+    let only_the_mask = view(vec![turns[0].clone(), masked_call.clone(), turns[2].clone()]);
+    assert_eq!(
+        pt.render(&only_the_mask).expect_err("a stub for a tool use").code(),
+        "FORMAT_UNSUPPORTED"
+    );
+    // The foreign turn after the mask: the rendering meets the mask first, the view's error
+    // is still the one said.
+    let both = view(vec![turns[0].clone(), masked_call, turns[2].clone(), foreign]);
+    let e = pt.render(&both).expect_err("a turn of another transcript");
+    assert_eq!(e.code(), "FORMAT_VIEW_MISMATCH");
+    assert_eq!(e.details()["turn_id"], "elsewhere");
+}
+
 #[test]
 fn a_view_of_another_transcript_is_refused() {
     let a =
