@@ -285,7 +285,7 @@ impl ProviderTranscript {
         Ok(Self {
             format,
             document,
-            positions: mapping::Positions::of(&transcript),
+            positions: mapping::Positions::new(),
             transcript,
             sources: built.sources,
             tools_tokens,
@@ -334,7 +334,7 @@ impl ProviderTranscript {
         Some(Self {
             format,
             document: shell,
-            positions: mapping::Positions::of(&transcript),
+            positions: mapping::Positions::new(),
             transcript,
             sources: built.sources,
             tools_tokens,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use cutctx_executor::META_KIND;
 use cutctx_json::Digits;
@@ -226,6 +226,27 @@ mod tests {
         }
     }
 
+    /// A view read where each turn follows the one before never builds the index; the first
+    /// lookup that misses builds it, whether the ids are the formats' own or any others.
+    #[test]
+    fn positions_are_indexed_only_when_a_lookup_needs_them() {
+        use cutctx_model::{Role, TranscriptTurn};
+        for ids in [["system", "m0", "m1.0", "m1.1"], ["b", "a", "m9", "system"]] {
+            let turns = ids.map(|id| TranscriptTurn::new(id, Role::User, "x", 1).expect("an id"));
+            let transcript = Transcript::new(turns.to_vec()).expect("unique ids");
+            let positions = Positions::new();
+            for (p, turn) in transcript.turns().iter().enumerate() {
+                assert_eq!(positions.get_near(&transcript, turn.turn_id_arc(), p), Some(p));
+            }
+            assert!(!positions.indexed(), "{ids:?}");
+            let last = Arc::clone(transcript.turns()[3].turn_id_arc());
+            assert_eq!(positions.get_near(&transcript, &last, 0), Some(3), "{ids:?}");
+            assert!(positions.indexed(), "{ids:?}");
+            assert_eq!(positions.get(&transcript, ids[1]), Some(1), "{ids:?}");
+            assert_eq!(positions.get(&transcript, "m7"), None, "{ids:?}");
+        }
+    }
+
     #[test]
     fn message_ids_are_spelled_as_formatting_spells_them() {
         for i in [0, 1, 9, 10, 99, 100, 12_345, usize::MAX] {
@@ -304,23 +325,31 @@ pub(crate) fn walk(
     view_items(positions, source, view).collect()
 }
 
-/// Turn id -> position in a source transcript.
+/// Turn id -> position in a source transcript, indexed on the first lookup that needs it.
+///
+/// A view rendered from its own source finds each turn where the previous one left off
+/// ([`Positions::get_near`]), so a request compacted and rendered once never builds the index,
+/// and the reading of a large request does not pay for it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Positions(OnceLock<Index>);
+
+/// The index [`Positions`] builds.
 ///
 /// The ids the formats give (`system` or `instructions` first, then `m{i}` and `m{i}.{j}` in
 /// the order of their numbers) are ordered by those numbers, so a lookup parses the id and
 /// searches the numbers, then checks the id found; no string is copied or sorted. A
 /// transcript whose ids are not so ordered gets a map.
 #[derive(Debug, Clone)]
-pub(crate) enum Positions {
+enum Index {
     /// Each turn's numbers, in transcript order, strictly increasing.
     Ordered(Vec<(u8, u32, u32)>),
     /// Any other ids.
     Map(BTreeMap<String, usize>),
 }
 
-impl Positions {
-    /// The positions of `transcript`'s turns.
-    pub(crate) fn of(transcript: &Transcript) -> Self {
+impl Index {
+    /// The index of `transcript`'s turns.
+    fn of(transcript: &Transcript) -> Self {
         // Sized ahead: collected through an `Option`, the list would grow by doubling.
         let mut keys = Vec::with_capacity(transcript.len());
         for id in transcript.turn_ids() {
@@ -341,6 +370,13 @@ impl Positions {
                     .collect(),
             ),
         }
+    }
+}
+
+impl Positions {
+    /// The positions of a transcript's turns: every lookup must give that transcript.
+    pub(crate) fn new() -> Self {
+        Self::default()
     }
 
     /// [`Positions::get`], trying `near` first: a view's turns come in source order, most
@@ -365,13 +401,19 @@ impl Positions {
 
     /// The position of `id` in `transcript` (the one these positions are of).
     pub(crate) fn get(&self, transcript: &Transcript, id: &str) -> Option<usize> {
-        match self {
-            Self::Ordered(keys) => {
+        match self.0.get_or_init(|| Index::of(transcript)) {
+            Index::Ordered(keys) => {
                 let p = keys.binary_search(&id_key(id)?).ok()?;
                 (transcript.turns().get(p)?.turn_id() == id).then_some(p)
             }
-            Self::Map(map) => map.get(id).copied(),
+            Index::Map(map) => map.get(id).copied(),
         }
+    }
+
+    /// Whether the index was built: for the tests of its laziness.
+    #[cfg(test)]
+    pub(crate) fn indexed(&self) -> bool {
+        self.0.get().is_some()
     }
 }
 

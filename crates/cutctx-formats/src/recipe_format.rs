@@ -228,7 +228,7 @@ fn compact(
     validate(document).map_err(|b| format!("input: {b:?}"))?;
     let built = build(document, &CharRatioEstimator::default()).map_err(|e| e.to_string())?;
     let transcript = Transcript::new(built.turns).map_err(|e| e.to_string())?;
-    let positions = Positions::of(&transcript);
+    let positions = Positions::new();
     let plan = match policy.decide(&transcript, budget) {
         Ok(plan) => plan,
         Err(e) if e.code() == ErrorCode::BudgetUnsatisfiable => return Ok(None),
@@ -412,7 +412,7 @@ fn a_budget_that_fits_gives_the_input_back_under_every_policy() {
     let document = sample();
     let built = build(&document, &CharRatioEstimator::default()).expect("valid");
     let t = Transcript::new(built.turns).expect("unique ids");
-    let items = walk(&Positions::of(&t), &t, &t).expect("the transcript's own turns");
+    let items = walk(&Positions::new(), &t, &t).expect("the transcript's own turns");
     assert_eq!(
         render(&document, &built.sources, &items).expect("renders"),
         document
