@@ -25,10 +25,10 @@ use cutctx::{
 use cutctx_json::{Style, Writer, write_turn_with};
 
 use crate::CliError;
-use crate::ahead::Ahead;
 use crate::input::RequestFile;
 use crate::request::{Leaving, Left, Request};
 use crate::text::Text;
+use cutctx::policies::ahead::{Ahead, WithAhead};
 
 /// The text a request was read from, with where its turns' contents were left in it.
 pub(crate) struct LeftText {
@@ -474,10 +474,7 @@ fn plan_hashing_ahead(
             Ahead::none(&stop)
         };
         let analysis = Analysis::of(&req.transcript, &req.budget);
-        let digests = Digests {
-            contents,
-            ahead: &ahead,
-        };
+        let digests = WithAhead::new(&contents, &ahead);
         let decided = req
             .policy
             .decide_with_digests(&req.transcript, &analysis, &digests);
@@ -632,30 +629,13 @@ impl Contents<'_> {
     }
 }
 
-/// The digests of a transcript's contents: hashed ahead, or hashed from [`Contents`] when
-/// asked for.
-struct Digests<'a, 'scope> {
-    contents: Contents<'a>,
-    ahead: &'a Ahead<'scope>,
-}
-
-/// What writing a stub whose digest was hashed ahead costs, counted as bytes hashed, so that
-/// the work left is shared out evenly among threads: about a stub's own length.
-const HASHED_AHEAD_BYTES: usize = 128;
-
-impl ContentDigests for Digests<'_, '_> {
+impl ContentDigests for Contents<'_> {
     fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
-        match self.ahead.hashed().get(position) {
-            Some(digest) => Ok(digest),
-            None => self.contents.hash(position),
-        }
+        self.hash(position)
     }
 
     fn content_len(&self, position: usize) -> usize {
-        match self.ahead.hashed().get(position) {
-            Some(_) => HASHED_AHEAD_BYTES,
-            None => self.contents.len(position),
-        }
+        self.len(position)
     }
 }
 
@@ -1075,8 +1055,9 @@ mod tests {
 
         use cutctx::model::canonical::sha256_of_str_bytes;
 
-        use super::{Contents, Digests, HASHED_AHEAD_BYTES};
+        use super::Contents;
         use cutctx::policies::ContentDigests;
+        use cutctx::policies::ahead::{HASHED_AHEAD_BYTES, WithAhead};
 
         // Every piece in every place: canonical contents and contents spelled otherwise.
         let contents: Vec<(Vec<usize>, u8)> = (0..60)
@@ -1108,10 +1089,7 @@ mod tests {
                 std::thread::yield_now();
             }
             assert_eq!(ahead.hashed().len(), tools.len());
-            let digests = Digests {
-                contents,
-                ahead: &ahead,
-            };
+            let digests = WithAhead::new(&contents, &ahead);
             for (p, turn) in whole.transcript.turns().iter().enumerate() {
                 let expected = sha256_of_str_bytes(turn.content());
                 assert_eq!(digests.digest(p).expect("hashed"), expected, "position {p}");

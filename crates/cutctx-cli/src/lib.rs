@@ -8,7 +8,6 @@
 //! [`output`] writes standard output and whole files so that a failure is never quiet.
 #![forbid(unsafe_code)]
 
-mod ahead;
 pub mod batch;
 mod error;
 pub mod formats;

@@ -13,10 +13,14 @@
 //! the canonical writer writes it, as most are, is its own canonical literal); any other
 //! policy is given the contents, read in first.
 
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use cutctx_invariants::{Analysis, CompactionPlan};
-use cutctx_model::{CompactionBudget, CompactionError, Transcript, details};
+use cutctx_model::{
+    CompactionBudget, CompactionError, Parallelism, Role, Transcript, TranscriptTurn, details,
+};
+use cutctx_policies::ahead::{Ahead, WithAhead};
 use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
 
 use crate::mapping::{Deferred, Piece, Rendered};
@@ -121,11 +125,23 @@ impl ProviderTranscript {
         budget: &CompactionBudget,
         text: &str,
     ) -> Result<CompactionPlan, FormatError> {
+        let ahead = self.deferred.len() >= AHEAD_FROM_TURNS && Parallelism::Automatic.threads() > 1;
+        let ahead = if ahead { HashAhead::Yes } else { HashAhead::No };
+        self.plan_hashing(policy, budget, text, ahead)
+    }
+
+    /// [`ProviderTranscript::plan`], the tool results' digests hashed ahead as `ahead` says.
+    fn plan_hashing(
+        &mut self,
+        policy: &dyn CompactionPolicy,
+        budget: &CompactionBudget,
+        text: &str,
+        ahead: HashAhead,
+    ) -> Result<CompactionPlan, FormatError> {
         if self.deferred.is_empty() {
             return Ok(policy.decide(&self.transcript, budget)?);
         }
         self.require_text(text)?;
-        let analysis = Analysis::of(&self.transcript, budget);
         let digests = TextDigests {
             text,
             deferred: &self.deferred,
@@ -133,7 +149,37 @@ impl ProviderTranscript {
             format: self.format,
             failed: Mutex::new(None),
         };
-        if let Some(plan) = policy.decide_with_digests(&self.transcript, &analysis, &digests) {
+        let stop = AtomicBool::new(false);
+        let decided = std::thread::scope(|scope| {
+            // The tool results' digests hashed on a second thread, oldest first (the order
+            // observation masking masks them), while this one analyses and decides.
+            let mode = ahead;
+            let ahead = if mode == HashAhead::No {
+                Ahead::none(&stop)
+            } else {
+                let turns = self.transcript.turns();
+                let tools = self
+                    .deferred
+                    .iter()
+                    .map(|d| d.position)
+                    .filter(|&p| turns.get(p).map(TranscriptTurn::role) == Some(Role::Tool));
+                // A failure is not noted: the turn may never be asked for. It is hashed (and
+                // fails, noted) again if it is.
+                let digests = &digests;
+                Ahead::start(scope, &stop, tools, move |p| digests.hash(p).ok())
+            };
+            #[cfg(test)]
+            while mode == HashAhead::ToTheEnd && !ahead.ran_out() {
+                std::thread::yield_now();
+            }
+            let analysis = Analysis::of(&self.transcript, budget);
+            let with_ahead = WithAhead::new(&digests, &ahead);
+            let decided = policy.decide_with_digests(&self.transcript, &analysis, &with_ahead);
+            // Stopped before the scope ends, even when no digest was asked for.
+            ahead.hashed();
+            decided
+        });
+        if let Some(plan) = decided {
             let failed = digests.failed.into_inner().ok().flatten();
             return match (plan, failed) {
                 (Ok(plan), _) => Ok(plan),
@@ -153,6 +199,21 @@ impl ProviderTranscript {
             _ => Err(not_the_text(self.format)),
         }
     }
+}
+
+/// The fewest left contents for [`ProviderTranscript::plan`] to hash digests ahead: below it,
+/// a second thread costs more than it saves.
+const AHEAD_FROM_TURNS: usize = 10_000;
+
+/// Whether [`ProviderTranscript::plan_hashing`] hashes the tool results' digests ahead.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum HashAhead {
+    No,
+    Yes,
+    /// Yes, and the policy decides only once every one is hashed: for the tests, which would
+    /// otherwise not know how many digests were hashed ahead.
+    #[cfg(test)]
+    ToTheEnd,
 }
 
 impl ProviderTranscript {
@@ -233,8 +294,10 @@ impl TextDigests<'_> {
     }
 }
 
-impl ContentDigests for TextDigests<'_> {
-    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+impl TextDigests<'_> {
+    /// The digest of the content of the turn at `position` (see [`ContentDigests::digest`]),
+    /// a failure to read it given as it is, not noted.
+    fn hash(&self, position: usize) -> Result<[u8; 32], FormatError> {
         let Some(d) = self.left(position) else {
             let turn = self.transcript.turns().get(position);
             return Ok(cutctx_model::canonical::sha256_of_str_bytes(
@@ -242,14 +305,20 @@ impl ContentDigests for TextDigests<'_> {
             ));
         };
         if !d.canonical {
-            let content = decoded(self.text, d, self.format).map_err(|e| self.unreadable(e))?;
+            let content = decoded(self.text, d, self.format)?;
             return Ok(cutctx_model::canonical::sha256_of_str_bytes(&content));
         }
         let written = self
             .text
             .get(d.span.clone())
-            .ok_or_else(|| self.unreadable(not_the_text(self.format)))?;
+            .ok_or_else(|| not_the_text(self.format))?;
         Ok(cutctx_model::canonical::sha256_of_written(written))
+    }
+}
+
+impl ContentDigests for TextDigests<'_> {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        self.hash(position).map_err(|e| self.unreadable(e))
     }
 
     fn content_len(&self, position: usize) -> usize {
@@ -295,7 +364,7 @@ fn decoded(text: &str, d: &Deferred, format: Format) -> Result<String, FormatErr
 
 #[cfg(test)]
 mod tests {
-    use cutctx_model::CompactionBudget;
+    use cutctx_model::{Action, CompactionBudget};
     use cutctx_policies::{CharRatioEstimator, ObservationMaskingPolicy};
 
     use super::*;
@@ -386,5 +455,98 @@ mod tests {
                 _ => assert_eq!((placed, left), (1, 1), "{format:?}"),
             }
         }
+    }
+
+    /// A Chat request of `n` calls, each answered by a tool result longer than its stub (some
+    /// spelled otherwise than the canonical writer spells them), between a first and a last
+    /// user message.
+    fn many_results(n: usize) -> String {
+        let mut messages = vec![serde_json::json!({"role": "user", "content": "go"})];
+        for k in 0..n {
+            let id = format!("c{k}");
+            messages.push(
+                serde_json::json!({"role": "assistant", "content": null, "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}),
+            );
+            messages.push(serde_json::json!({"role": "tool", "tool_call_id": id,
+                "content": format!("result {k} {}", "x".repeat(200 + k % 7))}));
+        }
+        messages.push(serde_json::json!({"role": "user", "content": "thanks"}));
+        let text = serde_json::json!({ "messages": messages }).to_string();
+        // Every fifth result escaped as the canonical writer never escapes a letter.
+        text.replace("result 5", "\\u0072esult 5")
+    }
+
+    /// The digests a second thread hashes ahead, run to its end, are those the text gives when
+    /// asked, for every turn; what it did not hash is hashed when asked.
+    #[test]
+    fn digests_hashed_ahead_are_those_hashed_when_asked() {
+        let text = many_results(60);
+        assert!(text.contains("\\u0072esult"), "both spellings");
+        let estimator = CharRatioEstimator::default();
+        let pt = ProviderTranscript::from_text_deferred(Format::OpenAiChat, &text, &estimator)
+            .expect("plain");
+        let whole = ProviderTranscript::from_text_with(Format::OpenAiChat, &text, &estimator)
+            .expect("valid");
+        let digests = TextDigests {
+            text: &text,
+            deferred: &pt.deferred,
+            transcript: &pt.transcript,
+            format: pt.format,
+            failed: Mutex::new(None),
+        };
+        let turns = pt.transcript.turns();
+        let tools: Vec<usize> = (0..turns.len())
+            .filter(|&p| turns[p].role() == Role::Tool)
+            .collect();
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|scope| {
+            let positions = tools.iter().copied().filter(|p| p % 4 != 0);
+            let ahead = Ahead::start(scope, &stop, positions, |p| digests.hash(p).ok());
+            while !ahead.ran_out() {
+                std::thread::yield_now();
+            }
+            assert_eq!(
+                ahead.hashed().len(),
+                tools.iter().filter(|p| *p % 4 != 0).count()
+            );
+            let with_ahead = WithAhead::new(&digests, &ahead);
+            for (p, turn) in whole.transcript().turns().iter().enumerate() {
+                let expected = cutctx_model::canonical::sha256_of_str_bytes(turn.content());
+                assert_eq!(with_ahead.digest(p).expect("hashed"), expected, "{p}");
+                assert_eq!(digests.digest(p).expect("hashed"), expected, "{p}");
+            }
+        });
+    }
+
+    /// A request large enough for its digests to be hashed ahead plans as the transcript with
+    /// its contents read in does, however far the hashing ahead got.
+    #[test]
+    fn a_plan_hashing_ahead_is_the_plan_of_the_contents() {
+        let text = many_results(AHEAD_FROM_TURNS);
+        let estimator = CharRatioEstimator::default();
+        let mut pt = ProviderTranscript::from_text_deferred(Format::OpenAiChat, &text, &estimator)
+            .expect("plain");
+        assert!(pt.deferred.len() >= AHEAD_FROM_TURNS);
+        let whole = ProviderTranscript::from_text_with(Format::OpenAiChat, &text, &estimator)
+            .expect("valid");
+        let policy = ObservationMaskingPolicy::new(0).expect("a policy");
+        let budget = CompactionBudget::new(whole.transcript().token_estimate() / 3)
+            .with_protected_recent_turns(2);
+        let expected = policy.decide(whole.transcript(), &budget).expect("plans");
+        let masked = expected
+            .actions
+            .iter()
+            .filter(|a| a.action() == Action::Mask)
+            .count();
+        assert!(masked > AHEAD_FROM_TURNS / 2, "{masked}");
+        for ahead in [HashAhead::No, HashAhead::Yes, HashAhead::ToTheEnd] {
+            let plan = pt
+                .plan_hashing(&policy, &budget, &text, ahead)
+                .expect("plans");
+            // Compared whole but not printed: a plan of 20,000 actions.
+            assert!(plan == expected, "{ahead:?}: another plan");
+        }
+        assert!(pt.plan(&policy, &budget, &text).expect("plans") == expected);
     }
 }

@@ -236,11 +236,18 @@ mod tests {
             let transcript = Transcript::new(turns.to_vec()).expect("unique ids");
             let positions = Positions::new();
             for (p, turn) in transcript.turns().iter().enumerate() {
-                assert_eq!(positions.get_near(&transcript, turn.turn_id_arc(), p), Some(p));
+                assert_eq!(
+                    positions.get_near(&transcript, turn.turn_id_arc(), p),
+                    Some(p)
+                );
             }
             assert!(!positions.indexed(), "{ids:?}");
             let last = Arc::clone(transcript.turns()[3].turn_id_arc());
-            assert_eq!(positions.get_near(&transcript, &last, 0), Some(3), "{ids:?}");
+            assert_eq!(
+                positions.get_near(&transcript, &last, 0),
+                Some(3),
+                "{ids:?}"
+            );
             assert!(positions.indexed(), "{ids:?}");
             assert_eq!(positions.get(&transcript, ids[1]), Some(1), "{ids:?}");
             assert_eq!(positions.get(&transcript, "m7"), None, "{ids:?}");

@@ -20,6 +20,7 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+pub mod ahead;
 mod capability;
 mod chain;
 mod drop_oldest;

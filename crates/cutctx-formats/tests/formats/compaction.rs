@@ -499,11 +499,14 @@ fn anthropic_a_message_some_of_whose_turns_are_kept_is_rebuilt_from_them() {
     ]});
     let pt = ProviderTranscript::parse(Format::Anthropic, &doc).expect("valid");
     let turns = pt.transcript().turns();
-    let ids: Vec<&str> = turns.iter().map(cutctx_model::TranscriptTurn::turn_id).collect();
+    let ids: Vec<&str> = turns
+        .iter()
+        .map(cutctx_model::TranscriptTurn::turn_id)
+        .collect();
     assert_eq!(ids, ["m0", "m1", "m2.0", "m2.1", "m3"]);
     let rendered = |keep: &[usize]| {
-        let view = Transcript::new(keep.iter().map(|&k| turns[k].clone()).collect())
-            .expect("unique ids");
+        let view =
+            Transcript::new(keep.iter().map(|&k| turns[k].clone()).collect()).expect("unique ids");
         pt.render(&view).expect("renders")["messages"].clone()
     };
     let blocks = &doc["messages"][2]["content"];
@@ -532,18 +535,32 @@ fn a_views_error_comes_before_the_renderings_own() {
     let masked_call = turns[1]
         .clone()
         .with_content("[masked]".into(), 2)
-        .with_metadata(BTreeMap::from([("cutctx.kind".to_owned(), "masked".to_owned())]));
+        .with_metadata(BTreeMap::from([(
+            "cutctx.kind".to_owned(),
+            "masked".to_owned(),
+        )]));
     let foreign = cutctx_model::TranscriptTurn::new("elsewhere", cutctx_model::Role::User, "x", 1)
         .expect("an id");
     let view = |list: Vec<cutctx_model::TranscriptTurn>| Transcript::new(list).expect("unique ids");
-    let only_the_mask = view(vec![turns[0].clone(), masked_call.clone(), turns[2].clone()]);
+    let only_the_mask = view(vec![
+        turns[0].clone(),
+        masked_call.clone(),
+        turns[2].clone(),
+    ]);
     assert_eq!(
-        pt.render(&only_the_mask).expect_err("a stub for a tool use").code(),
+        pt.render(&only_the_mask)
+            .expect_err("a stub for a tool use")
+            .code(),
         "FORMAT_UNSUPPORTED"
     );
     // The foreign turn after the mask: the rendering meets the mask first, the view's error
     // is still the one said.
-    let both = view(vec![turns[0].clone(), masked_call, turns[2].clone(), foreign]);
+    let both = view(vec![
+        turns[0].clone(),
+        masked_call,
+        turns[2].clone(),
+        foreign,
+    ]);
     let e = pt.render(&both).expect_err("a turn of another transcript");
     assert_eq!(e.code(), "FORMAT_VIEW_MISMATCH");
     assert_eq!(e.details()["turn_id"], "elsewhere");

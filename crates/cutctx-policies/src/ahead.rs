@@ -8,35 +8,63 @@
 //! hashed then, as before. A digest hashed ahead is the digest hashed when asked (the same
 //! function computes both), so plans never depend on how far it got. What it hashes for a
 //! turn that ends up kept or dropped is work done by a core that had none.
+//!
+//! [`Ahead`] is the thread and what it hashed; [`WithAhead`] puts it in front of the
+//! [`ContentDigests`] a policy asks, which hashes what it did not reach.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{Scope, ScopedJoinHandle};
 
-/// Digests hashed ahead, by position, rising.
+use cutctx_model::CompactionError;
+
+use crate::ContentDigests;
+
+/// Digests hashed ahead, by position, rising: what [`Ahead::hashed`] hands over.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Hashed {
+pub struct Hashed {
     positions: Vec<usize>,
     digests: Vec<[u8; 32]>,
 }
 
 impl Hashed {
     /// The digest hashed ahead for the turn at `position`, if it was.
-    pub(crate) fn get(&self, position: usize) -> Option<[u8; 32]> {
+    #[must_use]
+    pub fn get(&self, position: usize) -> Option<[u8; 32]> {
         let k = self.positions.binary_search(&position).ok()?;
         self.digests.get(k).copied()
     }
 
     /// How many digests were hashed ahead.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
+    #[must_use]
+    pub fn len(&self) -> usize {
         self.positions.len()
+    }
+
+    /// Whether no digest was hashed ahead.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.positions.is_empty()
     }
 }
 
 /// A thread hashing digests ahead of their asking, within a scope, and what it hashed once it
 /// is stopped.
-pub(crate) struct Ahead<'scope> {
+///
+/// ```
+/// use std::sync::atomic::AtomicBool;
+/// use cutctx_policies::ahead::Ahead;
+/// let stop = AtomicBool::new(false);
+/// std::thread::scope(|scope| {
+///     // Positions 0, 2, 4, ...; the "digest" of a position is its number in the first byte.
+///     let ahead = Ahead::start(scope, &stop, (0..10).map(|p| 2 * p), |p| Some([p as u8; 32]));
+///     let hashed = ahead.hashed(); // stops the thread: how far it got varies
+///     for p in 0..20 {
+///         assert!(hashed.get(p).is_none_or(|d| d == [p as u8; 32] && p % 2 == 0));
+///     }
+/// });
+/// ```
+pub struct Ahead<'scope> {
     /// Set when the digests are asked for: the thread stops at its next turn.
     stop: &'scope AtomicBool,
     /// The thread, until it is joined; `None` when none was started.
@@ -47,7 +75,8 @@ pub(crate) struct Ahead<'scope> {
 
 impl<'scope> Ahead<'scope> {
     /// Nothing hashed ahead: every digest is hashed when asked for.
-    pub(crate) const fn none(stop: &'scope AtomicBool) -> Self {
+    #[must_use]
+    pub const fn none(stop: &'scope AtomicBool) -> Self {
         Self {
             stop,
             thread: Mutex::new(None),
@@ -59,7 +88,7 @@ impl<'scope> Ahead<'scope> {
     /// after another until `stop` is set; a position `hash` gives no digest for is left to be
     /// hashed when asked (and its error, if any, given then). No thread to be had: nothing is
     /// hashed ahead.
-    pub(crate) fn start<'env, P, H>(
+    pub fn start<'env, P, H>(
         scope: &'scope Scope<'scope, 'env>,
         stop: &'scope AtomicBool,
         positions: P,
@@ -99,7 +128,7 @@ impl<'scope> Ahead<'scope> {
 
     /// What was hashed ahead: the first call stops the thread and waits for it (one turn's
     /// hashing at most), and every later call reads what it gave.
-    pub(crate) fn hashed(&self) -> &Hashed {
+    pub fn hashed(&self) -> &Hashed {
         self.hashed.get_or_init(|| {
             self.stop.store(true, Ordering::Relaxed);
             let thread = self.thread.lock().ok().and_then(|mut t| t.take());
@@ -109,12 +138,71 @@ impl<'scope> Ahead<'scope> {
         })
     }
 
-    /// Whether the thread has ended by itself (or none was started): every position hashed.
-    #[cfg(test)]
-    pub(crate) fn ran_out(&self) -> bool {
+    /// Whether the thread has ended by itself (or none was started): every position hashed,
+    /// unless [`Ahead::hashed`] stopped it.
+    #[must_use]
+    pub fn ran_out(&self) -> bool {
         self.thread.lock().map_or(true, |t| {
             t.as_ref().is_none_or(ScopedJoinHandle::is_finished)
         })
+    }
+}
+
+/// `digests` with what `ahead` hashed in front: a digest hashed ahead is taken from there,
+/// any other hashed by `digests` when asked. What [`crate::CompactionPolicy::decide_with_digests`]
+/// is given while a thread hashes ahead.
+///
+/// ```
+/// use std::sync::atomic::AtomicBool;
+/// use cutctx_model::CompactionError;
+/// use cutctx_policies::ContentDigests;
+/// use cutctx_policies::ahead::{Ahead, WithAhead};
+/// struct Numbered;
+/// impl ContentDigests for Numbered {
+///     fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+///         Ok([position as u8; 32])
+///     }
+///     fn content_len(&self, _: usize) -> usize {
+///         1000
+///     }
+/// }
+/// let stop = AtomicBool::new(false);
+/// let ahead = Ahead::none(&stop);
+/// let digests = WithAhead::new(&Numbered, &ahead);
+/// assert_eq!(digests.digest(3)?, [3; 32]);
+/// assert_eq!(digests.content_len(3), 1000);
+/// # Ok::<(), CompactionError>(())
+/// ```
+pub struct WithAhead<'a, 'scope, D: ?Sized> {
+    digests: &'a D,
+    ahead: &'a Ahead<'scope>,
+}
+
+impl<'a, 'scope, D: ContentDigests + ?Sized> WithAhead<'a, 'scope, D> {
+    /// `digests` behind what `ahead` hashed.
+    pub const fn new(digests: &'a D, ahead: &'a Ahead<'scope>) -> Self {
+        Self { digests, ahead }
+    }
+}
+
+/// What writing a stub whose digest was hashed ahead costs, counted as bytes hashed, so that
+/// the work left is shared out evenly among threads: about a stub's own length. What
+/// [`WithAhead`] gives as the [`ContentDigests::content_len`] of such a turn.
+pub const HASHED_AHEAD_BYTES: usize = 128;
+
+impl<D: ContentDigests + ?Sized> ContentDigests for WithAhead<'_, '_, D> {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        match self.ahead.hashed().get(position) {
+            Some(digest) => Ok(digest),
+            None => self.digests.digest(position),
+        }
+    }
+
+    fn content_len(&self, position: usize) -> usize {
+        match self.ahead.hashed().get(position) {
+            Some(_) => HASHED_AHEAD_BYTES,
+            None => self.digests.content_len(position),
+        }
     }
 }
 
