@@ -142,13 +142,7 @@ impl ProviderTranscript {
             return Ok(policy.decide(&self.transcript, budget)?);
         }
         self.require_text(text)?;
-        let digests = TextDigests {
-            text,
-            deferred: &self.deferred,
-            transcript: &self.transcript,
-            format: self.format,
-            failed: Mutex::new(None),
-        };
+        let digests = TextDigests::new(text, &self.deferred, &self.transcript, self.format);
         let stop = AtomicBool::new(false);
         let decided = std::thread::scope(|scope| {
             // The tool results' digests hashed on a second thread, oldest first (the order
@@ -278,19 +272,57 @@ fn find_from(deferred: &[Deferred], from: usize, position: usize) -> Option<usiz
 struct TextDigests<'a> {
     text: &'a str,
     deferred: &'a [Deferred],
+    /// For each position up to the last left content, one more than the index of its left
+    /// content in `deferred`, or 0: a masked turn's content is looked up twice (its length,
+    /// to share the hashing out, then its digest), each time in one step.
+    slots: Vec<u32>,
     transcript: &'a Transcript,
     format: Format,
     /// The first content that could not be read, to report as itself once the policy fails.
     failed: Mutex<Option<FormatError>>,
 }
 
-impl TextDigests<'_> {
+impl<'a> TextDigests<'a> {
+    /// The digests of `transcript`'s contents, those in `deferred` (by position, rising) read
+    /// from `text`.
+    fn new(
+        text: &'a str,
+        deferred: &'a [Deferred],
+        transcript: &'a Transcript,
+        format: Format,
+    ) -> Self {
+        let mut slots = vec![0_u32; deferred.last().map_or(0, |d| d.position + 1)];
+        for (k, d) in deferred.iter().enumerate() {
+            // Past u32::MAX contents (more than any request holds), a content is searched for.
+            if let (Some(slot), Ok(index)) = (slots.get_mut(d.position), u32::try_from(k + 1)) {
+                *slot = index;
+            }
+        }
+        Self {
+            text,
+            deferred,
+            slots,
+            transcript,
+            format,
+            failed: Mutex::new(None),
+        }
+    }
+
     /// Where the content of the turn at `position` was left, if it was.
     fn left(&self, position: usize) -> Option<&Deferred> {
-        self.deferred
-            .binary_search_by_key(&position, |d| d.position)
-            .ok()
-            .and_then(|k| self.deferred.get(k))
+        match self.slots.get(position) {
+            Some(&slot) if slot > 0 => self.deferred.get(usize::try_from(slot).ok()? - 1),
+            // No slot says so: none was left there, unless there are more contents than a slot
+            // counts, and then it is searched for.
+            _ if u32::try_from(self.deferred.len()).is_ok() => None,
+            _ => {
+                let k = self
+                    .deferred
+                    .binary_search_by_key(&position, |d| d.position)
+                    .ok()?;
+                self.deferred.get(k)
+            }
+        }
     }
 }
 
@@ -488,13 +520,7 @@ mod tests {
             .expect("plain");
         let whole = ProviderTranscript::from_text_with(Format::OpenAiChat, &text, &estimator)
             .expect("valid");
-        let digests = TextDigests {
-            text: &text,
-            deferred: &pt.deferred,
-            transcript: &pt.transcript,
-            format: pt.format,
-            failed: Mutex::new(None),
-        };
+        let digests = TextDigests::new(&text, &pt.deferred, &pt.transcript, pt.format);
         let turns = pt.transcript.turns();
         let tools: Vec<usize> = (0..turns.len())
             .filter(|&p| turns[p].role() == Role::Tool)

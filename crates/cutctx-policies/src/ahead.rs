@@ -20,10 +20,14 @@ use cutctx_model::CompactionError;
 
 use crate::ContentDigests;
 
-/// Digests hashed ahead, by position, rising: what [`Ahead::hashed`] hands over.
+/// Digests hashed ahead, by position: what [`Ahead::hashed`] hands over.
+///
+/// Each digest is looked up twice for every masked turn (its length, to share the hashing
+/// out, then the digest itself), so a position finds its digest in one step: `slots` holds,
+/// for every position up to the last hashed, one more than the index of its digest, or 0.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Hashed {
-    positions: Vec<usize>,
+    slots: Vec<u32>,
     digests: Vec<[u8; 32]>,
 }
 
@@ -31,20 +35,35 @@ impl Hashed {
     /// The digest hashed ahead for the turn at `position`, if it was.
     #[must_use]
     pub fn get(&self, position: usize) -> Option<[u8; 32]> {
-        let k = self.positions.binary_search(&position).ok()?;
-        self.digests.get(k).copied()
+        let slot = usize::try_from(*self.slots.get(position)?).ok()?;
+        self.digests.get(slot.checked_sub(1)?).copied()
     }
 
     /// How many digests were hashed ahead.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.positions.len()
+        self.digests.len()
     }
 
     /// Whether no digest was hashed ahead.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.positions.is_empty()
+        self.digests.is_empty()
+    }
+
+    /// Notes `digest` as the one for `position`, past every position noted so far; a digest
+    /// that cannot be noted (a position before the last, or more digests than a slot counts)
+    /// is left to be hashed when asked.
+    fn push(&mut self, position: usize, digest: [u8; 32]) {
+        let Ok(slot) = u32::try_from(self.digests.len() + 1) else {
+            return;
+        };
+        if position < self.slots.len() {
+            return;
+        }
+        self.slots.resize(position, 0);
+        self.slots.push(slot);
+        self.digests.push(digest);
     }
 }
 
@@ -100,11 +119,11 @@ impl<'scope> Ahead<'scope> {
     {
         let thread = std::thread::Builder::new()
             .spawn_scoped(scope, move || {
-                // Room for every position, reserved, not touched: grown by doubling, the
-                // lists would be copied onto fresh pages again and again.
+                // Room for every digest, reserved, not touched: grown by doubling, the list
+                // would be copied onto fresh pages again and again.
                 let most = positions.size_hint().1.unwrap_or(0);
                 let mut hashed = Hashed {
-                    positions: Vec::with_capacity(most),
+                    slots: Vec::new(),
                     digests: Vec::with_capacity(most),
                 };
                 for position in positions {
@@ -112,8 +131,7 @@ impl<'scope> Ahead<'scope> {
                         break;
                     }
                     if let Some(digest) = hash(position) {
-                        hashed.positions.push(position);
-                        hashed.digests.push(digest);
+                        hashed.push(position, digest);
                     }
                 }
                 hashed
@@ -259,9 +277,27 @@ mod tests {
             assert!(stop.load(Ordering::Relaxed));
             assert_eq!(hashed.len(), count.load(Ordering::Relaxed));
             assert!(hashed.len() >= 10);
-            assert!(hashed.positions.iter().enumerate().all(|(k, &p)| k == p));
+            assert!((0..hashed.len()).all(|p| hashed.get(p) == Some(digest_of(p))));
         });
         // An unbounded run ended: the scope returned.
+    }
+
+    /// A position finds its own digest, a position between or past them none, and a position
+    /// that does not rise is not noted (its digest is hashed when asked).
+    #[test]
+    fn each_position_finds_its_own_digest() {
+        let mut hashed = Hashed::default();
+        for p in [0usize, 3, 4, 900] {
+            hashed.push(p, digest_of(p));
+        }
+        hashed.push(4, digest_of(7));
+        hashed.push(2, digest_of(2));
+        assert_eq!(hashed.len(), 4);
+        for p in 0..1000 {
+            let expected = [0, 3, 4, 900].contains(&p).then(|| digest_of(p));
+            assert_eq!(hashed.get(p), expected, "position {p}");
+        }
+        assert_eq!(hashed.get(usize::MAX), None);
     }
 
     #[test]
