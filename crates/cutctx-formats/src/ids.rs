@@ -5,7 +5,7 @@
 //! and whether a result answers a call of the message before. A set of one or two entries costs
 //! an allocation per entry and a search through its nodes; a scan of a short list costs
 //! neither. A message of many calls would make a scan grow with the square of their number, so
-//! from [`SCAN_UP_TO`] ids on the list also keeps a set, and answers from it.
+//! past [`SCAN_UP_TO`] ids the list also keeps a set, and answers from it.
 
 use std::borrow::Borrow;
 use std::collections::BTreeSet;
