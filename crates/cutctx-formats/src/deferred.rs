@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use cutctx_invariants::{Analysis, CompactionPlan};
 use cutctx_model::{
-    CompactionBudget, CompactionError, Parallelism, Role, Transcript, TranscriptTurn, details,
+    CompactionBudget, CompactionError, Parallelism, Role, Slots, Transcript, TranscriptTurn,
+    details,
 };
 use cutctx_policies::ahead::{Ahead, WithAhead};
 use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
@@ -130,13 +131,13 @@ impl ProviderTranscript {
         self.plan_hashing(policy, budget, text, ahead)
     }
 
-    /// [`ProviderTranscript::plan`], the tool results' digests hashed ahead as `ahead` says.
+    /// [`ProviderTranscript::plan`], the tool results' digests hashed ahead as `mode` says.
     fn plan_hashing(
         &mut self,
         policy: &dyn CompactionPolicy,
         budget: &CompactionBudget,
         text: &str,
-        ahead: HashAhead,
+        mode: HashAhead,
     ) -> Result<CompactionPlan, FormatError> {
         if self.deferred.is_empty() {
             return Ok(policy.decide(&self.transcript, budget)?);
@@ -147,7 +148,6 @@ impl ProviderTranscript {
         let decided = std::thread::scope(|scope| {
             // The tool results' digests hashed on a second thread, oldest first (the order
             // observation masking masks them), while this one analyses and decides.
-            let mode = ahead;
             let ahead = if mode == HashAhead::No {
                 Ahead::none(&stop)
             } else {
@@ -272,10 +272,11 @@ fn find_from(deferred: &[Deferred], from: usize, position: usize) -> Option<usiz
 struct TextDigests<'a> {
     text: &'a str,
     deferred: &'a [Deferred],
-    /// For each position up to the last left content, one more than the index of its left
-    /// content in `deferred`, or 0: a masked turn's content is looked up twice (its length,
-    /// to share the hashing out, then its digest), each time in one step.
-    slots: Vec<u32>,
+    /// The index in `deferred` of each position's left content: a masked turn's content is
+    /// looked up twice (its length, to share the hashing out, then its digest), each time in
+    /// one step. `None` when a position could not be noted (more contents than a slot counts),
+    /// and contents are then searched for.
+    slots: Option<Slots>,
     transcript: &'a Transcript,
     format: Format,
     /// The first content that could not be read, to report as itself once the policy fails.
@@ -291,13 +292,12 @@ impl<'a> TextDigests<'a> {
         transcript: &'a Transcript,
         format: Format,
     ) -> Self {
-        let mut slots = vec![0_u32; deferred.last().map_or(0, |d| d.position + 1)];
-        for (k, d) in deferred.iter().enumerate() {
-            // Past u32::MAX contents (more than any request holds), a content is searched for.
-            if let (Some(slot), Ok(index)) = (slots.get_mut(d.position), u32::try_from(k + 1)) {
-                *slot = index;
-            }
-        }
+        let mut slots = Slots::default();
+        let noted = deferred
+            .iter()
+            .enumerate()
+            .all(|(k, d)| slots.push(d.position, k));
+        let slots = noted.then_some(slots);
         Self {
             text,
             deferred,
@@ -310,19 +310,14 @@ impl<'a> TextDigests<'a> {
 
     /// Where the content of the turn at `position` was left, if it was.
     fn left(&self, position: usize) -> Option<&Deferred> {
-        match self.slots.get(position) {
-            Some(&slot) if slot > 0 => self.deferred.get(usize::try_from(slot).ok()? - 1),
-            // No slot says so: none was left there, unless there are more contents than a slot
-            // counts, and then it is searched for.
-            _ if u32::try_from(self.deferred.len()).is_ok() => None,
-            _ => {
-                let k = self
-                    .deferred
-                    .binary_search_by_key(&position, |d| d.position)
-                    .ok()?;
-                self.deferred.get(k)
-            }
-        }
+        let k = match &self.slots {
+            Some(slots) => slots.get(position)?,
+            None => self
+                .deferred
+                .binary_search_by_key(&position, |d| d.position)
+                .ok()?,
+        };
+        self.deferred.get(k)
     }
 }
 

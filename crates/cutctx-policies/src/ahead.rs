@@ -16,18 +16,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{Scope, ScopedJoinHandle};
 
-use cutctx_model::CompactionError;
+use cutctx_model::{CompactionError, Slots};
 
 use crate::ContentDigests;
 
 /// Digests hashed ahead, by position: what [`Ahead::hashed`] hands over.
 ///
 /// Each digest is looked up twice for every masked turn (its length, to share the hashing
-/// out, then the digest itself), so a position finds its digest in one step: `slots` holds,
-/// for every position up to the last hashed, one more than the index of its digest, or 0.
+/// out, then the digest itself), so a position finds its digest in one step ([`Slots`]).
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Hashed {
-    slots: Vec<u32>,
+    slots: Slots,
     digests: Vec<[u8; 32]>,
 }
 
@@ -35,8 +34,7 @@ impl Hashed {
     /// The digest hashed ahead for the turn at `position`, if it was.
     #[must_use]
     pub fn get(&self, position: usize) -> Option<[u8; 32]> {
-        let slot = usize::try_from(*self.slots.get(position)?).ok()?;
-        self.digests.get(slot.checked_sub(1)?).copied()
+        self.digests.get(self.slots.get(position)?).copied()
     }
 
     /// How many digests were hashed ahead.
@@ -52,18 +50,11 @@ impl Hashed {
     }
 
     /// Notes `digest` as the one for `position`, past every position noted so far; a digest
-    /// that cannot be noted (a position before the last, or more digests than a slot counts)
-    /// is left to be hashed when asked.
+    /// that cannot be noted (see [`Slots::push`]) is left to be hashed when asked.
     fn push(&mut self, position: usize, digest: [u8; 32]) {
-        let Ok(slot) = u32::try_from(self.digests.len() + 1) else {
-            return;
-        };
-        if position < self.slots.len() {
-            return;
+        if self.slots.push(position, self.digests.len()) {
+            self.digests.push(digest);
         }
-        self.slots.resize(position, 0);
-        self.slots.push(slot);
-        self.digests.push(digest);
     }
 }
 
@@ -123,7 +114,7 @@ impl<'scope> Ahead<'scope> {
                 // would be copied onto fresh pages again and again.
                 let most = positions.size_hint().1.unwrap_or(0);
                 let mut hashed = Hashed {
-                    slots: Vec::new(),
+                    slots: Slots::default(),
                     digests: Vec::with_capacity(most),
                 };
                 for position in positions {
