@@ -16,7 +16,7 @@ whose tool results are sized to spread the requests over the range. Then, `--run
 It prints the per-core ratio (single seconds / batch-jobs-1 seconds; the target is >= 0.90),
 the 2-job speed-up over the single path's 2-core ideal (single / 2 / batch-jobs-2 seconds),
 and batch's peak RSS on the whole file and on a quarter of it (it must not grow with lines).
-Needs a release build: `cargo build --release -p cutctx-cli --examples`.
+Needs a release build: `cargo build --release -p cutctx-ops --examples`.
 """
 
 import argparse

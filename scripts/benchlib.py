@@ -14,12 +14,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def built(example, cli=None):
-    """Builds the release CLI and the cutctx-cli `example` that writes the benchmark's input;
+    """Builds the release CLI and the cutctx-ops `example` that writes the benchmark's input;
     returns (the CLI to measure: `cli` when given, an older build to compare, else the one just
     built; the example's binary), found where cargo puts them (CARGO_TARGET_DIR when set, as
     cargo itself reads it)."""
     subprocess.run(["cargo", "build", "--release", "-q", "-p", "cutctx-cli",
-                    "--bin", "cutctx", "--example", example], cwd=ROOT, check=True)
+                    "-p", "cutctx-ops", "--bin", "cutctx", "--example", example], cwd=ROOT, check=True)
     target = os.environ.get("CARGO_TARGET_DIR") or os.path.join(ROOT, "target")
     return cli or os.path.join(target, "release/cutctx"), os.path.join(target, "release/examples", example)
 

@@ -2,7 +2,7 @@
 """The formats path against the hardware: `cutctx compact --format F` as a ratio to SHA-256.
 
 For each format and policy it runs the release CLI on a generated request (the
-`format_request` example of cutctx-cli), alternating each run with one SHA-256 pass over the
+`format_request` example of cutctx-ops), alternating each run with one SHA-256 pass over the
 same file (`openssl dgst -sha256`, which uses the CPU's SHA instructions where it has them;
 `sha256sum` may not, and is several times slower), so that drift in the machine's speed touches both alike. It prints the
 median ratio of the CLI's wall time to the SHA-256 pass's, and the CLI's peak resident memory

@@ -2,7 +2,7 @@
 """`cutctx ledger verify LEDGER` against the hardware: a ratio to one SHA-256 pass over the ledger.
 
 It runs the release CLI on a generated receipts ledger (the `ledger_rows` example of
-cutctx-cli: chained compaction receipts of eight items, half of them dropped, with a tool-call
+cutctx-ops: chained compaction receipts of eight items, half of them dropped, with a tool-call
 row after every tenth receipt), alternating each run with one SHA-256 pass over the same file
 (`openssl dgst -sha256`), as the request and formats benchmarks do. It prints the median ratio
 of the two wall times and the CLI's peak resident memory as a multiple of the ledger's size.

@@ -9,7 +9,7 @@
 #    python3.12 on PATH).
 # 2. Downloads the reference sdist (cutctx==0.1.0), extracts only its tests/ into a temporary
 #    folder (its src/ is never importable) and runs them against the installed package. The
-#    deselected tests are listed below with their reasons; README.md ("Python") lists them too.
+#    deselected tests are listed below with their reasons; docs/PYTHON.md lists them too.
 # 3. Runs the package's own suite (crates/cutctx-python/tests) there, then mypy --strict on
 #    crates/cutctx-python/tests/typing/{usage,misuse}.py against the installed package (and runs
 #    usage.py), and the suite again on Python 3.10 (~/.pyenv/versions/3.10.13, else python3.10)

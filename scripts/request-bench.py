@@ -3,7 +3,7 @@
 to one SHA-256 pass over what the command reads.
 
 It runs the release CLI on a generated request document (the `request_document` example of
-cutctx-cli: a system turn, then assistant-call / 1 KB tool result / user turns, the default
+cutctx-ops: a system turn, then assistant-call / 1 KB tool result / user turns, the default
 chain with every summary it asks for supplied), alternating each run with one SHA-256 pass over
 the same files (`openssl dgst -sha256`, which uses the CPU's SHA instructions where it has
 them), so that drift in the machine's speed touches both alike. `apply` applies the plan

@@ -8,10 +8,10 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else { return };
-    let Ok(plan) = cutctx_cli::plan(text) else { return };
-    assert_eq!(cutctx_cli::plan(text).ok().as_deref(), Some(plan.as_str()), "planning is deterministic");
-    if let Ok(out) = cutctx_cli::compact(text) {
-        let applied = cutctx_cli::apply(text, &plan).expect("a plan the CLI printed applies as a stored plan");
+    let Ok(plan) = cutctx_ops::plan(text) else { return };
+    assert_eq!(cutctx_ops::plan(text).ok().as_deref(), Some(plan.as_str()), "planning is deterministic");
+    if let Ok(out) = cutctx_ops::compact(text) {
+        let applied = cutctx_ops::apply(text, &plan).expect("a plan the CLI printed applies as a stored plan");
         let compacted: serde_json::Value = serde_json::from_str(&out).expect("compact prints JSON");
         let stored: serde_json::Value = serde_json::from_str(&applied).expect("apply prints JSON");
         assert_eq!(compacted["report"], stored["report"]);

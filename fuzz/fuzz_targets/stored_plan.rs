@@ -19,7 +19,7 @@ const REQUEST: &str = r#"{"budget":{"max_tokens":60,"protected_recent_turns":1},
 
 fuzz_target!(|data: &[u8]| {
     let Ok(plan) = std::str::from_utf8(data) else { return };
-    if let Ok(out) = cutctx_cli::apply(REQUEST, plan) {
+    if let Ok(out) = cutctx_ops::apply(REQUEST, plan) {
         let v: serde_json::Value = serde_json::from_str(&out).expect("apply prints JSON");
         let report = &v["report"];
         let turns = report["turns_before"].as_u64().expect("a count");

@@ -97,6 +97,9 @@ pub(crate) struct Layering {
     pub(crate) tooling: Vec<String>,
     /// Allowed non-member dependencies, per dependency kind.
     pub(crate) external: BTreeMap<Kind, Vec<String>>,
+    /// Non-member dependencies that only the named crates may take (of any kind): `clap` for
+    /// the binary alone, so no library grows a command line's types.
+    pub(crate) only: BTreeMap<String, Vec<String>>,
 }
 
 /// The workspace members together with the layering table.
@@ -121,6 +124,7 @@ impl Workspace {
             .ok_or("the root Cargo.toml has no [workspace.metadata.layering] table")?;
         let order = string_list(table.get("order"), "order")?
             .ok_or("[workspace.metadata.layering] has no `order` list")?;
+        // An absent list names no crate.
         let pure = string_list(table.get("pure"), "pure")?.unwrap_or_default();
         let tooling = string_list(table.get("tooling"), "tooling")?.unwrap_or_default();
         let external_table = table.get("external");
@@ -128,7 +132,20 @@ impl Workspace {
         for kind in [Kind::Normal, Kind::Dev, Kind::Build] {
             let key = format!("external.{}", kind.as_str());
             let list = string_list(external_table.and_then(|t| t.get(kind.as_str())), &key)?;
+            // An absent list allows no external crate of that kind.
             external.insert(kind, list.unwrap_or_default());
+        }
+        let mut only = BTreeMap::new();
+        if let Some(table) = table.get("only") {
+            let table = table
+                .as_object()
+                .ok_or("[workspace.metadata.layering.only] is not a table")?;
+            for (name, crates) in table {
+                let key = format!("only.{name}");
+                let crates = string_list(Some(crates), &key)?
+                    .ok_or_else(|| format!("`{key}` is not a list of crate names"))?;
+                only.insert(name.clone(), crates);
+            }
         }
 
         let member_ids: Option<BTreeSet<&str>> = metadata
@@ -156,6 +173,7 @@ impl Workspace {
                 pure,
                 tooling,
                 external,
+                only,
             },
         })
     }
@@ -315,6 +333,23 @@ pub(crate) fn check(workspace: &Workspace) -> Result<String, String> {
                 }
                 // An unranked end is already reported by rule 1; tooling may use any layer.
             } else if !from_tooling {
+                if let Some(owners) = layering.only.get(to)
+                    && !owners.iter().any(|owner| owner == from)
+                {
+                    problems.push(format!(
+                        "error: `{from}` has a {kind} dependency on `{to}`, which only {} may \
+                         take\n  \
+                         --> {}\n  \
+                         = help: reach what it needs through a crate below, or add `{from}` to \
+                         `only.{to}` in [workspace.metadata.layering] if it belongs",
+                        owners
+                            .iter()
+                            .map(|o| format!("`{o}`"))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        member.manifest_path
+                    ));
+                }
                 let allowed = layering
                     .external
                     .get(&dep.kind)
@@ -414,6 +449,7 @@ mod tests {
                         "dev": ["serde", "serde_json", "proptest", "criterion"],
                         "build": [],
                     },
+                    "only": { "clap": ["cutctx-cli"] },
                 },
             },
         })
@@ -595,6 +631,21 @@ mod tests {
         let report = check_metadata(&doc).expect_err("a stale pure entry");
         assert!(
             report.contains("`cutctx-modle` is listed in `pure` but is not a workspace member"),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_crate_reserved_for_the_binary_fails_anywhere_else() {
+        let mut packages = clean_packages();
+        plant(&mut packages, "cutctx", dep("clap", None));
+        let report =
+            check_metadata(&metadata(packages, &ORDER)).expect_err("clap outside the binary");
+        assert!(report.contains("(1 problem(s))"), "{report}");
+        assert!(
+            report.contains(
+                "`cutctx` has a normal dependency on `clap`, which only `cutctx-cli` may take"
+            ),
             "{report}"
         );
     }

@@ -246,6 +246,7 @@ pub(crate) fn collect_rs_files(dir: &Path, files: &mut Vec<PathBuf>) -> io::Resu
         let name = path
             .file_name()
             .map(|name| name.to_string_lossy().into_owned())
+            // A directory entry always has a name; none would match no rule below.
             .unwrap_or_default();
         if path.is_dir() {
             if name != "target" && name != "fuzz" && !name.starts_with('.') {

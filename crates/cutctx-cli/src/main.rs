@@ -1,11 +1,13 @@
 //! The `cutctx` command line: plan, compact and apply over JSON request documents.
 //!
 //! The contract (request document, outputs, error codes and exit statuses) is the one every
-//! language relies on; see the README. Every output is canonical JSON and one newline, written
+//! language relies on; see docs/CLI.md. Every output is canonical JSON and one newline, written
 //! in one piece only after the whole command succeeded: a failure writes nothing on standard
 //! output. An output that cannot be written (standard output, `--report`) is `OUTPUT_ERROR`;
 //! a closed pipe on standard output ends the command quietly with status 141.
 #![forbid(unsafe_code)]
+
+mod args;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -13,8 +15,10 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use cutctx_cli::output::{self, Delivery};
-use cutctx_cli::{CliError, USAGE_ERROR};
+use args::{BatchArgs, FormatArgs, ReplayArgs, SessionArgs};
+
+use cutctx_ops::output::{self, Delivery};
+use cutctx_ops::{OpsError, USAGE_ERROR};
 
 /// Fit an LLM transcript into a token budget, deterministically and auditably.
 #[derive(Debug, Parser)]
@@ -55,7 +59,7 @@ enum Command {
         compactor: Option<String>,
         /// With --format: compact a provider request and print it, compacted, in its format.
         #[command(flatten)]
-        format: cutctx_cli::formats::FormatArgs,
+        format: FormatArgs,
     },
     /// Print where a provider request's tokens are: tools, system, each turn by position, the
     /// output reserve and the total, as canonical JSON.
@@ -68,8 +72,8 @@ enum Command {
         /// The provider request, or `-` for standard input.
         request: PathBuf,
         /// The request's format.
-        #[arg(long, value_enum)]
-        format: cutctx_cli::formats::FormatName,
+        #[arg(long, value_parser = args::format_name())]
+        format: cutctx::formats::Format,
         /// How turns and tools are estimated: chars:N (default chars:4), o200k_base or cl100k_base.
         #[arg(long)]
         estimator: Option<String>,
@@ -94,7 +98,7 @@ enum Command {
         /// The provider request holding the whole history, or `-` for standard input.
         request: PathBuf,
         #[command(flatten)]
-        args: cutctx_cli::session::SessionArgs,
+        args: SessionArgs,
     },
     /// Replay a recorded run call by call without compaction, with stateless compaction and
     /// with a session, and price each.
@@ -102,11 +106,11 @@ enum Command {
         /// The run: a provider request holding the whole history, or `-` for standard input.
         run: PathBuf,
         #[command(flatten)]
-        args: cutctx_cli::session::ReplayArgs,
+        args: ReplayArgs,
     },
     /// Compact a JSONL file of provider requests, one per line, on every core: one output line
     /// per input line, in order (`null` for a line that failed). Exit 1 when any line failed.
-    Batch(cutctx_cli::batch::BatchArgs),
+    Batch(BatchArgs),
     /// Compaction receipts for any compactor's work.
     Receipt {
         #[command(subcommand)]
@@ -203,7 +207,7 @@ fn command_line() -> ExitCode {
                 .any(|w| w[0] == "--error-format" && w[1] == "json")
                 || args.iter().any(|a| a == "--error-format=json");
             if json {
-                let err = CliError {
+                let err = OpsError {
                     code: USAGE_ERROR,
                     message: e.kind().to_string(),
                     details: cutctx::model::details! {},
@@ -216,8 +220,8 @@ fn command_line() -> ExitCode {
         }
     };
     if let Command::Batch(args) = &cli.command {
-        let status = cutctx_cli::batch::run_command(
-            args,
+        let status = cutctx_ops::batch::run_command(
+            &args.options(),
             cli.error_format == ErrorFormat::Json,
             &cutctx::ledger::SystemClock,
         );
@@ -249,7 +253,7 @@ fn command_line() -> ExitCode {
 }
 
 /// Reports `err` on standard error in `format`; its exit status.
-fn fail(format: ErrorFormat, err: &CliError) -> ExitCode {
+fn fail(format: ErrorFormat, err: &OpsError) -> ExitCode {
     let line = match format {
         ErrorFormat::Text => format!("error[{}]: {}\n", err.code, err.message),
         ErrorFormat::Json => format!("{}\n", err.to_json_line()),
@@ -265,23 +269,23 @@ enum Output {
     /// Text made whole.
     Text(String),
     /// A compaction's output, written as it is made: a large one is never held whole.
-    Compacted(Box<cutctx_cli::Compacted>),
+    Compacted(Box<cutctx_ops::Compacted>),
     /// A compaction of a request read where it lies in its file, written as it is made.
-    CompactedFile(Box<cutctx_cli::CompactedFile>),
+    CompactedFile(Box<cutctx_ops::CompactedFile>),
     /// A compacted provider request, written from its input's text: never held whole.
-    Format(Box<cutctx_cli::formats::Streamed>),
+    Format(Box<cutctx_ops::formats::Streamed>),
 }
 
 /// Runs one command: its exit status (0, or 1 for a ledger that does not verify) and output.
-fn run(command: &Command) -> Result<(u8, Output), CliError> {
-    use cutctx_cli::ledger;
+fn run(command: &Command) -> Result<(u8, Output), OpsError> {
+    use cutctx_ops::ledger;
     let clock = cutctx::ledger::SystemClock;
     let ok = |out: String| (0, Output::Text(out));
     match command {
         Command::Plan { request } => match request_file(request)? {
             // A large file read where it lies, as `compact` reads it.
-            Some(file) => cutctx_cli::plan_file(file, |file| read_whole(file, request)).map(ok),
-            None => cutctx_cli::plan(&read_text(request, "the request")?).map(ok),
+            Some(file) => cutctx_ops::plan_file(file, |file| read_whole(file, request)).map(ok),
+            None => cutctx_ops::plan(&read_text(request, "the request")?).map(ok),
         },
         Command::Compact {
             request, format, ..
@@ -298,10 +302,10 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             // ends right after printing: freeing every turn, action and id one by one would
             // only delay the exit, so the operating system reclaims them whole (see `main`).
             if let Some(file) = request_file(request)? {
-                let compacted = cutctx_cli::compact_file(file, |file| read_whole(file, request))?;
+                let compacted = cutctx_ops::compact_file(file, |file| read_whole(file, request))?;
                 return Ok((0, Output::CompactedFile(Box::new(compacted))));
             }
-            let compacted = cutctx_cli::compact_text(read_text(request, "the request")?)?;
+            let compacted = cutctx_ops::compact_text(read_text(request, "the request")?)?;
             Ok((0, Output::Compacted(Box::new(compacted))))
         }
         Command::Compact {
@@ -324,7 +328,7 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             estimator,
             reserve_output,
             repair,
-        } => cutctx_cli::formats::estimate(
+        } => cutctx_ops::formats::estimate(
             *format,
             estimator.as_deref(),
             *reserve_output,
@@ -339,12 +343,12 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             // standard input).
             let Some(file) = request_file(request)? else {
                 let request = read_text(request, "the request")?;
-                let applied = cutctx_cli::apply_text(request, &read_text(plan, "the plan")?)?;
+                let applied = cutctx_ops::apply_text(request, &read_text(plan, "the plan")?)?;
                 return Ok((0, Output::Compacted(Box::new(applied))));
             };
             let plan_text = read_text(plan, "the plan")?;
             let applied =
-                cutctx_cli::apply_file(file, &plan_text, |file| read_whole(file, request))?;
+                cutctx_ops::apply_file(file, &plan_text, |file| read_whole(file, request))?;
             Ok((0, Output::CompactedFile(Box::new(applied))))
         }
         Command::Receipt {
@@ -397,7 +401,7 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
             command: LedgerCommand::Head { file },
         } => ledger::ledger_head(file, &clock).map(ok),
         // Streams its own output; `main` runs it before this.
-        Command::Batch(args) => cutctx_cli::batch::run_command(args, false, &clock)
+        Command::Batch(args) => cutctx_ops::batch::run_command(&args.options(), false, &clock)
             .map(|s| (s, Output::Text(String::new()))),
     }
 }
@@ -409,15 +413,15 @@ fn run(command: &Command) -> Result<(u8, Output), CliError> {
 /// written from the input's text as it goes out, never whole.
 fn compact_format(
     request: &Path,
-    format: &cutctx_cli::formats::FormatArgs,
-) -> Result<cutctx_cli::formats::Streamed, CliError> {
+    format: &FormatArgs,
+) -> Result<cutctx_ops::formats::Streamed, OpsError> {
     let input = read_text(request, "the transcript")?;
     let summaries = format
         .summaries
         .as_deref()
         .map(|p| read_text(p, "the summaries"))
         .transpose()?;
-    let out = cutctx_cli::formats::compact_owned(format, input, summaries.as_deref())?;
+    let out = cutctx_ops::formats::compact_owned(&format.options(), input, summaries.as_deref())?;
     if !out.repairs.is_empty() {
         let mut lines = out.repairs.join("\n");
         lines.push('\n');
@@ -435,17 +439,17 @@ fn compact_format(
 /// to print: a failure at any step leaves the previous state in place and prints nothing.
 fn session(
     request: &Path,
-    args: &cutctx_cli::session::SessionArgs,
+    args: &SessionArgs,
     clock: &dyn cutctx::receipts::Clock,
-) -> Result<String, CliError> {
+) -> Result<String, OpsError> {
     let text = read_text(request, "the request")?;
     let state = match std::fs::metadata(&args.state) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         _ => Some(read_text(&args.state, "the session state")?),
     };
-    let out = cutctx_cli::session::session(args, &text, state.as_deref())?;
+    let out = cutctx_ops::session::session(&args.options(), &text, state.as_deref())?;
     if let (Some(ledger), Some(firing)) = (&args.ledger, &out.firing) {
-        cutctx_cli::ledger::append_firing(ledger, args.compactor.as_deref(), firing, clock)?;
+        cutctx_ops::ledger::append_firing(ledger, args.compactor.as_deref(), firing, clock)?;
     }
     output::write_atomically(&args.state, out.state.as_bytes(), "state")?;
     for line in out.repairs.iter().chain(&out.notice) {
@@ -456,15 +460,15 @@ fn session(
 
 /// `replay`: reads the run (and a price table file), writes the SVG atomically when asked,
 /// and hands back the table.
-fn replay(run: &Path, args: &cutctx_cli::session::ReplayArgs) -> Result<String, CliError> {
+fn replay(run: &Path, args: &ReplayArgs) -> Result<String, OpsError> {
     let text = read_text(run, "the run")?;
     let table_text = if cutctx::session::PriceTable::named(&args.pricing).is_some() {
         None
     } else {
         Some(read_text(Path::new(&args.pricing), "the price table")?)
     };
-    let prices = cutctx_cli::session::prices(&args.pricing, table_text.as_deref())?;
-    let (out, svg) = cutctx_cli::session::replay(args, &text, &prices)?;
+    let prices = cutctx_ops::session::prices(&args.pricing, table_text.as_deref())?;
+    let (out, svg) = cutctx_ops::session::replay(&args.options(), &text, &prices)?;
     if let Some(path) = &args.svg {
         output::write_atomically(path, svg.as_bytes(), "svg")?;
     }
@@ -472,12 +476,12 @@ fn replay(run: &Path, args: &cutctx_cli::session::ReplayArgs) -> Result<String, 
 }
 
 /// Reads a whole file (or standard input for `-`) as UTF-8.
-fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
+fn read_text(path: &Path, what: &str) -> Result<String, OpsError> {
     let mut bytes = Vec::new();
     let read = if path == Path::new("-") {
         std::io::stdin().lock().read_to_end(&mut bytes).map(|_| ())
     } else {
-        cutctx_cli::input::read_file(path).map(|read| bytes = read)
+        cutctx_ops::input::read_file(path).map(|read| bytes = read)
     };
     read.map_err(|e| read_error(path, what, &e))?;
     utf8_text(bytes, what)
@@ -485,15 +489,15 @@ fn read_text(path: &Path, what: &str) -> Result<String, CliError> {
 
 /// The request at `path` opened to be read where it lies, when it is a large file (see
 /// `RequestFile::open`); `None` for standard input and anything else, read whole.
-fn request_file(path: &Path) -> Result<Option<cutctx_cli::input::RequestFile>, CliError> {
+fn request_file(path: &Path) -> Result<Option<cutctx_ops::input::RequestFile>, OpsError> {
     if path == Path::new("-") {
         return Ok(None);
     }
-    cutctx_cli::input::RequestFile::open(path).map_err(|e| read_error(path, "the request", &e))
+    cutctx_ops::input::RequestFile::open(path).map_err(|e| read_error(path, "the request", &e))
 }
 
 /// The request in `file`, opened from `path`, read whole as UTF-8.
-fn read_whole(file: &cutctx_cli::input::RequestFile, path: &Path) -> Result<String, CliError> {
+fn read_whole(file: &cutctx_ops::input::RequestFile, path: &Path) -> Result<String, OpsError> {
     let bytes = file
         .read_whole()
         .map_err(|e| read_error(path, "the request", &e))?;
@@ -501,17 +505,17 @@ fn read_whole(file: &cutctx_cli::input::RequestFile, path: &Path) -> Result<Stri
 }
 
 /// The error of reading `what` at `path`, which failed with `e`.
-fn read_error(path: &Path, what: &str, e: &std::io::Error) -> CliError {
-    CliError::input(
+fn read_error(path: &Path, what: &str, e: &std::io::Error) -> OpsError {
+    OpsError::input(
         format!("cannot read {what} at {}: {e}", path.display()),
         cutctx::model::details! { "path" => path.display().to_string(), "document" => what },
     )
 }
 
 /// `bytes` read of `what`, as UTF-8.
-fn utf8_text(bytes: Vec<u8>, what: &str) -> Result<String, CliError> {
+fn utf8_text(bytes: Vec<u8>, what: &str) -> Result<String, OpsError> {
     String::from_utf8(bytes).map_err(|e| {
-        CliError::input(
+        OpsError::input(
             format!("{what} is not UTF-8: invalid byte at offset {}", e.utf8_error().valid_up_to()),
             cutctx::model::details! { "document" => what, "offset" => e.utf8_error().valid_up_to() },
         )

@@ -296,15 +296,12 @@ pub(crate) fn guess(b: &[u8], from: usize) -> Option<usize> {
 fn back(b: &[u8], at: usize) -> Option<usize> {
     (at.saturating_sub(16)..at)
         .rev()
-        .find(|&p| !matches!(b[p], b' ' | b'\t' | b'\n' | b'\r'))
+        .find(|&p| !cutctx_json::lex::is_whitespace(b[p]))
 }
 
 /// The first position at or after `at` that is not JSON whitespace.
-fn ws(b: &[u8], mut at: usize) -> usize {
-    while matches!(b.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        at += 1;
-    }
-    at
+fn ws(b: &[u8], at: usize) -> usize {
+    cutctx_json::lex::skip_whitespace(b, at)
 }
 
 #[cfg(test)]

@@ -51,6 +51,11 @@ use crate::{Format, FormatError};
 
 const FORMAT: Format = Format::Anthropic;
 
+/// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
+pub(crate) fn is_model_message(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("assistant")
+}
+
 fn path(i: usize) -> String {
     format!("messages[{i}]")
 }
@@ -144,10 +149,14 @@ impl Check {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
         };
-        let role = map.get("role").and_then(Value::as_str);
-        shape(role.is_some(), FORMAT, Some(i), || {
-            format!("{}.role", path(i))
-        })?;
+        let Some(role) = map.get("role").and_then(Value::as_str) else {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::Malformed,
+                Some(i),
+                format!("{}.role", path(i)),
+            ));
+        };
         let content = map.get("content");
         shape(
             matches!(content, Some(Value::String(_) | Value::Array(_))),
@@ -163,7 +172,6 @@ impl Check {
                 || format!("{}.content[{j}].type", path(i)),
             )?;
         }
-        let role = role.unwrap_or_default();
         if role != "user" && role != "assistant" {
             return Err(Violation::new(
                 FORMAT,
@@ -1053,15 +1061,19 @@ fn reconcile(mut outs: Vec<Out>, list: Source<'_>) -> Vec<Out> {
     outs
 }
 
-/// A piece as a value: merging looks inside the messages it joins.
+/// A piece as a value: merging looks inside the messages it joins. A kept or masked piece
+/// names a message of `list`, which the rendering made it from.
 fn value_of(piece: Piece, list: Source<'_>) -> Value {
     match piece {
         Piece::New(v) => v,
-        Piece::Kept(i) => list.get(i).map(Cow::into_owned).unwrap_or_default(),
+        Piece::Kept(i) => list
+            .get(i)
+            .map(Cow::into_owned)
+            .expect("a kept piece names a message of its list"),
         Piece::Masked { index, patches } => list
             .get(index)
             .map(|o| crate::mapping::patched(&o, &patches))
-            .unwrap_or_default(),
+            .expect("a masked piece names a message of its list"),
     }
 }
 

@@ -253,6 +253,7 @@ const STEPS: usize = 4;
 /// The index of the left content of the turn at `position` in `deferred` (in position
 /// order): looked for in the few from `from` on, then searched for in the whole list.
 fn find_from(deferred: &[Deferred], from: usize, position: usize) -> Option<usize> {
+    // Past the end, nothing is near: the whole list is searched below.
     let near = deferred.get(from..).unwrap_or_default().iter().take(STEPS);
     for (k, d) in near.enumerate() {
         if d.position == position {

@@ -91,10 +91,10 @@ mod estimate;
 mod fused;
 mod ids;
 mod mapping;
-mod named;
 mod one_walk;
 pub mod openai_chat;
 pub mod openai_responses;
+mod policies;
 mod prompt;
 mod quick;
 #[cfg(test)]
@@ -117,11 +117,12 @@ use serde_json::{Map, Value};
 #[cfg(feature = "bpe")]
 pub use bpe::BpeEstimator;
 pub use content::MEDIA_TOKEN_ESTIMATE;
+pub use cutctx_policies::registry::POLICY_NAMES;
 pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 use mapping::{Messages, Rendered, Source};
-pub use named::{POLICY_NAMES, policy_named};
+pub use policies::policy_named;
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
 };
@@ -153,6 +154,30 @@ impl Format {
             Self::OpenAiResponses => "openai-responses",
             Self::Anthropic => "anthropic",
         }
+    }
+}
+
+/// Whether `item` (a message of an OpenAI Chat or Anthropic request, an item of a Responses
+/// request) was written by the model: an assistant message, or for Responses any model item
+/// (reasoning, any call type of [`openai_responses::CALL_TYPES`], a server tool's item). Each
+/// format's own rule decides, so a replay or a session asks here rather than knowing item
+/// types; anything that is not a valid item is not a model item.
+///
+/// ```
+/// use cutctx_formats::{Format, is_model_item};
+/// use serde_json::json;
+/// assert!(is_model_item(Format::Anthropic, &json!({"role": "assistant", "content": "Hi"})));
+/// let call = json!({"type": "shell_call", "call_id": "c1", "action": {}});
+/// assert!(is_model_item(Format::OpenAiResponses, &call));
+/// let output = json!({"type": "shell_call_output", "call_id": "c1", "output": []});
+/// assert!(!is_model_item(Format::OpenAiResponses, &output));
+/// ```
+#[must_use]
+pub fn is_model_item(format: Format, item: &serde_json::Value) -> bool {
+    match format {
+        Format::OpenAiChat => openai_chat::is_model_message(item),
+        Format::OpenAiResponses => openai_responses::is_model_item(item),
+        Format::Anthropic => anthropic::is_model_message(item),
     }
 }
 

@@ -42,6 +42,23 @@ use crate::{Format, FormatError};
 
 const FORMAT: Format = Format::OpenAiChat;
 
+/// The error of message `i` lacking `field`, which the check requires of it: a builder given
+/// a message the check did not accept says so as the check would, never building a turn of
+/// a default.
+fn missing(i: usize, field: &str) -> FormatError {
+    FormatError::from_violation(Violation::new(
+        FORMAT,
+        Rule::Malformed,
+        Some(i),
+        format!("{}.{field}", path(i)),
+    ))
+}
+
+/// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
+pub(crate) fn is_model_message(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("assistant")
+}
+
 /// The message list of a Chat document: the array itself, or the request's `messages`.
 fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
     let (list, path) = messages_key(document, "messages");
@@ -142,11 +159,14 @@ impl Check {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
         };
-        let role = map.get("role").and_then(Value::as_str);
-        shape(role.is_some(), FORMAT, Some(i), || {
-            format!("{}.role", path(i))
-        })?;
-        let role = role.unwrap_or_default();
+        let Some(role) = map.get("role").and_then(Value::as_str) else {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::Malformed,
+                Some(i),
+                format!("{}.role", path(i)),
+            ));
+        };
         if let Some(c) = map.get("content") {
             shape(
                 matches!(c, Value::String(_) | Value::Array(_) | Value::Null),
@@ -257,6 +277,7 @@ impl Check {
         match role {
             "system" | "developer" | "user" => self.open = None,
             "assistant" => {
+                // An assistant message without `tool_calls` calls nothing.
                 let calls = m.calls.as_deref().unwrap_or_default();
                 let ids: Vec<String> = calls.iter().map(|c| c.id.clone().into_owned()).collect();
                 let set: BTreeSet<String> = ids.iter().cloned().collect();
@@ -354,14 +375,20 @@ impl Build {
         estimator: &dyn TokenEstimator,
     ) -> Result<(), FormatError> {
         let id = self.ids.get(i);
-        let role_name = m.get("role").and_then(Value::as_str).unwrap_or_default();
+        let role_name = m
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or_else(|| missing(i, "role"))?;
         let mut text = Text::default();
         text.push_content(m.get("content").unwrap_or(&Value::Null));
         let (role, key) = match role_name {
             "system" | "developer" => (Role::System, None),
             "user" => (Role::User, None),
             "tool" => {
-                let call = m.get("tool_call_id").and_then(Value::as_str).unwrap_or("");
+                let call = m
+                    .get("tool_call_id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| missing(i, "tool_call_id"))?;
                 (Role::Tool, self.keys.get(call).cloned())
             }
             _ => {
@@ -412,7 +439,10 @@ impl Build {
             "system" | "developer" => (Role::System, None),
             "user" => (Role::User, None),
             "tool" => {
-                let call = m.tool_call_id.as_deref().unwrap_or_default();
+                let call = m
+                    .tool_call_id
+                    .as_deref()
+                    .ok_or_else(|| missing(i, "tool_call_id"))?;
                 (Role::Tool, self.keys.get(call).cloned())
             }
             _ => {

@@ -97,6 +97,11 @@ fn path(i: usize) -> String {
     format!("input[{i}]")
 }
 
+/// Whether `item` is a model item ([`crate::is_model_item`]): its [`Kind`] says so.
+pub(crate) fn is_model_item(item: &Value) -> bool {
+    kind(0, item).is_ok_and(|k| k.is_model_item())
+}
+
 /// The kind of item `i`, or the shape violation that hides it.
 pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
     let Value::Object(map) = item else {
@@ -114,7 +119,8 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
             ));
         }
     };
-    if ty.is_none() || ty == Some("message") {
+    // A message: no `type`, or `"message"`.
+    let Some(ty) = ty.filter(|&t| t != "message") else {
         let role = map.get("role").and_then(Value::as_str);
         let Some(role) = role else {
             return Err(Violation::new(
@@ -143,8 +149,7 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
                 format!("{}.role", path(i)),
             )),
         };
-    }
-    let ty = ty.unwrap_or_default();
+    };
     if ty == "reasoning" {
         return Ok(Kind::Reasoning);
     }
@@ -688,6 +693,7 @@ impl<'a> ReadMessage<'a> for Plain<'a> {
                 return Some(Self {
                     shape: Shape::Message(kind),
                     call_id: Cow::Borrowed(""),
+                    // A message may have no content (the value's check allows it): no text.
                     content: content.unwrap_or_default(),
                     name: None,
                     arguments: None,
@@ -703,6 +709,7 @@ impl<'a> ReadMessage<'a> for Plain<'a> {
         Some(Self {
             shape,
             call_id: call_id?,
+            // A call has no output (declined above when it has one): no text of its own.
             content: output.unwrap_or_default(),
             name,
             arguments,

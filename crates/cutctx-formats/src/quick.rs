@@ -172,9 +172,7 @@ impl<'a> Lex<'a> {
     /// The next byte that is not whitespace, not consumed.
     fn peek(&mut self) -> Option<u8> {
         let b = self.bytes();
-        while matches!(b.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.at += 1;
-        }
+        self.at = cutctx_json::lex::skip_whitespace(b, self.at);
         b.get(self.at).copied()
     }
 
@@ -334,46 +332,10 @@ impl<'a> Lex<'a> {
 }
 
 /// Just past the value starting at `start` in `b` (not whitespace), skipped without being
-/// checked; `None` when it nests deeper than `max_depth` or is cut short.
+/// checked; `None` when it nests deeper than `max_depth` or is cut short
+/// ([`cutctx_json::lex::value_end`]).
 pub(crate) fn value_end(b: &[u8], start: usize, max_depth: usize) -> Option<usize> {
-    let mut at = start;
-    match *b.get(start)? {
-        b'"' => cutctx_json::string_end(b, at),
-        b'[' | b'{' => {
-            let mut depth = 0_usize;
-            loop {
-                match *b.get(at)? {
-                    b'"' => {
-                        at = cutctx_json::string_end(b, at)?;
-                        continue;
-                    }
-                    b'[' | b'{' => {
-                        depth += 1;
-                        if depth > max_depth {
-                            return None;
-                        }
-                    }
-                    b']' | b'}' => {
-                        depth = depth.checked_sub(1)?;
-                        if depth == 0 {
-                            return Some(at + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                at += 1;
-            }
-        }
-        _ => {
-            while !matches!(
-                b.get(at),
-                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
-            ) {
-                at += 1;
-            }
-            Some(at)
-        }
-    }
+    cutctx_json::lex::value_end(b, start, max_depth)
 }
 
 /// Where, within `message` (an object's text), the value of its field `key` lies: the last

@@ -93,9 +93,7 @@ struct Scan<'a> {
 impl Scan<'_> {
     /// The next byte that is not whitespace, not consumed.
     fn peek(&mut self) -> Option<u8> {
-        while matches!(self.b.get(self.at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.at += 1;
-        }
+        self.at = cutctx_json::lex::skip_whitespace(self.b, self.at);
         self.b.get(self.at).copied()
     }
 

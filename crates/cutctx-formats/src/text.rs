@@ -301,14 +301,15 @@ impl TextParts {
     }
 
     /// The output's parts as strings, in order; `None` when `text` is not the text they were
-    /// made from.
-    fn strs<'a>(&'a self, text: &'a str) -> Option<impl Iterator<Item = &'a str>> {
+    /// made from, and a `None` part where a range does not lie in `text` on character
+    /// boundaries (which only another text of the same length can cause).
+    fn strs<'a>(&'a self, text: &'a str) -> Option<impl Iterator<Item = Option<&'a str>>> {
         // Every range lies inside the text it was made from, on character boundaries; a text
         // of that length is the one checked at the start of the rendering.
         (text.len() == self.text_len).then(|| {
             self.parts.iter().map(move |p| match p {
-                Part::Input(r) => text.get(r.clone()).unwrap_or_default(),
-                Part::New(s) => s.as_str(),
+                Part::Input(r) => text.get(r.clone()),
+                Part::New(s) => Some(s.as_str()),
             })
         })
     }
@@ -316,10 +317,11 @@ impl TextParts {
     /// The last byte of the output, to know whether it ends a line.
     #[must_use]
     pub fn last_byte(&self, text: &str) -> Option<u8> {
-        self.strs(text)?
-            .filter(|s| !s.is_empty())
-            .last()
-            .and_then(|s| s.as_bytes().last().copied())
+        let mut last = None;
+        for s in self.strs(text)? {
+            last = s?.as_bytes().last().copied().or(last);
+        }
+        last
     }
 
     /// The output whole, from `text`, the request's text it was rendered from; `None` when
@@ -328,7 +330,7 @@ impl TextParts {
     pub fn to_text(&self, text: &str) -> Option<String> {
         let mut out = String::with_capacity(self.len());
         for s in self.strs(text)? {
-            out.push_str(s);
+            out.push_str(s?);
         }
         Some(out)
     }
@@ -339,16 +341,18 @@ impl TextParts {
     ///
     /// # Errors
     ///
-    /// The first error of `out`; `InvalidInput` when `text` is not the text rendered from.
+    /// The first error of `out`; `InvalidInput` when `text` is not the text rendered from
+    /// (found before anything is written when its length differs, else where a range does not
+    /// lie in it).
     pub fn write_to(&self, text: &str, out: &mut impl std::io::Write) -> std::io::Result<()> {
-        let parts = self.strs(text).ok_or_else(|| {
+        let not_the_text = || {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 "the text given is not the text the request was rendered from",
             )
-        })?;
-        for s in parts {
-            out.write_all(s.as_bytes())?;
+        };
+        for s in self.strs(text).ok_or_else(not_the_text)? {
+            out.write_all(s.ok_or_else(not_the_text)?.as_bytes())?;
         }
         Ok(())
     }

@@ -78,11 +78,8 @@ pub(crate) fn plain_object(text: &str) -> Option<Cow<'_, str>> {
 }
 
 /// Past the JSON whitespace from `at`.
-fn whitespace(b: &[u8], mut at: usize) -> usize {
-    while matches!(b.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-        at += 1;
-    }
-    at
+fn whitespace(b: &[u8], at: usize) -> usize {
+    cutctx_json::lex::skip_whitespace(b, at)
 }
 
 /// The string literal at `at`, quotes included, and where it ends, when it holds neither a

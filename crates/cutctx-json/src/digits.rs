@@ -48,8 +48,7 @@ impl Digits {
             at -= 1;
             self.0[at] = b'-';
         }
-        // ASCII digits and a sign: always UTF-8.
-        std::str::from_utf8(&self.0[at..]).unwrap_or_default()
+        std::str::from_utf8(&self.0[at..]).expect("ASCII digits and a sign are UTF-8")
     }
 }
 

@@ -15,6 +15,8 @@
 //! * [`first_special`], [`string_end`], [`check_string`]: a JSON string walked as it is written,
 //!   from one quote or backslash to the next.
 //! * [`write_turn`]: the seven-key turn object, the one place its shape is written.
+//! * [`lex`]: the one lexer every hand-written reader uses: whitespace, a string's end, a
+//!   value's end.
 //!
 //! **Architecture invariant:** pure, and no dependency but `std` and `memchr` (the byte search,
 //! see [`first_special`]): no I/O, clock, environment, randomness or hash collections.
@@ -39,6 +41,7 @@ mod error;
 pub mod escape;
 mod float;
 mod hex;
+pub mod lex;
 mod repr;
 mod sink;
 mod special;

@@ -189,12 +189,11 @@ impl PlanDraft {
     /// adjacent ranges join. A range past the actions is a caller's defect; what lies in it
     /// is written.
     pub fn write_canonical_actions<S: Sink>(&self, range: std::ops::Range<usize>, out: &mut S) {
-        debug_assert!(
-            range.end <= self.actions.len(),
-            "a range of the plan's actions"
-        );
         let from = range.start;
-        let actions = self.actions.get(range).unwrap_or_default();
+        let actions = self
+            .actions
+            .get(range)
+            .expect("the range is one of the plan's actions");
         let w = &mut Writer::new(out, Style::CANONICAL);
         for (i, a) in (from..).zip(actions) {
             if i > 0 {

@@ -278,8 +278,7 @@ impl Transcript {
                 .iter()
                 .map(TranscriptTurn::turn_id)
                 .find(|id| !seen.insert(*id));
-            debug_assert!(first.is_some(), "a duplicate was found above");
-            let first = first.unwrap_or_default();
+            let first = first.expect("a repeat was counted above, so one is found");
             let message = format!(
                 "Transcript turn ids must be unique; {repeats} are repeated (first: {}).",
                 py_repr_str(first)

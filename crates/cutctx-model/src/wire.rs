@@ -210,6 +210,46 @@ impl<'de> Deserialize<'de> for UniqueKeys {
     }
 }
 
+/// Python's type name for a JSON value (`"NoneType"`, `"bool"`, `"int"`, `"float"`, `"str"`,
+/// `"list"`, `"dict"`), for messages that mirror the reference's.
+///
+/// ```
+/// use cutctx_model::wire::python_type_name;
+/// assert_eq!(python_type_name(&serde_json::json!(1.5)), "float");
+/// assert_eq!(python_type_name(&serde_json::json!({})), "dict");
+/// ```
+#[must_use]
+pub fn python_type_name(v: &serde_json::Value) -> &'static str {
+    use serde_json::Value;
+    match v {
+        Value::Null => "NoneType",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float",
+        Value::Number(_) => "int",
+        Value::String(_) => "str",
+        Value::Array(_) => "list",
+        Value::Object(_) => "dict",
+    }
+}
+
+/// What an error's details may show of a value given where another type belongs: a number,
+/// boolean or null as it is; anything that may hold text only by its type name, since text
+/// here could be anything, turn content included.
+///
+/// ```
+/// use cutctx_model::wire::shown_in_details;
+/// assert_eq!(shown_in_details(&serde_json::json!(3)), serde_json::json!(3));
+/// assert_eq!(shown_in_details(&serde_json::json!("secret")), serde_json::json!("str"));
+/// ```
+#[must_use]
+pub fn shown_in_details(v: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        Value::Null | Value::Bool(_) | Value::Number(_) => v.clone(),
+        _ => Value::from(python_type_name(v)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,7 +65,9 @@ impl std::fmt::Debug for PolicyChain {
 /// ```
 pub fn default_chain(prompt_id: &str) -> Result<PolicyChain, CompactionError> {
     PolicyChain::new(vec![
-        Box::new(ObservationMaskingPolicy::new(2)?),
+        Box::new(ObservationMaskingPolicy::new(
+            ObservationMaskingPolicy::DEFAULT_KEEP_RECENT_RESULTS,
+        )?),
         Box::new(SummarizingPolicy::new(prompt_id)?),
         Box::new(DropOldestPolicy),
     ])
@@ -444,6 +446,7 @@ impl State<'_> {
                 .groups
                 .get(gid)
                 .map(|g| g.members.clone())
+                // A stand-in of no group (documented above): it affects no turn.
                 .unwrap_or_default(),
             None => real.into_iter().collect(),
         }
@@ -541,7 +544,10 @@ impl State<'_> {
             .iter()
             .map(|r| {
                 // `now_in` has a key for every request, made just above.
-                let members = now_in.get(r.group_id()).cloned().unwrap_or_default();
+                let members = now_in
+                    .get(r.group_id())
+                    .cloned()
+                    .expect("`now_in` has a key for every request");
                 let group = Group {
                     members,
                     target_tokens: r.target_tokens(),

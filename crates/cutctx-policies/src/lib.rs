@@ -10,6 +10,7 @@
 //!   [`default_chain`] (masking, then summarizing, then drop-oldest).
 //!
 //! Token counts of stubs come from a [`TokenEstimator`]; [`CharRatioEstimator`] is the default.
+//! [`registry`] builds any of them from a name or a JSON spec, for every front end.
 //!
 //! **Architecture invariant:** no I/O, clock, environment or randomness. Every plan goes
 //! through `cutctx_invariants::build_plan`, so no policy can produce a plan that breaks a rule.
@@ -26,6 +27,7 @@ mod chain;
 mod drop_oldest;
 mod estimator;
 mod masking;
+pub mod registry;
 mod summarizing;
 
 pub use capability::{ContentDigests, DeferredMask, DeferredMasks, Reads, Shape, ShapeDecision};

@@ -200,6 +200,10 @@ impl ObservationMaskingPolicy {
     /// The policy's name.
     pub const NAME: &'static str = "observation_masking";
 
+    /// The tool results the reference's default chain keeps unmasked, and every front end's
+    /// default for `keep_recent_results`.
+    pub const DEFAULT_KEEP_RECENT_RESULTS: usize = 2;
+
     /// A masking policy that keeps the `keep_recent_results` most recent tool results, with the
     /// default placeholder and estimator.
     ///

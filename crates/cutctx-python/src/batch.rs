@@ -1,12 +1,15 @@
-//! `cutctx._core.formats.compact_batch_json`: a batch of provider requests through the very
-//! function behind `cutctx compact --format` and `cutctx batch`, so each output is byte for
-//! byte that command's line.
+//! `cutctx._core.formats.compact_batch_json`: a batch of provider requests through the
+//! operations library's batch (`cutctx_ops::batch::compact_all`), the workers and the function
+//! behind `cutctx batch`, so each output is byte for byte that command's line.
 //!
-//! The texts are copied out of Python once, the whole batch is compacted without the
-//! interpreter lock, and a failed request becomes `None` beside its error, as `cutctx batch`
-//! writes `null` and lists the error; one failure never stops the batch.
+//! The texts are copied out of Python once, the whole batch is compacted on every core without
+//! the interpreter lock, and a failed request becomes `None` beside its error, as `cutctx
+//! batch` writes `null` and lists the error; one failure never stops the batch.
 
-use cutctx_cli::formats::{self, FormatArgs, FormatName};
+use std::num::NonZeroUsize;
+
+use cutctx::formats::Format;
+use cutctx_ops::formats::{self, FormatOptions};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -21,7 +24,8 @@ type Failed = (usize, &'static str, String);
 #[pyfunction]
 #[pyo3(signature = (
     requests, format, max_tokens, *, protected_recent_turns = None, policy = None,
-    prompt_id = None, estimator = None, reserve_output = None, repair = false, reports = false
+    prompt_id = None, estimator = None, reserve_output = None, repair = false, reports = false,
+    jobs = None
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -43,17 +47,17 @@ fn compact_batch_json<'py>(
     reserve_output: Option<u64>,
     repair: bool,
     reports: bool,
+    jobs: Option<NonZeroUsize>,
 ) -> PyResult<(
     Vec<Option<Bound<'py, PyBytes>>>,
     Vec<Failed>,
     Vec<Option<Bound<'py, PyBytes>>>,
 )> {
-    let format = <FormatName as clap::ValueEnum>::from_str(format, false).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err(format!(
-            "unknown format {format:?}; expected openai-chat, openai-responses or anthropic"
-        ))
+    // An unknown name fails as `compact_json` fails on it: `FORMAT_UNSUPPORTED`.
+    let format: Format = format.parse().map_err(|e: cutctx::formats::FormatError| {
+        crate::formats::to_pyerr(py, crate::formats::Failure::from(e))
     })?;
-    let args = FormatArgs {
+    let args = FormatOptions {
         format: Some(format),
         max_tokens: Some(max_tokens),
         protected_recent: protected_recent_turns,
@@ -62,7 +66,7 @@ fn compact_batch_json<'py>(
         estimator,
         reserve_output,
         repair,
-        ..FormatArgs::default()
+        ..FormatOptions::default()
     };
     // Copied out while the lock is held; the work below runs without it.
     let texts: Vec<Result<String, Failed>> = requests
@@ -71,29 +75,37 @@ fn compact_batch_json<'py>(
         .map(|(i, r)| text_of(i, r))
         .collect();
     let results: Vec<Result<(String, String), Failed>> = py.detach(|| {
-        texts
-            .into_iter()
-            .enumerate()
-            .map(|(i, text)| {
-                let text = text?;
-                let out = formats::compact_detailed(
-                    &args,
-                    &text,
-                    None,
-                    formats::Keep {
-                        compaction: false,
-                        report: reports,
-                    },
-                )
-                .map_err(|e| (i, e.code, e.message))?;
+        let mut results: Vec<Option<Result<(String, String), Failed>>> =
+            std::iter::repeat_with(|| None).take(texts.len()).collect();
+        let (mut positions, mut valid) = (Vec::new(), Vec::new());
+        for (i, text) in texts.into_iter().enumerate() {
+            match text {
+                Ok(text) => {
+                    positions.push(i);
+                    valid.push(text);
+                }
+                Err(failed) => results[i] = Some(Err(failed)),
+            }
+        }
+        let keep = formats::Keep {
+            compaction: false,
+            report: reports,
+        };
+        let done = cutctx_ops::batch::compact_all(&args, &valid, None, keep, jobs);
+        for (i, out) in positions.into_iter().zip(done) {
+            results[i] = Some(out.map_err(|e| (i, e.code, e.message)).map(|out| {
                 let (mut line, mut report) = (out.output.output, out.output.report);
                 if line.ends_with('\n') {
                     line.pop();
                 }
                 // Made only when asked for; without its newline.
                 report.pop();
-                Ok((line, report))
-            })
+                (line, report)
+            }));
+        }
+        results
+            .into_iter()
+            .map(|r| r.expect("every request is either failed before or compacted"))
             .collect()
     });
     let mut outputs = Vec::with_capacity(results.len());
@@ -125,7 +137,7 @@ fn text_of(i: usize, request: &Bound<'_, PyAny>) -> Result<String, Failed> {
         return String::from_utf8(b.as_bytes().to_vec()).map_err(|e| {
             (
                 i,
-                cutctx_cli::INPUT_ERROR,
+                cutctx_ops::INPUT_ERROR,
                 format!(
                     "the line is not UTF-8: invalid byte at offset {}",
                     e.utf8_error().valid_up_to()
@@ -137,14 +149,14 @@ fn text_of(i: usize, request: &Bound<'_, PyAny>) -> Result<String, Failed> {
         return s.to_str().map(str::to_owned).map_err(|_| {
             (
                 i,
-                cutctx_cli::INPUT_ERROR,
+                cutctx_ops::INPUT_ERROR,
                 "the line is not UTF-8: it holds a lone surrogate".to_owned(),
             )
         });
     }
     Err((
         i,
-        cutctx_cli::INPUT_ERROR,
+        cutctx_ops::INPUT_ERROR,
         "a request must be bytes or str holding JSON".to_owned(),
     ))
 }

@@ -3,7 +3,7 @@
 //!
 //! The request arrives as JSON text (bytes or str) and leaves as JSON bytes: no Python object is
 //! built per message, so the cost is the Rust parse, plan, apply and write. The steps are the
-//! CLI's own functions (`cutctx_cli::formats::prepare` and `finish`, `estimate`), so the output
+//! operations library's own functions (`cutctx_ops::formats::prepare` and `finish`, `estimate`), which `cutctx compact --format` runs too, so the output
 //! is byte for byte the command's standard output, and the report is its `--report` file, with
 //! the whole prompt's figures and the repairs. The one addition is `summarize`, a Python
 //! callable standing where the CLI runs `--summarize-with CMD`: it gets the same JSON document,
@@ -17,8 +17,8 @@ use std::collections::BTreeMap;
 use cutctx::formats::{Format, FormatError};
 use cutctx::model::details;
 use cutctx::{Details, ErrorCode};
-use cutctx_cli::CliError;
-use cutctx_cli::formats::{self as cli, FormatArgs, FormatName, Prepared};
+use cutctx_ops::OpsError;
+use cutctx_ops::formats::{self as ops, FormatOptions, Prepared};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -41,7 +41,7 @@ create_exception!(
 
 /// The failure of one call, before it becomes a Python exception: the code, message and
 /// details the CLI would print, or an exception a callback raised, passed through as the cause.
-enum Failure {
+pub(crate) enum Failure {
     Cli(Coded),
     Callback(Coded, PyErr),
 }
@@ -123,7 +123,8 @@ pub(crate) fn json_to_py<'py>(py: Python<'py>, v: &Value) -> PyResult<Bound<'py,
     py.import("json")?.call_method1("loads", (v.to_string(),))
 }
 
-fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
+/// `f` as the `FormatCompactionError` it raises.
+pub(crate) fn to_pyerr(py: Python<'_>, f: Failure) -> PyErr {
     let ty = py.get_type::<FormatCompactionError>();
     match f {
         Failure::Cli(e) => raise(py, &ty, &e),
@@ -143,22 +144,13 @@ fn usage(message: &str, option: &str) -> Coded {
     }
 }
 
-impl From<CliError> for Failure {
-    fn from(e: CliError) -> Self {
+impl From<OpsError> for Failure {
+    fn from(e: OpsError) -> Self {
         Self::Cli(Coded {
             code: e.code,
             message: e.message,
             details: e.details,
         })
-    }
-}
-
-/// The command line's name of a format parsed as the library names it.
-const fn format_name(format: Format) -> FormatName {
-    match format {
-        Format::OpenAiChat => FormatName::OpenAiChat,
-        Format::OpenAiResponses => FormatName::OpenAiResponses,
-        Format::Anthropic => FormatName::Anthropic,
     }
 }
 
@@ -284,8 +276,8 @@ fn compact_json<'py>(
             return Err(usage("give summaries or summarize, not both", "summarize").into());
         }
         let format: Format = format.parse()?;
-        let args = FormatArgs {
-            format: Some(format_name(format)),
+        let args = FormatOptions {
+            format: Some(format),
             max_tokens: Some(max_tokens),
             protected_recent: protected_recent_turns,
             policy,
@@ -293,22 +285,22 @@ fn compact_json<'py>(
             estimator,
             reserve_output,
             repair,
-            ..FormatArgs::default()
+            ..FormatOptions::default()
         };
         let given = summaries_of(summaries)?;
         let text = text_of(data)?;
         // The Rust work runs without the interpreter lock unless a Python callable has to be
         // called in the middle.
-        let mut prepared = py.detach(|| cli::prepare(&args, text))?;
+        let mut prepared = py.detach(|| ops::prepare(&args, text))?;
         let made = match summarize {
             None => given,
             Some(f) => run_summarize(py, f, &mut prepared, text)?,
         };
-        let keep = cli::Keep {
+        let keep = ops::Keep {
             compaction: false,
             report,
         };
-        let done = py.detach(|| cli::finish(prepared, text, &made, keep))?;
+        let done = py.detach(|| ops::finish(prepared, text, &made, keep))?;
         Ok((done.output.output, done.output.report))
     };
     let (output, report_text) = run().map_err(|f| to_pyerr(py, f))?;
@@ -330,10 +322,10 @@ fn estimate_json<'py>(
     repair: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let run = || -> Result<String, Failure> {
-        let format = format_name(format.parse::<Format>()?);
+        let format = format.parse::<Format>()?;
         let text = text_of(data)?;
         Ok(py
-            .detach(|| cli::estimate(format, estimator.as_deref(), reserve_output, repair, text))?)
+            .detach(|| ops::estimate(format, estimator.as_deref(), reserve_output, repair, text))?)
     };
     let out = run().map_err(|f| to_pyerr(py, f))?;
     Ok(PyBytes::new(py, out.as_bytes()))
@@ -353,7 +345,10 @@ pub fn register(py: Python<'_>, m: &Bound<'_, PyModule>) -> PyResult<()> {
         "FormatCompactionError",
         py.get_type::<FormatCompactionError>(),
     )?;
-    sub.add("DEFAULT_PROMPT_ID", cli::DEFAULT_PROMPT_ID)?;
+    sub.add("DEFAULT_PROMPT_ID", ops::DEFAULT_PROMPT_ID)?;
+    sub.add("DEFAULT_POLICY", ops::DEFAULT_POLICY)?;
+    sub.add("FORMATS", Format::ALL.map(Format::as_str))?;
+    sub.add("POLICY_NAMES", cutctx::formats::POLICY_NAMES)?;
     m.add_submodule(&sub)?;
     Ok(())
 }

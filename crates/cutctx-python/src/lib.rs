@@ -55,6 +55,19 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(invariants::estimate_after, m)?)?;
     m.add_function(wrap_pyfunction!(invariants::build_plan, m)?)?;
     m.add_function(wrap_pyfunction!(invariants::validate_plan, m)?)?;
+    // The shipped policies' defaults, read by the Python classes' signatures.
+    m.add(
+        "DEFAULT_KEEP_RECENT_RESULTS",
+        cutctx::ObservationMaskingPolicy::DEFAULT_KEEP_RECENT_RESULTS,
+    )?;
+    m.add(
+        "DEFAULT_TARGET_RATIO",
+        cutctx::SummarizingPolicy::DEFAULT_TARGET_RATIO,
+    )?;
+    m.add(
+        "DEFAULT_MIN_SPAN_TURNS",
+        cutctx::SummarizingPolicy::DEFAULT_MIN_SPAN_TURNS,
+    )?;
     formats::register(m.py(), m)?;
     receipts::register(m.py(), m)?;
     Ok(())

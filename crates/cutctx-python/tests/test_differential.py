@@ -135,7 +135,7 @@ def test_identical_to_the_reference():
     refined = 0
     for i, (want, have) in enumerate(zip(expected, got, strict=True)):
         if _split_exchange(want) and not _split_exchange(have):
-            # The one deliberate difference (README, "Python"): where the reference's
+            # The one deliberate difference (docs/PYTHON.md): where the reference's
             # summarizing span would split a tool exchange (a pinned turn between a call and its
             # result), the reference refuses its own plan; this package summarizes the closed
             # spans inside it instead. Everywhere else the outcomes are identical.

@@ -344,3 +344,61 @@ def test_batch_reports_and_repairs_are_the_cli_report_files(tmp_path: Path):
                                  protected_recent_turns=1, repair=True, reserve_output=20,
                                  report_column="why")({"r": chat})
     assert got["r"] == outs and got["why"] == reports
+
+
+def test_the_names_and_defaults_are_the_cores_own():
+    """The typed names are the core's lists, and the policies' defaults its constants."""
+    import inspect
+    import typing
+
+    from cutctx import _core
+    from cutctx.policies import ObservationMaskingPolicy, SummarizingPolicy
+
+    assert typing.get_args(formats.Format) == formats.FORMATS
+    assert typing.get_args(formats.Policy) == formats.POLICIES
+    assert formats.FORMATS == ("openai-chat", "openai-responses", "anthropic")
+    masking = inspect.signature(ObservationMaskingPolicy).parameters
+    assert masking["keep_recent_results"].default == _core.DEFAULT_KEEP_RECENT_RESULTS == 2
+    summarizing = inspect.signature(SummarizingPolicy).parameters
+    assert summarizing["target_ratio"].default == _core.DEFAULT_TARGET_RATIO == 0.2
+    assert summarizing["min_span_turns"].default == _core.DEFAULT_MIN_SPAN_TURNS == 4
+
+
+@pytest.mark.parametrize("call", ["compact_json", "compact_batch"])
+def test_an_unknown_format_is_format_unsupported_in_every_function(call):
+    """One bad format name fails the same way whether one request or a batch is compacted."""
+    request = '[{"role": "user", "content": "Hi"}]'
+    with pytest.raises(FormatCompactionError) as e:
+        if call == "compact_json":
+            compact_json(request, "openai-chat-v2", 100)
+        else:
+            formats.compact_batch([request], "openai-chat-v2", 100)
+    assert e.value.code == "FORMAT_UNSUPPORTED"
+
+
+def test_a_batch_on_several_workers_equals_one_request_at_a_time():
+    """The batch runs on `cutctx batch`'s workers: the order and bytes are those of one at a time."""
+    def turns(i):
+        history = [{"role": "user", "content": f"Question {j}: " + "x" * (j % 7) * 40}
+                   for j in range(i % 5 + 1)]
+        return json.dumps(history)
+
+    requests = [turns(i) for i in range(100)] + ["{"]
+
+    def alone(request):
+        try:
+            return compact_json(request, "openai-chat", 60, protected_recent_turns=1,
+                                policy="drop_oldest").decode()
+        except FormatCompactionError:
+            return None
+
+    expected = [alone(r) for r in requests]
+    assert expected[-1] is None and any(e is not None for e in expected)
+    assert any(e is not None and e != r for e, r in zip(expected, requests))
+    for jobs in (1, 2, 3):
+        out = formats.compact_batch(requests, "openai-chat", 60, protected_recent_turns=1,
+                                    policy="drop_oldest", jobs=jobs)
+        assert out == expected, jobs
+    with pytest.raises(FormatCompactionError) as e:
+        formats.compact_batch(requests, "openai-chat", 60, jobs=0)
+    assert e.value.code == "VALIDATION_ERROR"

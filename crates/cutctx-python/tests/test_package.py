@@ -206,7 +206,7 @@ def test_a_view_makes_its_turns_on_first_read_and_keeps_the_inputs() -> None:
 # The modules the reference has, and what they may import: the standard library's pure
 # modules and the package itself. The reference's own check of this runs over every module,
 # and `cutctx.formats` and `cutctx.receipts` (which it does not have) parse JSON and name ledger
-# files by design, so that check is deselected (README, "Python") and this one holds the rest.
+# files by design, so that check is deselected (docs/PYTHON.md) and this one holds the rest.
 _REFERENCE_MODULES = (
     "__init__", "__about__", "types", "errors", "estimator", "executor", "_invariants",
     "policies/__init__", "policies/chain", "policies/drop_oldest", "policies/masking",

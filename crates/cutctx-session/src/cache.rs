@@ -140,7 +140,7 @@ impl PriceTable {
         }
     }
 
-    /// The shipped table called `name`.
+    /// The shipped table called `name` (one of [`PriceTable::NAMES`]).
     #[must_use]
     pub fn named(name: &str) -> Option<Self> {
         match name {

@@ -73,6 +73,8 @@ mod state;
 pub use cache::PriceTable;
 pub use count::prompt_tokens;
 pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
-pub use replay::{Marking, Replay, ReplayOptions, StrategyReport, replay, replay_with};
+pub use replay::{
+    Marking, Replay, ReplayOptions, StrategyReport, call_points, replay, replay_with,
+};
 pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
 pub use state::{PrefixItem, STATE_VERSION, SessionState};

@@ -159,16 +159,7 @@ pub struct Replay {
 /// turn that follows a turn of another kind.
 #[must_use]
 pub fn call_points(format: Format, messages: &[Value]) -> Vec<usize> {
-    let is_model = |m: &Value| -> bool {
-        let role = m.get("role").and_then(Value::as_str);
-        let kind = m.get("type").and_then(Value::as_str);
-        role == Some("assistant")
-            || matches!(format, Format::OpenAiResponses)
-                && matches!(
-                    kind,
-                    Some("function_call" | "reasoning" | "custom_tool_call")
-                )
-    };
+    let is_model = |m: &Value| cutctx_formats::is_model_item(format, m);
     let mut points = Vec::new();
     let mut previous = false;
     for (i, m) in messages.iter().enumerate() {

@@ -8,7 +8,8 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use cutctx_cli::formats::{self, FormatArgs, FormatName};
+use cutctx::formats::Format;
+use cutctx_ops::formats::{self, FormatOptions};
 use serde_json::{Value, json};
 
 /// Content that must never appear in an error line.
@@ -54,12 +55,12 @@ fn lines(n: usize) -> Vec<String> {
         .collect()
 }
 
-fn args(policy: &str) -> FormatArgs {
-    FormatArgs {
-        format: Some(FormatName::OpenAiChat),
+fn args(policy: &str) -> FormatOptions {
+    FormatOptions {
+        format: Some(Format::OpenAiChat),
         max_tokens: Some(600),
         policy: Some(policy.to_owned()),
-        ..FormatArgs::default()
+        ..FormatOptions::default()
     }
 }
 
@@ -479,7 +480,7 @@ fn repairs_are_listed_by_line_and_counted_and_totals_are_whole_prompts() {
     let (mut before, mut after) = (0, 0);
     for line in &lines {
         let count: Value = serde_json::from_str(
-            &formats::estimate(FormatName::OpenAiChat, None, None, true, line).expect("counts"),
+            &formats::estimate(Format::OpenAiChat, None, None, true, line).expect("counts"),
         )
         .expect("JSON");
         let report: Value =

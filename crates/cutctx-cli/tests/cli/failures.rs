@@ -17,7 +17,7 @@ fn every_subcommand(dir: &Path, request: &Path) -> Vec<Vec<OsString>> {
     let plan = write(
         dir,
         "valid-plan.json",
-        cutctx_cli::plan(&simple_request().to_string()).expect("simple_request plans"),
+        cutctx_ops::plan(&simple_request().to_string()).expect("simple_request plans"),
     );
     vec![
         vec!["plan".into(), request.into()],
@@ -412,13 +412,13 @@ fn apply_simple(test: &str, plan: &Value, code: &str, exit: i32) -> Value {
 }
 
 fn simple_plan() -> Value {
-    let text = cutctx_cli::plan(&simple_request().to_string()).expect("simple_request plans");
+    let text = cutctx_ops::plan(&simple_request().to_string()).expect("simple_request plans");
     serde_json::from_str(&text).expect("a plan is JSON")
 }
 
 #[test]
 fn a_plan_for_another_transcript_exits_5() {
-    let other = cutctx_cli::plan(&mask_and_summary_request().to_string()).expect("plans");
+    let other = cutctx_ops::plan(&mask_and_summary_request().to_string()).expect("plans");
     let other: Value = serde_json::from_str(&other).expect("JSON");
     let err = apply_simple(
         "a_plan_for_another_transcript_exits_5",

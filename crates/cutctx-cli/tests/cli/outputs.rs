@@ -19,7 +19,7 @@ fn keys(turn: &Value) -> Vec<&str> {
 /// text and the group id.
 fn fulfilled() -> (Value, String, String) {
     let mut doc = mask_and_summary_request();
-    let plan_text = cutctx_cli::plan(&doc.to_string()).expect("the request plans");
+    let plan_text = cutctx_ops::plan(&doc.to_string()).expect("the request plans");
     let plan: Value = serde_json::from_str(&plan_text).expect("a plan is JSON");
     let requests = plan["summarization_requests"].as_array().expect("requests");
     assert_eq!(requests.len(), 1, "one summarization request: {plan_text}");
@@ -153,7 +153,7 @@ fn apply_marks_masked_and_summary_turns() {
     let value = assert_success(&out);
     check_view(&value["transcript"], &doc, &gid);
     let compacted: Value =
-        serde_json::from_str(&cutctx_cli::compact(&doc.to_string()).expect("compacts"))
+        serde_json::from_str(&cutctx_ops::compact(&doc.to_string()).expect("compacts"))
             .expect("JSON");
     assert_eq!(value["report"], compacted["report"]);
 }

@@ -30,7 +30,7 @@ fn plan_prints_the_plan_and_exits_0() {
     let plan = assert_success(&out);
     assert_eq!(
         out.stdout,
-        cutctx_cli::plan(&doc.to_string())
+        cutctx_ops::plan(&doc.to_string())
             .expect("the library plans it")
             .into_bytes(),
         "the binary prints the library's bytes"
@@ -94,7 +94,7 @@ fn compact_prints_plan_report_and_transcript_and_exits_0() {
     let value = assert_success(&out);
     assert_eq!(
         out.stdout,
-        cutctx_cli::compact(&doc.to_string())
+        cutctx_ops::compact(&doc.to_string())
             .expect("the library compacts it")
             .into_bytes()
     );
@@ -132,7 +132,7 @@ fn apply_prints_report_and_transcript_and_exits_0() {
     let doc = simple_request();
     let text = doc.to_string();
     let req = write(&dir, "request.json", &text);
-    let plan_text = cutctx_cli::plan(&text).expect("the library plans it");
+    let plan_text = cutctx_ops::plan(&text).expect("the library plans it");
     let plan = write(&dir, "plan.json", &plan_text);
     let out = run(
         &[
@@ -146,7 +146,7 @@ fn apply_prints_report_and_transcript_and_exits_0() {
     let value = assert_success(&out);
     assert_eq!(
         out.stdout,
-        cutctx_cli::apply(&text, &plan_text)
+        cutctx_ops::apply(&text, &plan_text)
             .expect("the library applies it")
             .into_bytes()
     );
@@ -157,7 +157,7 @@ fn apply_prints_report_and_transcript_and_exits_0() {
         .map(String::as_str)
         .collect();
     assert_eq!(keys, ["report", "transcript"]);
-    let compacted: Value = serde_json::from_str(&cutctx_cli::compact(&text).expect("compacts"))
+    let compacted: Value = serde_json::from_str(&cutctx_ops::compact(&text).expect("compacts"))
         .expect("compact output is JSON");
     assert_eq!(value["report"], compacted["report"]);
     assert_eq!(value["transcript"], compacted["transcript"]);
@@ -172,7 +172,7 @@ fn a_dash_reads_the_request_from_standard_input() {
     let plan = write(
         &dir,
         "plan.json",
-        cutctx_cli::plan(&text).expect("the library plans it"),
+        cutctx_ops::plan(&text).expect("the library plans it"),
     );
     for sub in ["plan", "compact"] {
         let from_file = run(&[OsArg::from(sub), req.as_os_str().into()], None);
@@ -296,7 +296,7 @@ fn apply_accepts_a_plan_file_in_any_json_layout() {
     let dir = scratch("apply_accepts_a_plan_file_in_any_json_layout");
     let text = simple_request().to_string();
     let req = write(&dir, "request.json", &text);
-    let plan_text = cutctx_cli::plan(&text).expect("the library plans it");
+    let plan_text = cutctx_ops::plan(&text).expect("the library plans it");
     let plan: Value = serde_json::from_str(&plan_text).expect("JSON");
     let pretty = serde_json::to_string_pretty(&plan).expect("a plan pretty-prints") + "\r\n";
     let pretty = write(&dir, "pretty.json", pretty);

@@ -4,22 +4,18 @@
 use cutctx::formats::{Format, validate};
 use serde_json::json;
 
-use crate::formats::{self, FormatName};
+use crate::formats;
 use crate::{SECRET, args, example, json, no_content, scratch, summarizer};
 
-const FORMATS: [(FormatName, Format, &str); 3] = [
-    (FormatName::OpenAiChat, Format::OpenAiChat, "openai-chat"),
-    (
-        FormatName::OpenAiResponses,
-        Format::OpenAiResponses,
-        "openai-responses",
-    ),
-    (FormatName::Anthropic, Format::Anthropic, "anthropic"),
+const FORMATS: [(Format, &str); 3] = [
+    (Format::OpenAiChat, "openai-chat"),
+    (Format::OpenAiResponses, "openai-responses"),
+    (Format::Anthropic, "anthropic"),
 ];
 
 #[test]
 fn a_budget_that_fits_gives_the_file_back_byte_for_byte() {
-    for (name, _, file) in FORMATS {
+    for (name, file) in FORMATS {
         let text = example(file);
         let out = formats::compact(&args(name, 1_000_000), &text, None).expect("compacts");
         assert_eq!(out.output, text, "{file}");
@@ -31,7 +27,8 @@ fn a_budget_that_fits_gives_the_file_back_byte_for_byte() {
 
 #[test]
 fn masking_and_dropping_give_valid_smaller_requests_in_the_same_format() {
-    for (name, format, file) in FORMATS {
+    for (format, file) in FORMATS {
+        let name = format;
         let text = example(file);
         for policy in ["observation_masking", "drop_oldest"] {
             let mut a = args(name, 900);
@@ -60,7 +57,7 @@ fn masking_and_dropping_give_valid_smaller_requests_in_the_same_format() {
 
 #[test]
 fn a_plan_needing_summaries_without_them_lists_the_requests() {
-    for (name, _, file) in FORMATS {
+    for (name, file) in FORMATS {
         let mut a = args(name, 810);
         a.protected_recent = Some(2);
         let e = formats::compact(&a, &example(file), None).expect_err("summaries are missing");
@@ -83,7 +80,7 @@ fn a_plan_needing_summaries_without_them_lists_the_requests() {
 #[test]
 fn summaries_from_a_file_land_where_the_folded_turns_were() {
     let text = example("anthropic");
-    let mut a = args(FormatName::Anthropic, 790);
+    let mut a = args(Format::Anthropic, 790);
     a.protected_recent = Some(2);
     let e = formats::compact(&a, &text, None).expect_err("summaries are missing");
     let group = e.details["group_id"].as_str().expect("a group").to_owned();
@@ -111,7 +108,8 @@ fn summaries_from_a_file_land_where_the_folded_turns_were() {
 #[cfg(unix)]
 #[test]
 fn summarize_with_runs_the_command_once_per_request_end_to_end() {
-    for (name, format, file) in FORMATS {
+    for (format, file) in FORMATS {
+        let name = format;
         let dir = scratch(&format!("summarize-with-{file}"));
         let script = summarizer(&dir);
         let mut a = args(name, 810);
@@ -155,7 +153,7 @@ fn summarize_with_runs_the_command_once_per_request_end_to_end() {
 #[cfg(unix)]
 #[test]
 fn a_failing_summarizer_fails_the_compaction() {
-    let mut a = args(FormatName::OpenAiChat, 795);
+    let mut a = args(Format::OpenAiChat, 795);
     a.protected_recent = Some(2);
     for (command, status) in [("exit 3", Some(3)), ("cat >/dev/null; printf ''", None)] {
         a.summarize_with = Some(command.into());
@@ -180,13 +178,13 @@ fn policies_by_name_or_object_and_estimators() {
         "{\"name\":\"observation_masking\",\"keep_recent_results\":0}",
         "{\"name\":\"chain\",\"policies\":[{\"name\":\"observation_masking\"},{\"name\":\"drop_oldest\"}]}",
     ] {
-        let mut a = args(FormatName::OpenAiResponses, 1500);
+        let mut a = args(Format::OpenAiResponses, 1500);
         a.policy = Some(policy.into());
         a.estimator = Some("chars:3".into());
         let out = formats::compact(&a, &text, None).unwrap_or_else(|e| panic!("{policy}: {e:?}"));
         validate(Format::OpenAiResponses, &json(&out.output)).expect("valid");
     }
-    let mut a = args(FormatName::OpenAiResponses, 1500);
+    let mut a = args(Format::OpenAiResponses, 1500);
     a.policy = Some("newest_first".into());
     assert_eq!(
         formats::compact(&a, &text, None).expect_err("unknown").code,
@@ -199,7 +197,7 @@ fn policies_by_name_or_object_and_estimators() {
             .code,
         "VALIDATION_ERROR"
     );
-    let mut a = args(FormatName::OpenAiResponses, 1500);
+    let mut a = args(Format::OpenAiResponses, 1500);
     a.estimator = Some("chars:-1".into());
     assert_eq!(
         formats::compact(&a, &text, None)
@@ -216,7 +214,7 @@ fn policies_by_name_or_object_and_estimators() {
 
 #[test]
 fn bad_inputs_fail_with_codes_and_without_content() {
-    let a = args(FormatName::Anthropic, 100);
+    let a = args(Format::Anthropic, 100);
     let e = formats::compact(&a, "{\"messages\": [", None).expect_err("not JSON");
     assert_eq!((e.code, e.exit_status()), ("INPUT_ERROR", 2));
     let orphan = json!({"messages": [
@@ -231,10 +229,10 @@ fn bad_inputs_fail_with_codes_and_without_content() {
     no_content(&e);
     let e = formats::compact(&a, "[1]", None).expect_err("not a message");
     assert_eq!(e.code, "FORMAT_ERROR");
-    let e = formats::compact(&args(FormatName::Anthropic, 0), &example("anthropic"), None)
+    let e = formats::compact(&args(Format::Anthropic, 0), &example("anthropic"), None)
         .expect_err("the system prompt alone is over 0");
     assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
-    let mut a = args(FormatName::Anthropic, 100);
+    let mut a = args(Format::Anthropic, 100);
     a.max_tokens = None;
     assert_eq!(
         formats::compact(&a, "[]", None)
@@ -248,7 +246,7 @@ fn bad_inputs_fail_with_codes_and_without_content() {
 fn compact_inputs_give_compact_outputs_and_pretty_ones_pretty() {
     let doc = json(&example("openai-chat"));
     let compact_text = doc.to_string();
-    let mut a = args(FormatName::OpenAiChat, 900);
+    let mut a = args(Format::OpenAiChat, 900);
     a.policy = Some("drop_oldest".into());
     let out = formats::compact(&a, &compact_text, None).expect("compacts");
     assert_eq!(out.output.matches('\n').count(), 1);
@@ -275,14 +273,14 @@ fn big_tool_request() -> String {
 #[test]
 fn tools_count_against_the_budget_and_too_small_a_budget_is_unsatisfiable() {
     let text = big_tool_request();
-    let e = formats::compact(&args(FormatName::Anthropic, 500), &text, None)
+    let e = formats::compact(&args(Format::Anthropic, 500), &text, None)
         .expect_err("the tools alone exceed 500");
     assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
     assert_eq!(e.exit_status(), 3);
     assert_eq!(e.details["max_tokens"], 500);
     assert_eq!(e.details["tools_tokens"], 10_018);
     // The request's own max_tokens is the default reserve.
-    let mut a = args(FormatName::Anthropic, 11_000);
+    let mut a = args(Format::Anthropic, 11_000);
     a.reserve_output = None;
     a.protected_recent = Some(1);
     a.policy = Some("drop_oldest".into());
@@ -301,7 +299,7 @@ fn tools_count_against_the_budget_and_too_small_a_budget_is_unsatisfiable() {
 #[test]
 fn estimate_prints_every_part_canonically() {
     let text = big_tool_request();
-    let out = formats::estimate(FormatName::Anthropic, None, None, false, &text).expect("counts");
+    let out = formats::estimate(Format::Anthropic, None, None, false, &text).expect("counts");
     let v = json(&out);
     assert_eq!(v["tools"], 10_018);
     assert_eq!(v["reserve"], 256);
@@ -324,8 +322,7 @@ fn estimate_prints_every_part_canonically() {
         out,
         format!("{}\n", cutctx::model::canonical::canonical_json_value(&v))
     );
-    let zero =
-        formats::estimate(FormatName::Anthropic, None, Some(0), false, &text).expect("counts");
+    let zero = formats::estimate(Format::Anthropic, None, Some(0), false, &text).expect("counts");
     assert_eq!(json(&zero)["reserve"], 0);
 }
 
@@ -343,13 +340,13 @@ fn an_invalid_history_names_the_repair_flag_and_repair_reports_each_drop() {
         {"role": "user", "content": "well?"}
     ]})
     .to_string();
-    let e = formats::compact(&args(FormatName::OpenAiChat, 1_000), &text, None)
+    let e = formats::compact(&args(Format::OpenAiChat, 1_000), &text, None)
         .expect_err("an unanswered call");
     assert_eq!(e.code, "FORMAT_INVALID_REQUEST");
     assert!(e.message.contains("--repair"), "{}", e.message);
     assert_eq!(e.details["hint"], "--repair");
     assert_eq!(e.details["index"], 1);
-    let mut a = args(FormatName::OpenAiChat, 1_000);
+    let mut a = args(Format::OpenAiChat, 1_000);
     a.repair = true;
     let out = formats::compact(&a, &text, None).expect("repaired");
     assert_eq!(
@@ -371,17 +368,16 @@ fn an_invalid_history_names_the_repair_flag_and_repair_reports_each_drop() {
         ]
     );
     // The estimate counts the repaired request and names the same drops.
-    let counted = json(
-        &formats::estimate(FormatName::OpenAiChat, None, None, true, &text).expect("repaired"),
-    );
+    let counted =
+        json(&formats::estimate(Format::OpenAiChat, None, None, true, &text).expect("repaired"));
     assert_eq!(counted["repairs"], json(&out.report)["repairs"]);
     assert_eq!(counted["turns"].as_array().map(Vec::len), Some(2));
     let unrepaired =
-        formats::estimate(FormatName::OpenAiChat, None, None, false, &plain_text()).expect("valid");
+        formats::estimate(Format::OpenAiChat, None, None, false, &plain_text()).expect("valid");
     assert!(json(&unrepaired).get("repairs").is_none());
     // Requests without tools, reserve or repair keep their report's keys.
     let plain =
-        formats::compact(&args(FormatName::OpenAiChat, 1_000), &plain_text(), None).expect("fits");
+        formats::compact(&args(Format::OpenAiChat, 1_000), &plain_text(), None).expect("fits");
     let report = json(&plain.report);
     let keys: Vec<&String> = report.as_object().expect("object").keys().collect();
     assert_eq!(keys, ["plan", "report"]);
@@ -399,7 +395,7 @@ fn an_output_reserve_near_two_to_the_64_is_unsatisfiable_not_a_wrap() {
         "messages": [{"role": "user", "content": "hello there"}]
     })
     .to_string();
-    let mut a = args(FormatName::Anthropic, u64::MAX);
+    let mut a = args(Format::Anthropic, u64::MAX);
     a.reserve_output = None;
     let e = formats::compact(&a, &text, None).expect_err("the tools and reserve overflow");
     assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
@@ -407,7 +403,7 @@ fn an_output_reserve_near_two_to_the_64_is_unsatisfiable_not_a_wrap() {
     // No tools: the reserve leaves the turns 10 tokens, and the report's whole-prompt figures
     // would be the reserve plus the turns.
     let text = json!({"messages": [{"role": "user", "content": "x".repeat(4_000)}]}).to_string();
-    let mut a = args(FormatName::OpenAiChat, u64::MAX);
+    let mut a = args(Format::OpenAiChat, u64::MAX);
     a.reserve_output = Some(u64::MAX - 10);
     let e = formats::compact(&a, &text, None).expect_err("the reserve and turns overflow");
     assert_eq!(e.code, "COMPACTION_BUDGET_UNSATISFIABLE");
@@ -439,7 +435,7 @@ impl std::io::Write for Full {
 /// compacted or not, and a writer that fails fails the write.
 #[test]
 fn the_streamed_output_is_the_output_compact_returns() {
-    for (name, _, file) in FORMATS {
+    for (name, file) in FORMATS {
         let text = example(file);
         for policy in ["observation_masking", "drop_oldest", "default_chain"] {
             for budget in [0, 300, 900, 1_000_000] {

@@ -1,9 +1,9 @@
 //! `cutctx compact --format ...`: provider requests compacted in their own format.
 //!
-//! `inprocess` calls `cutctx_cli::formats` directly; `binary` runs the real `cutctx` binary.
+//! `inprocess` calls `cutctx_ops::formats` directly; `binary` runs the real `cutctx` binary.
 //! `--summarize-with` runs a small shell script end to end.
 
-use cutctx_cli::{CliError, formats};
+use cutctx_ops::{OpsError, formats};
 
 mod binary;
 mod inprocess;
@@ -50,14 +50,14 @@ pub(crate) fn summarizer(dir: &Path) -> PathBuf {
     path
 }
 
-/// `formats::FormatArgs` for `format` under `max_tokens`, with no output reserve (the
+/// `formats::FormatOptions` for `format` under `max_tokens`, with no output reserve (the
 /// examples name their own `max_tokens`, which would otherwise be reserved).
-pub(crate) fn args(format: formats::FormatName, max_tokens: u64) -> formats::FormatArgs {
-    formats::FormatArgs {
+pub(crate) fn args(format: cutctx::formats::Format, max_tokens: u64) -> formats::FormatOptions {
+    formats::FormatOptions {
         format: Some(format),
         max_tokens: Some(max_tokens),
         reserve_output: Some(0),
-        ..formats::FormatArgs::default()
+        ..formats::FormatOptions::default()
     }
 }
 
@@ -67,7 +67,7 @@ pub(crate) fn json(text: &str) -> Value {
 }
 
 /// Asserts that an error names no content.
-pub(crate) fn no_content(e: &CliError) {
+pub(crate) fn no_content(e: &OpsError) {
     assert!(!e.message.contains(SECRET), "{}", e.message);
     let details = serde_json::to_string(&e.details).expect("details serialize");
     assert!(!details.contains(SECRET), "{details}");

@@ -22,7 +22,7 @@ fn compact_with_a_ledger_prints_what_compact_prints_and_appends_a_verifiable_rec
     let text = request.to_string();
     let clock = SteppingClock::starting_at_unix(1_786_752_000);
     let out = compact_with_ledger(&text, &ledger, None, &clock).expect("compacts");
-    assert_eq!(out, cutctx_cli::compact(&text).expect("compacts"));
+    assert_eq!(out, cutctx_ops::compact(&text).expect("compacts"));
     let again = compact_with_ledger(&text, &ledger, Some("agent-7 ✓"), &clock).expect("compacts");
     assert_eq!(again, out);
 

@@ -75,7 +75,7 @@ pub(crate) fn mask_and_summary_request() -> Value {
 
 /// The request with a summary for every group its plan asks for.
 pub(crate) fn with_summaries(mut request: Value) -> Value {
-    let plan: Value = serde_json::from_str(&cutctx_cli::plan(&request.to_string()).expect("plans"))
+    let plan: Value = serde_json::from_str(&cutctx_ops::plan(&request.to_string()).expect("plans"))
         .expect("the plan is JSON");
     let mut summaries = serde_json::Map::new();
     for r in plan["summarization_requests"].as_array().expect("a list") {

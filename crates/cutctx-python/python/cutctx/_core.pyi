@@ -15,6 +15,11 @@ from cutctx.types import Action, CompactionPolicy, Role
 formats: ModuleType
 receipts: ModuleType
 
+# The shipped policies' defaults (`cutctx_policies`), which the Python classes' signatures read.
+DEFAULT_KEEP_RECENT_RESULTS: int
+DEFAULT_TARGET_RATIO: float
+DEFAULT_MIN_SPAN_TURNS: int
+
 @final
 class TranscriptTurn:
     def __init__(

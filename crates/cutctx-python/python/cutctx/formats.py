@@ -74,11 +74,11 @@ FormatCompactionError = _core.FormatCompactionError
 DEFAULT_PROMPT_ID: str = _core.DEFAULT_PROMPT_ID
 """The prompt id of summarization requests when none is given."""
 
-FORMATS = ("openai-chat", "openai-responses", "anthropic")
-"""The provider formats, by the names the CLI's ``--format`` takes."""
+FORMATS: tuple[str, ...] = tuple(_core.FORMATS)
+"""The provider formats, by the names the CLI's ``--format`` takes (the core's own list)."""
 
-POLICIES = ("drop_oldest", "observation_masking", "summarizing", "default_chain")
-"""The policies, by the names the CLI's ``--policy`` takes."""
+POLICIES: tuple[str, ...] = tuple(_core.POLICY_NAMES)
+"""The policies, by the names the CLI's ``--policy`` takes (the core's policy registry)."""
 
 Format = Literal["openai-chat", "openai-responses", "anthropic"]
 Policy = Literal["drop_oldest", "observation_masking", "summarizing", "default_chain"]
@@ -467,14 +467,15 @@ def compact_batch(
     estimator: str | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    jobs: int | None = None,
 ) -> Any:
     """Compact a batch of provider requests held as JSON text; return the batch compacted.
 
     Each output is what ``cutctx batch`` writes on that request's line, without the newline:
     byte for byte ``cutctx compact --format FORMAT`` on it (the same function runs). A request
     that fails becomes ``None`` (``cutctx batch`` writes ``null``); the others go on. The
-    whole batch is compacted in Rust without the interpreter lock, one request after another:
-    parallelism is the caller's (Ray Data's or Spark's workers, or threads).
+    whole batch is compacted in Rust without the interpreter lock, on ``cutctx batch``'s own
+    workers: every core unless ``jobs`` says how many.
 
     Args:
         requests: A list (or any sequence) of ``str`` or ``bytes``, a ``pyarrow`` array or
@@ -483,6 +484,8 @@ def compact_batch(
             :func:`compact_json`.
         reserve_output: Tokens kept free for the reply (default: the request's own limit).
         repair: Drop what makes a history invalid (orphaned calls or results, ...) first.
+        jobs: How many requests are compacted at once (default: every core), as
+            ``cutctx batch --jobs``.
 
     Returns:
         The same kind as ``requests``: a list of ``str``/``bytes`` (each as its input was),
@@ -497,7 +500,7 @@ def compact_batch(
         format,
         max_tokens,
         _batch_options(
-            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair
+            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair, jobs
         ),
         None,
     )
@@ -514,6 +517,7 @@ def compact_batch_with_reports(
     estimator: str | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    jobs: int | None = None,
 ) -> tuple[Any, list[str | None]]:
     """:func:`compact_batch`, and each request's report.
 
@@ -540,7 +544,7 @@ def compact_batch_with_reports(
         format,
         max_tokens,
         _batch_options(
-            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair
+            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair, jobs
         ),
         reports,
     )
@@ -554,7 +558,14 @@ def _batch_options(
     estimator: str | None,
     reserve_output: int | None,
     repair: bool,
+    jobs: int | None,
 ) -> dict[str, Any]:
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise _error(
+            "VALIDATION_ERROR",
+            "jobs must be a positive integer or None.",
+            {"field": "jobs"},
+        )
     return {
         "protected_recent_turns": _count(protected_recent_turns, "protected_recent_turns"),
         "policy": policy,
@@ -562,6 +573,7 @@ def _batch_options(
         "estimator": estimator,
         "reserve_output": _reserve(reserve_output),
         "repair": bool(repair),
+        "jobs": jobs,
     }
 
 

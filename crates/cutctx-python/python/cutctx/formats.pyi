@@ -92,6 +92,7 @@ def compact_batch_with_reports(
     estimator: str | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    jobs: int | None = None,
 ) -> tuple[Any, list[str | None]]: ...
 def compact_batch(
     requests: Any,
@@ -104,6 +105,7 @@ def compact_batch(
     estimator: str | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    jobs: int | None = None,
 ) -> Any: ...
 @dataclass(frozen=True, slots=True)
 class BatchCompactor:

@@ -86,9 +86,7 @@ impl Parser<'_> {
     }
 
     fn skip_ws(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
-            self.pos += 1;
-        }
+        self.pos = cutctx_json::lex::skip_whitespace(self.bytes, self.pos);
     }
 
     fn eat(&mut self, literal: &str) -> bool {

@@ -519,3 +519,39 @@ fn a_warm_prefix_reads_the_system_prompt_at_the_first_call_for_every_strategy() 
         assert_eq!((w.busts, w.compactions), (c.busts, c.compactions));
     }
 }
+
+/// Every Responses call item type the format knows is a model turn of the replay, as are
+/// reasoning and a server tool's items; outputs and prompts are not. The replay once knew two
+/// of the five call types, so a run of shell calls was priced as a single call.
+#[test]
+fn the_replay_calls_the_model_where_the_format_says_a_model_item_is() {
+    let mut items = vec![json!({"role": "user", "content": "Go."})];
+    let calls = cutctx_formats::openai_responses::CALL_TYPES;
+    for (i, ty) in calls.iter().enumerate() {
+        items.push(json!({"type": ty, "call_id": format!("c{i}"), "id": format!("fc{i}")}));
+        items.push(
+            json!({"type": format!("{ty}_output"), "call_id": format!("c{i}"), "output": "ok"}),
+        );
+    }
+    items.push(json!({"type": "reasoning", "id": "rs1", "summary": []}));
+    items.push(json!({"type": "web_search_call", "id": "ws1", "status": "completed"}));
+    items.push(json!({"type": "function_call_output", "call_id": "c0", "output": "late"}));
+    items.push(json!({"type": "web_search_call", "id": "ws2", "status": "completed"}));
+    items.push(json!({"role": "assistant", "content": "Done."}));
+    let points = cutctx_session::call_points(Format::OpenAiResponses, &items);
+    // A call at each call item (each follows the prompt or an output), one at the reasoning
+    // (the search and the answer after it are the same call's), and one at the second search.
+    let mut expected: Vec<usize> = (0..calls.len()).map(|i| 1 + 2 * i).collect();
+    expected.extend([1 + 2 * calls.len(), 4 + 2 * calls.len()]);
+    assert_eq!(points, expected);
+    let chat = [
+        json!({"role": "user", "content": "Go."}),
+        json!({"role": "assistant", "content": "On it."}),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "ok"}),
+        json!({"role": "assistant", "content": "Done."}),
+    ];
+    assert_eq!(
+        cutctx_session::call_points(Format::OpenAiChat, &chat),
+        [1, 3]
+    );
+}

@@ -90,9 +90,9 @@ def _core_of(policy: CompactionPolicy) -> _core.PolicyCore | CompactionPolicy:
 def default_chain(
     *,
     prompt_id: str,
-    keep_recent_results: int = 2,
-    target_ratio: float = 0.2,
-    min_span_turns: int = 4,
+    keep_recent_results: int = _core.DEFAULT_KEEP_RECENT_RESULTS,
+    target_ratio: float = _core.DEFAULT_TARGET_RATIO,
+    min_span_turns: int = _core.DEFAULT_MIN_SPAN_TURNS,
 ) -> PolicyChain:
     """Return the default chain: mask, then summarize, then drop."""
     return PolicyChain(

@@ -48,7 +48,7 @@ class ObservationMaskingPolicy:
 
     def __init__(
         self,
-        keep_recent_results: int = 2,
+        keep_recent_results: int = _core.DEFAULT_KEEP_RECENT_RESULTS,
         placeholder: str = DEFAULT_PLACEHOLDER,
         *,
         estimator: TokenEstimator | None = None,

@@ -73,7 +73,12 @@ class SummarizingPolicy:
     name: str = "summarizing"
     version: str = "1.0.0"
 
-    def __init__(self, prompt_id: str, target_ratio: float = 0.2, min_span_turns: int = 4) -> None:
+    def __init__(
+        self,
+        prompt_id: str,
+        target_ratio: float = _core.DEFAULT_TARGET_RATIO,
+        min_span_turns: int = _core.DEFAULT_MIN_SPAN_TURNS,
+    ) -> None:
         """Check the configuration and bind the core policy."""
         if not isinstance(prompt_id, str):
             raise ValidationError(

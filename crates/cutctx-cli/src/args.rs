@@ -1,0 +1,279 @@
+//! The command line's options, as clap reads them, and each one's plain counterpart in the
+//! operations library (`cutctx_ops`), which knows nothing of clap.
+//!
+//! The help texts live here, beside the flags they describe; the defaults and what each option
+//! does live in the operations library, so the Python package and any other front end read the
+//! same ones.
+
+use std::num::NonZeroUsize;
+use std::path::PathBuf;
+
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use cutctx::formats::Format;
+use cutctx_ops::session::{Breakpoints, ReplayMarks};
+
+/// The parser of a provider format's name: its possible values are [`Format::ALL`]'s names.
+pub(crate) fn format_name() -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(Format::ALL.map(Format::as_str)).map(|name| {
+        name.parse()
+            .expect("a possible value is a format's own name")
+    })
+}
+
+/// The parser of `--cache-breakpoints`: `auto` or `off`.
+fn breakpoints() -> impl TypedValueParser<Value = Breakpoints> {
+    PossibleValuesParser::new(Breakpoints::ALL.map(Breakpoints::as_str)).map(|name| {
+        Breakpoints::ALL
+            .into_iter()
+            .find(|b| b.as_str() == name)
+            .expect("a possible value is a setting's own name")
+    })
+}
+
+/// The parser of `--marks`: `shared` or `session-only`.
+fn marks() -> impl TypedValueParser<Value = ReplayMarks> {
+    PossibleValuesParser::new(ReplayMarks::ALL.map(ReplayMarks::as_str)).map(|name| {
+        ReplayMarks::ALL
+            .into_iter()
+            .find(|m| m.as_str() == name)
+            .expect("a possible value is a setting's own name")
+    })
+}
+
+/// The options of `cutctx compact --format ...`, to flatten into the `compact` command.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub(crate) struct FormatArgs {
+    /// Read the input as a provider request in this format, and write the compacted request in it.
+    #[arg(long, value_parser = format_name())]
+    pub(crate) format: Option<Format>,
+    /// The budget, in estimated tokens (required with --format).
+    #[arg(long, requires = "format")]
+    pub(crate) max_tokens: Option<u64>,
+    /// How many of the most recent turns are never touched (default 4).
+    #[arg(long, requires = "format")]
+    pub(crate) protected_recent: Option<u64>,
+    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a
+    /// policy object as the request document spells it, e.g. '{"name":"observation_masking","keep_recent_results":1}'.
+    #[arg(long, requires = "format")]
+    pub(crate) policy: Option<String>,
+    /// The prompt id of summarization requests (default compaction.summarize.v1).
+    #[arg(long, requires = "format")]
+    pub(crate) prompt_id: Option<String>,
+    /// How turns are estimated: chars:N (default chars:4), o200k_base or cl100k_base.
+    #[arg(long, requires = "format")]
+    pub(crate) estimator: Option<String>,
+    /// A JSON object {group_id: summary} fulfilling the plan's summarization requests.
+    #[arg(long, requires = "format", conflicts_with = "summarize_with")]
+    pub(crate) summaries: Option<PathBuf>,
+    /// A command that writes one summary: it gets the request as JSON on standard input.
+    #[arg(long, requires = "format")]
+    pub(crate) summarize_with: Option<String>,
+    /// Also write {"plan", "report"} (canonical JSON) to this file.
+    #[arg(long, requires = "format")]
+    pub(crate) report: Option<PathBuf>,
+    /// Tokens kept for the completion, out of --max-tokens (default: the request's own
+    /// max_completion_tokens or max_tokens, max_output_tokens, or max_tokens; else 0).
+    #[arg(long, requires = "format")]
+    pub(crate) reserve_output: Option<u64>,
+    /// Drop (never invent) what makes the history invalid for its provider: calls without
+    /// results, results without calls, misplaced reasoning, reused call ids, empty messages,
+    /// null statuses. Each drop is listed in the report and on standard error.
+    #[arg(long, requires = "format")]
+    pub(crate) repair: bool,
+}
+
+impl FormatArgs {
+    /// The options as the operations library takes them (the files are the binary's to read).
+    pub(crate) fn options(&self) -> cutctx_ops::formats::FormatOptions {
+        cutctx_ops::formats::FormatOptions {
+            format: self.format,
+            max_tokens: self.max_tokens,
+            protected_recent: self.protected_recent,
+            policy: self.policy.clone(),
+            prompt_id: self.prompt_id.clone(),
+            estimator: self.estimator.clone(),
+            summarize_with: self.summarize_with.clone(),
+            report: self.report.is_some(),
+            reserve_output: self.reserve_output,
+            repair: self.repair,
+        }
+    }
+}
+
+/// The settings `session` and `replay` share.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct TuningArgs {
+    /// Fire when the request would exceed TRIGGER × window (default 1.0).
+    #[arg(long)]
+    trigger: Option<f64>,
+    /// When firing, compact down to the untouchable part plus TARGET of the room above it (default 0.2).
+    #[arg(long)]
+    target: Option<f64>,
+    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a policy object.
+    #[arg(long)]
+    policy: Option<String>,
+    /// The prompt id of summarization requests (default compaction.summarize.v1).
+    #[arg(long)]
+    prompt_id: Option<String>,
+    /// How requests are counted: chars:N (default chars:4), o200k_base or cl100k_base.
+    #[arg(long)]
+    estimator: Option<String>,
+    /// How many of the most recent turns are never touched (default 4).
+    #[arg(long)]
+    protected_recent: Option<u64>,
+    /// Tokens kept free for the answer, counted in the window (default 0).
+    #[arg(long, default_value_t = 0)]
+    reserve_output: u64,
+}
+
+impl TuningArgs {
+    /// The settings as the operations library takes them.
+    fn options(&self) -> cutctx_ops::session::Tuning {
+        cutctx_ops::session::Tuning {
+            trigger: self.trigger,
+            target: self.target,
+            policy: self.policy.clone(),
+            prompt_id: self.prompt_id.clone(),
+            estimator: self.estimator.clone(),
+            protected_recent: self.protected_recent,
+            reserve_output: self.reserve_output,
+        }
+    }
+}
+
+/// The options of `cutctx session`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct SessionArgs {
+    /// The request's format.
+    #[arg(long, value_parser = format_name())]
+    format: Format,
+    /// The window: the whole prompt (tools, system, messages) plus --reserve-output, in tokens.
+    #[arg(long)]
+    window: u64,
+    /// The settings shared with `replay`.
+    #[command(flatten)]
+    tuning: TuningArgs,
+    /// A command that writes one summary: it gets the request as JSON on standard input.
+    #[arg(long)]
+    summarize_with: Option<String>,
+    /// Anthropic: mark the end of the compacted prefix with cache_control after a firing.
+    #[arg(long, value_parser = breakpoints(), default_value = Breakpoints::Off.as_str())]
+    cache_breakpoints: Breakpoints,
+    /// The session's state file: read when it exists, then replaced (atomically).
+    #[arg(long)]
+    pub(crate) state: PathBuf,
+    /// Append a receipt of each firing to this ledger (arcaeon's format).
+    #[arg(long)]
+    pub(crate) ledger: Option<PathBuf>,
+    /// The compactor the receipt names (default `cutctx/<version>`).
+    #[arg(long, requires = "ledger")]
+    pub(crate) compactor: Option<String>,
+    /// Drop (never invent) what makes the history invalid for its provider before the step,
+    /// as `compact --repair` does; each drop is listed on standard error.
+    #[arg(long)]
+    repair: bool,
+}
+
+impl SessionArgs {
+    /// The options as the operations library takes them (the files are the binary's).
+    pub(crate) fn options(&self) -> cutctx_ops::session::SessionOptions {
+        cutctx_ops::session::SessionOptions {
+            format: self.format,
+            window: self.window,
+            tuning: self.tuning.options(),
+            summarize_with: self.summarize_with.clone(),
+            cache_breakpoints: self.cache_breakpoints,
+            repair: self.repair,
+        }
+    }
+}
+
+/// The options of `cutctx replay`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct ReplayArgs {
+    /// The run's format.
+    #[arg(long, value_parser = format_name())]
+    format: Format,
+    /// The window, in tokens.
+    #[arg(long, conflicts_with = "window_fraction")]
+    window: Option<u64>,
+    /// The window, as a fraction of the whole run's final size (default 0.7).
+    #[arg(long)]
+    window_fraction: Option<f64>,
+    /// anthropic (the default), openai, deepseek, or a JSON price table file.
+    #[arg(long, default_value = "anthropic")]
+    pub(crate) pricing: String,
+    /// Draw context size and cumulative cost per call to this SVG file.
+    #[arg(long)]
+    pub(crate) svg: Option<PathBuf>,
+    /// Print the figures as one line of JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Where the requests carry cache breakpoints (Anthropic-style pricing): `shared` (the
+    /// default) marks every strategy's system prefix and last message alike; `session-only`
+    /// marks the system prefix of the session's requests alone.
+    #[arg(long, value_parser = marks(), default_value = ReplayMarks::Shared.as_str())]
+    marks: ReplayMarks,
+    /// Start the run with its tools and system prompt already cached, as when many
+    /// conversations share them; every strategy (and the lower bound) starts equally warm.
+    /// Off by default: nothing is shared between runs.
+    #[arg(long)]
+    warm_prefix: bool,
+    /// The settings shared with `session`.
+    #[command(flatten)]
+    tuning: TuningArgs,
+}
+
+impl ReplayArgs {
+    /// The options as the operations library takes them (the SVG file is the binary's).
+    pub(crate) fn options(&self) -> cutctx_ops::session::ReplayRun {
+        cutctx_ops::session::ReplayRun {
+            format: self.format,
+            window: self.window,
+            window_fraction: self.window_fraction,
+            pricing: self.pricing.clone(),
+            json: self.json,
+            marks: self.marks,
+            warm_prefix: self.warm_prefix,
+            tuning: self.tuning.options(),
+        }
+    }
+}
+
+/// The options of `cutctx batch`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct BatchArgs {
+    /// The JSONL file of requests (`.gz` and `.zst` read directly), or `-` for standard input.
+    input: PathBuf,
+    /// The format, budget, policy and summaries, as `cutctx compact --format` takes them.
+    #[command(flatten)]
+    format: FormatArgs,
+    /// How many lines are compacted at once (default: every core).
+    #[arg(long)]
+    jobs: Option<NonZeroUsize>,
+    /// Write one JSON line per failed input line to this file: `{"code", "details", "line",
+    /// "message"}` (replaced atomically at the end of the run).
+    #[arg(long)]
+    errors: Option<PathBuf>,
+    /// Append one receipt per compacted line (not for unchanged or failed ones) to this ledger.
+    #[arg(long)]
+    ledger: Option<PathBuf>,
+    /// The compactor the receipts name (default `cutctx/<version>`).
+    #[arg(long, requires = "ledger")]
+    compactor: Option<String>,
+}
+
+impl BatchArgs {
+    /// The options as the operations library takes them.
+    pub(crate) fn options(&self) -> cutctx_ops::batch::BatchOptions {
+        cutctx_ops::batch::BatchOptions {
+            input: self.input.clone(),
+            format: self.format.options(),
+            summaries: self.format.summaries.clone(),
+            jobs: self.jobs,
+            errors: self.errors.clone(),
+            ledger: self.ledger.clone(),
+            compactor: self.compactor.clone(),
+        }
+    }
+}

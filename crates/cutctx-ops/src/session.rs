@@ -1,0 +1,448 @@
+//! `cutctx session` and `cutctx replay`: compaction across the calls of an agent loop, and the
+//! replay of a recorded loop that prices strategies against each other.
+//!
+//! Both take texts and return texts, as the other commands do; the binary reads the request,
+//! the state and the price table, and writes the state (atomically), the SVG and the ledger.
+
+use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
+use cutctx::model::details;
+use cutctx::session::{
+    Firing, Marking, PriceTable, Replay, ReplayOptions, Restart, SessionConfig, SessionState,
+    StrategyReport,
+};
+use cutctx::{CompactionError, SummarizationRequest};
+use serde_json::Value;
+
+use crate::OpsError;
+use crate::formats::{from_format, named_policy, summarize_once};
+
+/// Whether `cutctx session` marks the compacted prefix for Anthropic's cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Breakpoints {
+    /// Add `cache_control` at the end of the stable prefix after a firing (Anthropic).
+    Auto,
+    /// Leave the request's marks as they are.
+    #[default]
+    Off,
+}
+
+impl Breakpoints {
+    /// Every setting, in a fixed order.
+    pub const ALL: [Self; 2] = [Self::Auto, Self::Off];
+
+    /// The setting's name, as `--cache-breakpoints` spells it: `"auto"` or `"off"`.
+    ///
+    /// ```
+    /// assert_eq!(cutctx_ops::session::Breakpoints::Auto.as_str(), "auto");
+    /// ```
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Off => "off",
+        }
+    }
+}
+
+/// How `cutctx replay` marks the requests it prices for a provider that caches at breakpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReplayMarks {
+    /// Every strategy marks the end of the system prefix and the last message.
+    #[default]
+    Shared,
+    /// Only the session marks the end of the system prefix (and of its compacted prefix);
+    /// none and stateless mark the last message alone. Favours the session.
+    SessionOnly,
+}
+
+impl ReplayMarks {
+    /// Every setting, in a fixed order.
+    pub const ALL: [Self; 2] = [Self::Shared, Self::SessionOnly];
+
+    /// The setting's name, as `--marks` spells it: `"shared"` or `"session-only"`.
+    ///
+    /// ```
+    /// assert_eq!(cutctx_ops::session::ReplayMarks::SessionOnly.as_str(), "session-only");
+    /// ```
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Shared => "shared",
+            Self::SessionOnly => "session-only",
+        }
+    }
+}
+
+impl From<ReplayMarks> for Marking {
+    fn from(m: ReplayMarks) -> Self {
+        match m {
+            ReplayMarks::Shared => Self::Shared,
+            ReplayMarks::SessionOnly => Self::SessionOnly,
+        }
+    }
+}
+
+/// The settings `session` and `replay` share.
+#[derive(Debug, Clone)]
+pub struct Tuning {
+    /// Fire when the request would exceed TRIGGER × window (default 1.0).
+    pub trigger: Option<f64>,
+    /// When firing, compact down to the untouchable part plus TARGET of the room above it (default 0.2).
+    pub target: Option<f64>,
+    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a policy object.
+    pub policy: Option<String>,
+    /// The prompt id of summarization requests (default compaction.summarize.v1).
+    pub prompt_id: Option<String>,
+    /// How requests are counted: chars:N (default chars:4), o200k_base or cl100k_base.
+    pub estimator: Option<String>,
+    /// How many of the most recent turns are never touched (default 4).
+    pub protected_recent: Option<u64>,
+    /// Tokens kept free for the answer, counted in the window (default 0).
+    pub reserve_output: u64,
+}
+
+/// The options of `cutctx session`.
+#[derive(Debug, Clone)]
+pub struct SessionOptions {
+    /// The request's format.
+    pub format: Format,
+    /// The window: the whole prompt (tools, system, messages) plus --reserve-output, in tokens.
+    pub window: u64,
+    /// The settings shared with `replay`.
+    pub tuning: Tuning,
+    /// A command that writes one summary: it gets the request as JSON on standard input.
+    pub summarize_with: Option<String>,
+    /// Anthropic: mark the end of the compacted prefix with cache_control after a firing.
+    pub cache_breakpoints: Breakpoints,
+    /// Drop (never invent) what makes the history invalid for its provider before the step,
+    /// as `compact --repair` does; each drop is listed on standard error.
+    pub repair: bool,
+}
+
+/// What one `cutctx session` call produces.
+#[derive(Debug, Clone)]
+pub struct SessionOutput {
+    /// The request to send, for standard output.
+    pub output: String,
+    /// The new state file's text.
+    pub state: String,
+    /// A line for standard error when the given state was set aside.
+    pub notice: Option<String>,
+    /// The firing, when this call compacted (for the ledger's receipt).
+    pub firing: Option<Firing>,
+    /// What `--repair` dropped, one line each for standard error.
+    pub repairs: Vec<String>,
+}
+
+fn estimator_spec(text: Option<&str>) -> Result<EstimatorSpec, OpsError> {
+    text.map_or_else(
+        || Ok(EstimatorSpec::default()),
+        |s| s.parse().map_err(from_format),
+    )
+}
+
+fn config(
+    format: Format,
+    window: u64,
+    tuning: &Tuning,
+    breakpoints: Breakpoints,
+) -> Result<SessionConfig, OpsError> {
+    let spec = estimator_spec(tuning.estimator.as_deref())?;
+    let config = SessionConfig {
+        format,
+        window,
+        reserve_output: tuning.reserve_output,
+        trigger: tuning.trigger.unwrap_or(SessionConfig::DEFAULT_TRIGGER),
+        target: tuning.target.unwrap_or(SessionConfig::DEFAULT_TARGET),
+        protected_recent: tuning
+            .protected_recent
+            .unwrap_or(cutctx::CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
+        policy: named_policy(tuning.policy.as_deref(), tuning.prompt_id.as_deref(), spec)?,
+        estimator: spec.estimator().map_err(from_format)?,
+        cache_breakpoints: breakpoints == Breakpoints::Auto,
+    };
+    config.check()?;
+    Ok(config)
+}
+
+impl From<FormatError> for OpsError {
+    fn from(e: FormatError) -> Self {
+        from_format(e)
+    }
+}
+
+/// `cutctx session`: the request to send for `request_text` (the whole history), given the
+/// state file's text (`None` when there is none yet), and the new state.
+///
+/// # Errors
+///
+/// `INPUT_ERROR` for a request that is not JSON; `FORMAT_*` for one its provider would
+/// refuse; `VALIDATION_ERROR` for bad settings and for a state file that is corrupt, of
+/// another version or of another format; `COMPACTION_BUDGET_UNSATISFIABLE` when the
+/// untouchable part cannot fit the window; `COMPACTION_SUMMARY_MISSING` at a firing that needs
+/// summaries without `--summarize-with`; `SUMMARIZER_ERROR`.
+pub fn session(
+    args: &SessionOptions,
+    request_text: &str,
+    state_text: Option<&str>,
+) -> Result<SessionOutput, OpsError> {
+    let format = args.format;
+    let config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
+    let mut request: Value = crate::error::parse_json("the request", request_text)?;
+    let mut repairs = Vec::new();
+    if args.repair {
+        // Repair is a function of the history alone, so a history that grows by appending
+        // repairs to a history that grows by appending, and the session continues.
+        let (repaired, done) = cutctx::formats::repair(format, request).map_err(from_format)?;
+        request = repaired;
+        repairs = done;
+    }
+    let previous = state_text
+        .map(|t| SessionState::from_json(t, format))
+        .transpose()?;
+    let command = args.summarize_with.as_deref();
+    let mut summarize = |pt: &ProviderTranscript,
+                         r: &SummarizationRequest|
+     -> Result<String, OpsError> {
+        match command {
+            Some(c) => summarize_once(c, r.group_id(), &pt.summarization_input(r).to_string()),
+            None => Err(OpsError::from(CompactionError::SummaryMissing {
+                message: format!(
+                    "the session fired and summarization request {} needs a summary; pass --summarize-with CMD, or a policy that does not summarize",
+                    r.group_id()
+                ),
+                details: details! { "group_id" => r.group_id(), "target_tokens" => r.target_tokens(), "turn_ids" => r.turn_ids().iter().map(|i| &**i).collect::<Vec<_>>() },
+            })),
+        }
+    };
+    let step = cutctx::session::step(&config, previous.as_ref(), &request, &mut summarize)?;
+    let notice = step.restarted.map(|r| match r {
+        Restart::Rewound { known, given } => format!(
+            "cutctx session: the history has {given} messages, fewer than the {known} the state describes; starting a new session"
+        ),
+        Restart::Diverged { known } => format!(
+            "cutctx session: the history's first {known} messages are not those the state describes; starting a new session"
+        ),
+    });
+    let untouched = step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;
+    let output = if untouched && repairs.is_empty() {
+        // Never compacted: the request as it came, byte for byte.
+        let mut text = request_text.to_owned();
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text
+    } else {
+        let pretty = request_text.trim().contains('\n');
+        let text = if pretty {
+            serde_json::to_string_pretty(&step.request)
+        } else {
+            serde_json::to_string(&step.request)
+        };
+        text.map_err(|e| {
+            OpsError::validation(
+                format!("the request cannot be written as JSON: {e}"),
+                details! {},
+            )
+        })? + "\n"
+    };
+    Ok(SessionOutput {
+        output,
+        state: step.state.to_json(),
+        notice,
+        firing: step.firing,
+        repairs: repairs.iter().map(crate::formats::repair_line).collect(),
+    })
+}
+
+/// The options of `cutctx replay`.
+#[derive(Debug, Clone)]
+pub struct ReplayRun {
+    /// The run's format.
+    pub format: Format,
+    /// The window, in tokens.
+    pub window: Option<u64>,
+    /// The window, as a fraction of the whole run's final size (default 0.7).
+    pub window_fraction: Option<f64>,
+    /// anthropic (the default), openai, deepseek, or a JSON price table file.
+    pub pricing: String,
+    /// Print the figures as one line of JSON instead of a table.
+    pub json: bool,
+    /// Where the requests carry cache breakpoints (Anthropic-style pricing): `shared` (the
+    /// default) marks every strategy's system prefix and last message alike; `session-only`
+    /// marks the system prefix of the session's requests alone.
+    pub marks: ReplayMarks,
+    /// Start the run with its tools and system prompt already cached, as when many
+    /// conversations share them; every strategy (and the lower bound) starts equally warm.
+    /// Off by default: nothing is shared between runs.
+    pub warm_prefix: bool,
+    /// The settings shared with `session`.
+    pub tuning: Tuning,
+}
+
+/// The price table `--pricing` names: a shipped one, or the text of a file (`file_text`).
+///
+/// # Errors
+///
+/// `VALIDATION_ERROR` for a table file that is not one.
+pub fn prices(name: &str, file_text: Option<&str>) -> Result<PriceTable, OpsError> {
+    if let Some(t) = PriceTable::named(name) {
+        return Ok(t);
+    }
+    let Some(text) = file_text else {
+        return Err(OpsError::validation(
+            format!(
+                "unknown price table {name:?}; expected {} or a JSON price table file",
+                PriceTable::NAMES.join(", ")
+            ),
+            details! { "pricing" => name },
+        ));
+    };
+    PriceTable::from_json(text).map_err(|why| {
+        OpsError::validation(
+            format!("the price table is not valid: {why}"),
+            details! { "document" => "price table" },
+        )
+    })
+}
+
+/// `cutctx replay`: the three strategies' figures over the run `run_text`, as a table (or one
+/// line of JSON), and the SVG's text.
+///
+/// # Errors
+///
+/// `INPUT_ERROR` for text that is not JSON; `FORMAT_*` for a run its provider would refuse;
+/// `VALIDATION_ERROR` for bad settings.
+pub fn replay(
+    args: &ReplayRun,
+    run_text: &str,
+    prices: &PriceTable,
+) -> Result<(String, String), OpsError> {
+    let format = args.format;
+    let run: Value = crate::error::parse_json("the run", run_text)?;
+    let window = match args.window {
+        Some(w) => w,
+        None => {
+            let fraction = args.window_fraction.unwrap_or(0.7);
+            if !(fraction > 0.0 && fraction.is_finite()) {
+                return Err(OpsError::validation(
+                    "--window-fraction must be above 0",
+                    details! { "window_fraction" => fraction },
+                ));
+            }
+            let estimator = estimator_spec(args.tuning.estimator.as_deref())?
+                .estimator()
+                .map_err(from_format)?;
+            let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())?
+                + args.tuning.reserve_output;
+            scaled(full, fraction)
+        }
+    };
+    // Under `--marks session-only` the session is priced as `cutctx session
+    // --cache-breakpoints auto` marks it; under `shared` every strategy is marked alike.
+    let config = config(format, window, &args.tuning, Breakpoints::Auto)?;
+    let options = ReplayOptions {
+        marking: args.marks.into(),
+        warm_prefix: args.warm_prefix,
+    };
+    let replay = cutctx::session::replay_with(&config, prices, &run, options)?;
+    let out = if args.json {
+        json_line(&replay, prices, args.warm_prefix)
+    } else {
+        table(&replay, prices)
+    };
+    Ok((out, crate::svg::chart(&replay, prices)))
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "token counts are far below 2^52; floored on purpose"
+)]
+fn scaled(tokens: u64, fraction: f64) -> u64 {
+    (tokens as f64 * fraction).floor() as u64
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    reason = "token counts are far below 2^52"
+)]
+fn peak_share(r: &StrategyReport, window: u64) -> f64 {
+    r.peak_tokens as f64 / window.max(1) as f64
+}
+
+fn table(replay: &Replay, prices: &PriceTable) -> String {
+    use std::fmt::Write as _;
+    let calls = replay.strategies.first().map_or(0, |s| s.calls);
+    let mut out = format!(
+        "replay: {calls} calls; window {} tokens (the whole run is {}); prices {} ({}, {} {}/M input, cache read {}x, uncached {}x)\n",
+        replay.window,
+        replay.final_tokens,
+        prices.name,
+        prices.model,
+        prices.currency,
+        prices.input_per_million,
+        prices.cache_read,
+        prices.cache_write
+    );
+    let _ = writeln!(
+        out,
+        "{:<10} {:>5} {:>11} {:>9} {:>5} {:>11} {:>12} {:>12} {:>10} {:>11}",
+        "strategy",
+        "calls",
+        "tokens_sent",
+        "cache_hit",
+        "busts",
+        "compactions",
+        "cost_units",
+        format!("cost_{}", prices.currency),
+        "peak_use",
+        "over_window"
+    );
+    for s in &replay.strategies {
+        let _ = writeln!(
+            out,
+            "{:<10} {:>5} {:>11} {:>9.3} {:>5} {:>11} {:>12.1} {:>12.6} {:>10.3} {:>11}",
+            s.name,
+            s.calls,
+            s.tokens_sent,
+            s.hit_rate(),
+            s.busts,
+            s.compactions,
+            s.cost_units,
+            s.cost_money,
+            peak_share(s, replay.window),
+            s.over_window
+        );
+    }
+    let _ = writeln!(
+        out,
+        "lower bound: no strategy that stays under the window where it can pays less than {:.1} units",
+        replay.bound_units
+    );
+    out
+}
+
+fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
+    let strategies: Vec<Value> = replay
+        .strategies
+        .iter()
+        .map(|s| {
+            serde_json::json!({
+                "name": s.name, "calls": s.calls, "tokens_sent": s.tokens_sent,
+                "cached_tokens": s.cached_tokens, "hit_rate": s.hit_rate(), "busts": s.busts,
+                "compactions": s.compactions, "cost_units": s.cost_units, "cost_money": s.cost_money,
+                "peak_tokens": s.peak_tokens, "over_window": s.over_window,
+                "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
+                "fitting_tokens": s.fitting_tokens, "fitting_cached": s.fitting_cached,
+            })
+        })
+        .collect();
+    let v = serde_json::json!({
+        "window": replay.window, "final_tokens": replay.final_tokens,
+        "bound_units": replay.bound_units, "warm_prefix": warm,
+        "prices": prices.name, "currency": prices.currency, "strategies": strategies,
+    });
+    format!("{v}\n")
+}
