@@ -41,12 +41,12 @@ use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
 use crate::content::Text;
+use crate::hand_read::{Lex, ReadMessage, Str, once};
 use crate::ids::Ids;
 use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem, message_id};
 use crate::openai_chat::with_field;
-use crate::quick::{Lex, ReadMessage, Str, once};
+use crate::tool_input;
 use crate::validate::{Rule, Violation, shape};
-use crate::verbatim;
 use crate::{Format, FormatError};
 
 const FORMAT: Format = Format::Anthropic;
@@ -665,7 +665,7 @@ enum Block<'a> {
 /// A `tool_use` block's `input`, as a turn's text holds it (see [`Text::push_json`]).
 #[derive(Debug)]
 enum Input<'a> {
-    /// An object written from the request's text (see [`verbatim::plain_object`]).
+    /// An object written from the request's text (see [`tool_input::plain_object`]).
     Written(Cow<'a, str>),
     /// Any other value, parsed.
     Value(Value),
@@ -674,7 +674,7 @@ enum Input<'a> {
 impl<'a> Input<'a> {
     fn read(lex: &mut Lex<'a>) -> Option<Self> {
         let raw = lex.raw()?;
-        match verbatim::plain_object(raw) {
+        match tool_input::plain_object(raw) {
             Some(written) => Some(Self::Written(written)),
             None => serde_json::from_str(raw).ok().map(Self::Value),
         }

@@ -10,7 +10,7 @@ use std::sync::{Arc, LazyLock};
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
-use crate::quick::{Str, Written};
+use crate::hand_read::{Str, Written};
 
 /// The fixed estimate of one image, file, document or audio part, in tokens.
 ///
@@ -22,7 +22,7 @@ pub const MEDIA_TOKEN_ESTIMATE: u64 = 765;
 /// The content of every turn whose content is left in the request: one allocation, shared.
 static EMPTY: LazyLock<Arc<str>> = LazyLock::new(|| Arc::from(""));
 
-/// Decodes a written piece onto `out`. [`Lex::written`](crate::quick::Lex::written) checked
+/// Decodes a written piece onto `out`. [`Lex::written`](crate::hand_read::Lex::written) checked
 /// that it decodes: a piece that does not is a broken invariant.
 fn decode_written(piece: Written<'_>, out: &mut String) {
     let decoded = piece.decode_onto(out);
@@ -149,7 +149,7 @@ impl<'a> Text<'a> {
     }
 
     /// An object as [`Text::push_json`] writes it, given written already (by
-    /// [`crate::verbatim::plain_object`]).
+    /// [`crate::tool_input::plain_object`]).
     pub(crate) fn push_json_text(&mut self, written: &str) {
         self.append(written);
     }

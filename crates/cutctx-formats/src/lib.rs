@@ -78,32 +78,33 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
-#[cfg(test)]
-mod agree;
-mod ahead;
 pub mod anthropic;
+mod anthropic_one_walk;
 #[cfg(feature = "bpe")]
 mod bpe;
+mod check_as_read;
 mod content;
-mod deferred;
 mod error;
 mod estimate;
-mod fused;
+mod hand_read;
 mod ids;
+mod left_in_text;
 mod mapping;
-mod one_walk;
 pub mod openai_chat;
 pub mod openai_responses;
 mod policies;
 mod prompt;
-mod quick;
+mod read_ahead;
+#[cfg(test)]
+mod readers_agree;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
+mod roles;
 mod scan;
 mod text;
+mod tool_input;
 mod validate;
-mod verbatim;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -120,13 +121,13 @@ pub use content::MEDIA_TOKEN_ESTIMATE;
 pub use cutctx_policies::registry::POLICY_NAMES;
 pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
+use hand_read::ReadMessage;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
 use mapping::{Messages, Rendered, Source};
 pub use policies::policy_named;
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
 };
-use quick::ReadMessage;
 pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use text::TextParts;
 pub use validate::{Rule, Violation, validate};
@@ -181,6 +182,28 @@ pub fn is_model_item(format: Format, item: &serde_json::Value) -> bool {
     }
 }
 
+/// Whether `message` (of a `format` request's message list) is a system message: an OpenAI
+/// `system` or `developer` message. Anthropic's system prompt is not a message, so none of its
+/// messages is one.
+///
+/// ```
+/// use cutctx_formats::{Format, is_system_message};
+/// use serde_json::json;
+/// let developer = json!({"role": "developer", "content": "Be brief."});
+/// assert!(is_system_message(Format::OpenAiResponses, &developer));
+/// assert!(!is_system_message(Format::Anthropic, &json!({"role": "user", "content": "Hi"})));
+/// ```
+#[must_use]
+pub fn is_system_message(format: Format, message: &serde_json::Value) -> bool {
+    let role = message.get("role").and_then(serde_json::Value::as_str);
+    match format {
+        Format::OpenAiChat | Format::OpenAiResponses => {
+            role.and_then(roles::openai_role) == Some(cutctx_model::Role::System)
+        }
+        Format::Anthropic => false,
+    }
+}
+
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -224,7 +247,7 @@ pub struct ProviderTranscript {
     layout: Option<text::Layout>,
     /// The turns whose content is left in that text, by position
     /// ([`ProviderTranscript::from_text_deferred`]).
-    deferred: Vec<mapping::Deferred>,
+    deferred: Vec<mapping::LeftContent>,
 }
 
 /// A compacted provider request as text, with cutctx's report and view: what
@@ -344,8 +367,13 @@ impl ProviderTranscript {
         estimator: &dyn TokenEstimator,
         reading: Reading,
     ) -> Option<Self> {
-        let (text::Read { shell, layout }, mut built) =
-            read_and_map(format, text, estimator, reading, ahead::AHEAD_FROM_BYTES)?;
+        let (text::Read { shell, layout }, mut built) = read_and_map(
+            format,
+            text,
+            estimator,
+            reading,
+            read_ahead::AHEAD_FROM_BYTES,
+        )?;
         // An Anthropic message may hold several turns, so its lists are sized by messages
         // and grow past that by doubling; the spare room would stay held to the end, through
         // the rendering, where the run's memory peaks.
@@ -900,11 +928,13 @@ enum Plains<'a> {
 }
 
 /// A Chat list mapped as the scan reads it.
-type ChatMapper<'a> =
-    fused::Mapper<fused::Mapping<openai_chat::Check, openai_chat::Build>, openai_chat::Plain<'a>>;
+type ChatMapper<'a> = check_as_read::Mapper<
+    check_as_read::Mapping<openai_chat::Check, openai_chat::Build>,
+    openai_chat::Plain<'a>,
+>;
 /// A Responses list mapped as the scan reads it.
-type ResponsesMapper<'a> = fused::Mapper<
-    fused::Mapping<openai_responses::Check, openai_responses::Build>,
+type ResponsesMapper<'a> = check_as_read::Mapper<
+    check_as_read::Mapping<openai_responses::Check, openai_responses::Build>,
     openai_responses::Plain<'a>,
 >;
 
@@ -931,19 +961,20 @@ fn read_and_map(
     /// on another core ([`ahead`]), to the same readings: about where reading and mapping on
     /// this thread take as long as reading on the other. The helper's readings go back to it
     /// to be freed.
-    fn scan_mapping<S: fused::MapsAsRead<P>, P: Send>(
+    fn scan_mapping<S: check_as_read::MapsAsRead<P>, P: Send>(
         text: &str,
         key: &str,
         read: impl Fn(usize) -> Option<(P, usize)> + Sync,
         mapping: S,
         estimator: &dyn TokenEstimator,
         ahead_from: usize,
-    ) -> Option<(text::Read, Option<fused::Mapper<S, P>>)> {
-        let mut mapper = fused::Mapper::new(mapping);
+    ) -> Option<(text::Read, Option<check_as_read::Mapper<S, P>>)> {
+        let mut mapper = check_as_read::Mapper::new(mapping);
         let (read_list, scanned) = std::thread::scope(|scope| {
             let parallelism = Parallelism::Automatic;
             let cut = text.len() / 10;
-            let mut ahead = ahead::Ahead::start(scope, text, parallelism, ahead_from, cut, &read);
+            let mut ahead =
+                read_ahead::Ahead::start(scope, text, parallelism, ahead_from, cut, &read);
             text::read_with(text, key, &mut |start| {
                 let (reading, read_ahead) = ahead.take_or_read(start, &read);
                 match reading {
@@ -970,7 +1001,7 @@ fn read_and_map(
     let (read, plains) = match (reading, format) {
         (Reading::Values, _) => (text::read(text, key)?, Plains::None),
         (_, Format::OpenAiChat) => {
-            let mapping = fused::Mapping {
+            let mapping = check_as_read::Mapping {
                 check: openai_chat::Check::default(),
                 build: openai_chat::Build::growing(text.len() / MESSAGE_BYTES),
             };
@@ -979,7 +1010,7 @@ fn read_and_map(
             (read, mapper.map_or(Plains::None, Plains::Chat))
         }
         (_, Format::OpenAiResponses) => {
-            let mapping = fused::Mapping {
+            let mapping = check_as_read::Mapping {
                 check: openai_responses::Check::default(),
                 build: openai_responses::Build::growing(text.len() / MESSAGE_BYTES),
             };
@@ -993,7 +1024,9 @@ fn read_and_map(
         // as the scan finds it instead, and dropped there ([`one_walk`]); what that walk does
         // not take is read from the scan's spans, each message as the builder takes it.
         (_, Format::Anthropic) => {
-            if let Some(done) = one_walk::anthropic(text, key, estimator, defer, ahead_from) {
+            if let Some(done) =
+                anthropic_one_walk::anthropic(text, key, estimator, defer, ahead_from)
+            {
                 return Some(done);
             }
             (text::read(text, key)?, Plains::None)

@@ -11,7 +11,7 @@ use cutctx_model::{Transcript, TranscriptTurn, details};
 use serde_json::{Map, Value};
 
 use crate::FormatError;
-use crate::quick::Written;
+use crate::hand_read::Written;
 
 /// The text of the user message inserted when compaction would otherwise leave a request
 /// without a message, or (Anthropic) starting with an assistant message.
@@ -62,13 +62,13 @@ pub(crate) struct Built {
     pub(crate) turns: Vec<TranscriptTurn>,
     pub(crate) sources: Vec<TurnSource>,
     /// The turns whose content is left in the request, by increasing position.
-    pub(crate) deferred: Vec<Deferred>,
+    pub(crate) deferred: Vec<LeftContent>,
 }
 
 /// A turn whose content is left in the request (its transcript turn shows it empty): the
 /// content is the string written at `span`, decoded.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Deferred {
+pub(crate) struct LeftContent {
     /// The turn's position.
     pub(crate) position: usize,
     /// Where the string lies in the request, between its quotes.
@@ -117,7 +117,7 @@ impl Built {
                 turn.content().is_empty(),
                 "a deferred content is left empty"
             );
-            self.deferred.push(Deferred {
+            self.deferred.push(LeftContent {
                 position: self.turns.len(),
                 span: w.span(),
                 canonical: w.is_canonical(),

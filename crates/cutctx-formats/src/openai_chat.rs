@@ -31,12 +31,13 @@ use cutctx_model::{Role, TranscriptTurn};
 use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
+use crate::check_as_read::{Mapping, MapsAsRead};
 use crate::content::Text;
-use crate::fused::{Mapping, MapsAsRead};
+use crate::hand_read::{Lex, ReadMessage, Str, once};
 use crate::mapping::{
     Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
 };
-use crate::quick::{Lex, ReadMessage, Str, once};
+use crate::roles::openai_role;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -215,9 +216,9 @@ impl Check {
             return Ok(());
         }
         close(self.open.take())?;
-        match role {
-            "system" | "developer" | "user" => {}
-            "assistant" => {
+        match openai_role(role) {
+            Some(Role::System | Role::User) => {}
+            Some(Role::Assistant) => {
                 let ids = call_ids(i, map)?;
                 let no_content = match map.get("content") {
                     None | Some(Value::Null) => true,
@@ -243,7 +244,8 @@ impl Check {
                     self.open = Some((i, ids, calls, BTreeSet::new()));
                 }
             }
-            _ => {
+            // A tool message was checked above.
+            Some(Role::Tool) | None => {
                 return Err(Violation::new(
                     FORMAT,
                     Rule::UnknownRole,
@@ -274,9 +276,9 @@ impl Check {
         {
             return None;
         }
-        match role {
-            "system" | "developer" | "user" => self.open = None,
-            "assistant" => {
+        match openai_role(role) {
+            Some(Role::System | Role::User) => self.open = None,
+            Some(Role::Assistant) => {
                 // An assistant message without `tool_calls` calls nothing.
                 let calls = m.calls.as_deref().unwrap_or_default();
                 let ids: Vec<String> = calls.iter().map(|c| c.id.clone().into_owned()).collect();
@@ -381,10 +383,10 @@ impl Build {
             .ok_or_else(|| missing(i, "role"))?;
         let mut text = Text::default();
         text.push_content(m.get("content").unwrap_or(&Value::Null));
-        let (role, key) = match role_name {
-            "system" | "developer" => (Role::System, None),
-            "user" => (Role::User, None),
-            "tool" => {
+        let (role, key) = match openai_role(role_name) {
+            Some(Role::System) => (Role::System, None),
+            Some(Role::User) => (Role::User, None),
+            Some(Role::Tool) => {
                 let call = m
                     .get("tool_call_id")
                     .and_then(Value::as_str)
@@ -435,10 +437,10 @@ impl Build {
         if let Some(Some(content)) = &m.content {
             text.push_str(content);
         }
-        let (role, key) = match &*m.role {
-            "system" | "developer" => (Role::System, None),
-            "user" => (Role::User, None),
-            "tool" => {
+        let (role, key) = match openai_role(&m.role) {
+            Some(Role::System) => (Role::System, None),
+            Some(Role::User) => (Role::User, None),
+            Some(Role::Tool) => {
                 let call = m
                     .tool_call_id
                     .as_deref()

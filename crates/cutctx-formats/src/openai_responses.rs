@@ -35,10 +35,11 @@ use cutctx_model::{IdHashMap, Role, TranscriptTurn};
 use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
 
+use crate::check_as_read::{Mapping, MapsAsRead};
 use crate::content::Text;
-use crate::fused::{Mapping, MapsAsRead};
+use crate::hand_read::{Lex, ReadMessage, Str, once};
 use crate::mapping::{Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem};
-use crate::quick::{Lex, ReadMessage, Str, once};
+use crate::roles::openai_role;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -138,11 +139,11 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
                 || format!("{}.content", path(i)),
             )?;
         }
-        return match role {
-            "user" => Ok(Kind::Prompt(Role::User)),
-            "system" | "developer" => Ok(Kind::Prompt(Role::System)),
-            "assistant" => Ok(Kind::Answer),
-            _ => Err(Violation::new(
+        return match openai_role(role) {
+            Some(Role::User) => Ok(Kind::Prompt(Role::User)),
+            Some(Role::System) => Ok(Kind::Prompt(Role::System)),
+            Some(Role::Assistant) => Ok(Kind::Answer),
+            Some(Role::Tool) | None => Err(Violation::new(
                 FORMAT,
                 Rule::UnknownRole,
                 Some(i),
@@ -680,11 +681,11 @@ impl<'a> ReadMessage<'a> for Plain<'a> {
         })?;
         let shape = match ty.as_deref() {
             None | Some("message") => {
-                let kind = match role?.as_ref() {
-                    "user" => Kind::Prompt(Role::User),
-                    "system" | "developer" => Kind::Prompt(Role::System),
-                    "assistant" => Kind::Answer,
-                    _ => return None,
+                let kind = match openai_role(role?.as_ref()) {
+                    Some(Role::User) => Kind::Prompt(Role::User),
+                    Some(Role::System) => Kind::Prompt(Role::System),
+                    Some(Role::Assistant) => Kind::Answer,
+                    Some(Role::Tool) | None => return None,
                 };
                 let other = call_id.is_some() || name.is_some() || arguments.is_some();
                 if other || output.is_some() {

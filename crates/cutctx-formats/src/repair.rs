@@ -206,6 +206,7 @@ mod chat {
 
     use super::{RepairKind, record};
     use crate::Repair;
+    use cutctx_model::Role;
 
     /// The assistant message whose calls the following `tool` messages answer.
     struct Run {
@@ -280,10 +281,11 @@ mod chat {
             return Step::Drop;
         }
         close(open.take(), kept, repairs);
-        match role.as_str() {
-            "system" | "developer" | "user" => Step::Keep(m),
-            "assistant" => assistant(m, position, kept.len(), open, repairs),
-            _ => Step::Stop(m),
+        match crate::roles::openai_role(&role) {
+            Some(Role::System | Role::User) => Step::Keep(m),
+            Some(Role::Assistant) => assistant(m, position, kept.len(), open, repairs),
+            // A tool message was stepped above.
+            Some(Role::Tool) | None => Step::Stop(m),
         }
     }
 

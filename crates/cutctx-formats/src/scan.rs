@@ -12,7 +12,7 @@
 
 use std::ops::Range;
 
-use crate::quick::value_end;
+use crate::hand_read::value_end;
 
 /// How deep a field's value or a message may nest for the scan to take it: far more than a
 /// message needs, and under the parser's limit, which then has the final word.

@@ -233,7 +233,7 @@ impl<'de> Visitor<'de> for ListVisitor {
 /// The span, within `message` (an object's text), of the value of its field `key`: the last
 /// one, as a parsed value keeps the last of repeated keys.
 fn field_span(message: &str, key: &str) -> Option<Range<usize>> {
-    match crate::quick::field_span(message, key) {
+    match crate::hand_read::field_span(message, key) {
         Some(found) => found,
         None => field_span_parsed(message, key),
     }
@@ -514,7 +514,7 @@ pub(crate) fn patch_spans(
             (None, Some(j)) => {
                 let content = field_span(message, "content")?;
                 let array = message.get(content.clone())?;
-                let block = match crate::quick::item_span(array, j) {
+                let block = match crate::hand_read::item_span(array, j) {
                     Some(item) => content.start + item.start..content.start + item.end,
                     None => {
                         let blocks: Vec<&RawValue> = serde_json::from_str(array).ok()?;

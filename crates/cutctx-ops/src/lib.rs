@@ -22,16 +22,16 @@
 pub mod batch;
 mod error;
 pub mod formats;
-mod head;
 pub mod input;
 pub mod ledger;
-mod left;
+mod left_in_text;
 pub mod output;
+mod plan_head;
 pub mod request;
 pub mod session;
 mod svg;
 mod text;
-mod two;
+mod two_threads;
 
 pub use error::{INPUT_ERROR, INTERNAL_ERROR, OUTPUT_ERROR, OpsError, USAGE_ERROR};
 
@@ -50,7 +50,7 @@ pub fn plan(request_text: &str) -> Result<String, OpsError> {
     let plan = match request::parse_leaving(request_text) {
         Some(leaving) => {
             let mut leaving = leaving?;
-            left::plan(
+            left_in_text::plan(
                 &mut leaving.request,
                 &text::Text::Whole(request_text.into()),
                 &mut leaving.left,
@@ -80,7 +80,7 @@ pub fn plan_file(
     };
     let mut leaving = leaving?;
     let text = text::Text::File(file);
-    let plan = left::plan(&mut leaving.request, &text, &mut leaving.left)?;
+    let plan = left_in_text::plan(&mut leaving.request, &text, &mut leaving.left)?;
     Ok(plan.canonical_json() + "\n")
 }
 
@@ -116,7 +116,7 @@ pub struct Compacted {
     out: cutctx::CompactedTranscript,
     /// The request's text, when the view's kept contents are written from it, with where
     /// they lie.
-    left: Option<(left::LeftText, left::Located)>,
+    left: Option<(left_in_text::LeftText, left_in_text::Located)>,
 }
 
 /// How many bytes of the transcript [`Compacted::write_to`] gathers before writing them.
@@ -128,7 +128,7 @@ impl Compacted {
     pub fn into_text(mut self) -> String {
         let mut text = String::new();
         if self.head {
-            head::push_head(&self.plan, &mut text);
+            plan_head::push_head(&self.plan, &mut text);
         } else {
             text.push('{');
         }
@@ -171,14 +171,14 @@ impl Compacted {
     ///
     /// With `copy` and a length, runs of kept turns written as their records stand in a
     /// request file, at least that long, are handed to it as ranges of the file (see
-    /// [`left::LeftText::write_view`]).
+    /// [`left_in_text::LeftText::write_view`]).
     fn write_transcript<E>(
         &self,
         buf: &mut String,
         part: usize,
         drain: impl FnMut(&mut String) -> Result<(), E>,
         read_failed: impl Fn(std::io::Error) -> E,
-        copy: Option<(left::CopyRun<'_, E>, usize)>,
+        copy: Option<(left_in_text::CopyRun<'_, E>, usize)>,
     ) -> Result<(), E> {
         let view = &self.out.transcript;
         match &self.left {
@@ -208,7 +208,7 @@ impl Compacted {
         copy: Option<(CopyRange<W>, usize)>,
     ) -> std::io::Result<()> {
         if self.head {
-            head::write_head(&self.plan, out)?;
+            plan_head::write_head(&self.plan, out)?;
         } else {
             out.write_all(b"{")?;
         }
@@ -236,10 +236,10 @@ impl Compacted {
                 Ok::<(), std::io::Error>(())
             },
             // Carried to `output::deliver_with` as the input's error it is.
-            |e| std::io::Error::other(left::read_again_failed(&e, None)),
-            copying
-                .as_mut()
-                .map(|(copy, shortest)| (copy as left::CopyRun<'_, std::io::Error>, *shortest)),
+            |e| std::io::Error::other(left_in_text::read_again_failed(&e, None)),
+            copying.as_mut().map(|(copy, shortest)| {
+                (copy as left_in_text::CopyRun<'_, std::io::Error>, *shortest)
+            }),
         )?;
         let out = out.into_inner();
         out.write_all(b"}\n")?;
@@ -303,7 +303,7 @@ pub fn compact_text(request_text: String) -> Result<Compacted, OpsError> {
     let Some(leaving) = request::parse_leaving(&request_text) else {
         return compact_retaining(request_text);
     };
-    let (mut req, mut text) = left::LeftText::new(leaving?, request_text);
+    let (mut req, mut text) = left_in_text::LeftText::new(leaving?, request_text);
     let plan = text.plan(&mut req)?;
     compacted_with(req, plan, Some(text))
 }
@@ -345,7 +345,7 @@ pub fn compact_file(
     let Some(leaving) = request::parse_leaving_file(&file) else {
         return compact_text(whole(&file)?).map(CompactedFile);
     };
-    let (mut req, mut text) = left::LeftText::in_file(leaving?, file);
+    let (mut req, mut text) = left_in_text::LeftText::in_file(leaving?, file);
     let plan = text.plan(&mut req)?;
     compacted_with(req, plan, Some(text)).map(CompactedFile)
 }
@@ -380,7 +380,7 @@ impl CompactedFile {
     /// As [`CompactedFile::write_to`]; a run the file no longer holds whole is a file that
     /// changed.
     pub fn write_copying_to(&mut self, out: &mut impl output::CopyFrom) -> std::io::Result<()> {
-        self.write_copying_runs_to(out, left::COPIED_RUN_BYTES)
+        self.write_copying_runs_to(out, left_in_text::COPIED_RUN_BYTES)
     }
 
     /// [`CompactedFile::write_copying_to`], copying runs of at least `shortest` bytes.
@@ -400,7 +400,7 @@ impl CompactedFile {
         match &self.0.left {
             Some((text, _)) => text
                 .unchanged()
-                .map_err(|e| std::io::Error::other(left::read_again_failed(&e, None))),
+                .map_err(|e| std::io::Error::other(left_in_text::read_again_failed(&e, None))),
             None => Ok(()),
         }
     }
@@ -419,9 +419,9 @@ fn copy_from_file<W: output::CopyFrom>(
         let short = e.kind() == std::io::ErrorKind::UnexpectedEof;
         match file.unchanged() {
             Ok(()) if !short => e,
-            Ok(()) => std::io::Error::other(left::read_again_failed(&e, Some(range.start))),
+            Ok(()) => std::io::Error::other(left_in_text::read_again_failed(&e, Some(range.start))),
             Err(changed) => {
-                std::io::Error::other(left::read_again_failed(&changed, Some(range.start)))
+                std::io::Error::other(left_in_text::read_again_failed(&changed, Some(range.start)))
             }
         }
     })
@@ -456,7 +456,7 @@ fn compacted(req: request::Request) -> Result<Compacted, OpsError> {
 fn compacted_with(
     mut req: request::Request,
     plan: CompactionPlan,
-    text: Option<left::LeftText>,
+    text: Option<left_in_text::LeftText>,
 ) -> Result<Compacted, OpsError> {
     let plan = Arc::new(plan);
     let threads = Parallelism::Automatic.threads();
@@ -575,7 +575,7 @@ pub fn apply_text(request_text: String, plan_text: &str) -> Result<Compacted, Op
         let plan = stored_plan(&req, plan_text)?;
         return Ok(without_plan(compacted_with(req, plan, None)?));
     };
-    let (req, text) = left::LeftText::new(leaving?, request_text);
+    let (req, text) = left_in_text::LeftText::new(leaving?, request_text);
     let plan = stored_plan(&req, plan_text)?;
     Ok(without_plan(compacted_with(req, plan, Some(text))?))
 }
@@ -595,7 +595,7 @@ pub fn apply_file(
     let Some(leaving) = request::parse_leaving_file(&file) else {
         return apply_text(whole(&file)?, plan_text).map(CompactedFile);
     };
-    let (req, text) = left::LeftText::in_file(leaving?, file);
+    let (req, text) = left_in_text::LeftText::in_file(leaving?, file);
     let plan = stored_plan(&req, plan_text)?;
     Ok(CompactedFile(without_plan(compacted_with(
         req,
@@ -668,7 +668,7 @@ mod tests {
             .left
             .as_ref()
             .expect("contents left in the file");
-        let runs = left.copied_runs(located, super::left::COPIED_RUN_BYTES);
+        let runs = left.copied_runs(located, super::left_in_text::COPIED_RUN_BYTES);
         assert_eq!(runs.len(), 1, "the newest half, one run");
         // Into a vector, and into a file through standard output's writer (a copy the
         // kernel makes).

@@ -26,7 +26,7 @@ pub(crate) enum Text<'a> {
 }
 
 /// How much of a file a thread reads at a time: about a block of the view's turns (see
-/// `left::WRITE_BLOCK_TURNS`), and small enough to stay in a core's own cache.
+/// `left_in_text::WRITE_BLOCK_TURNS`), and small enough to stay in a core's own cache.
 const WINDOW_BYTES: usize = 256 << 10;
 
 thread_local! {

@@ -387,8 +387,10 @@ def test_a_batch_on_several_workers_equals_one_request_at_a_time():
 
     def alone(request):
         try:
-            return compact_json(request, "openai-chat", 60, protected_recent_turns=1,
-                                policy="drop_oldest").decode()
+            out = compact_json(request, "openai-chat", 60, protected_recent_turns=1,
+                               policy="drop_oldest").decode()
+            # The command's line ends with a newline; a batch's items do not.
+            return out.removesuffix("\n")
         except FormatCompactionError:
             return None
 

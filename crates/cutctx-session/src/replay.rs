@@ -353,12 +353,7 @@ impl<'a> Meter<'a> {
 fn system_end(format: Format, request: &Value) -> usize {
     history(format, request)
         .iter()
-        .take_while(|m| {
-            matches!(
-                m.get("role").and_then(Value::as_str),
-                Some("system" | "developer")
-            )
-        })
+        .take_while(|m| cutctx_formats::is_system_message(format, m))
         .count()
 }
 

@@ -20,8 +20,8 @@
 //! * `bpe` (feature `bpe`): BPE counts against tiktoken-rs's own.
 
 mod compaction;
-mod deferred;
 mod errors;
+mod left_in_text;
 mod properties;
 mod realworld;
 mod repair_equivalence;

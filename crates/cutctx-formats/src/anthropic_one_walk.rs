@@ -6,7 +6,7 @@
 //! walking every string twice.
 //!
 //! [`anthropic`] walks once: it checks and maps each message as the scan finds it, then drops
-//! its reading (most of a large list's readings made on another core, [`crate::ahead`], and
+//! its reading (most of a large list's readings made on another core, [`crate::read_ahead`], and
 //! given back to it to be freed). Two things are not known yet at that point. One is the
 //! list's length, which the check needs for one rule (a final assistant message may be
 //! empty), so the check is [`Check::open_ended`], which takes no empty assistant message at
@@ -22,10 +22,10 @@ use cutctx_model::Parallelism;
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
-use crate::ahead::Ahead;
 use crate::anthropic::{self, Build, Check, Plain};
+use crate::hand_read::{ReadMessage, value_end};
 use crate::mapping::Built;
-use crate::quick::{ReadMessage, value_end};
+use crate::read_ahead::Ahead;
 use crate::{NESTING_LIMIT, depth, text};
 
 /// How deep a message not read by hand may nest for this walk to step over it (as the scan).
@@ -34,7 +34,7 @@ const DEPTH: usize = 64;
 /// The request `text` (its list at `key`) read and its messages checked and mapped in one walk,
 /// as the two-walk reader reads them when it accepts the request; `None` when this walk does
 /// not take it (the two-walk reader then says what it is). A list of `ahead_from` bytes or
-/// more is mostly read ahead on another core (the readers use [`crate::ahead::AHEAD_FROM_BYTES`]).
+/// more is mostly read ahead on another core (the readers use [`crate::read_ahead::AHEAD_FROM_BYTES`]).
 pub(crate) fn anthropic(
     text: &str,
     key: &str,
@@ -59,7 +59,7 @@ pub(crate) fn anthropic(
     let read_at = |start: usize| Plain::read_at(text, start, defer);
     let (read, scanned) = std::thread::scope(|scope| {
         // Most of a large list read ahead on another core, as the Chat and Responses readers
-        // do it ([`crate::ahead`]).
+        // do it ([`crate::read_ahead`]).
         let mut ahead = Ahead::start(
             scope,
             text,

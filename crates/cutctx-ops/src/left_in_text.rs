@@ -362,7 +362,7 @@ impl LeftText {
     }
 
     /// As [`LeftText::write_turns`], blocks of turns written on two threads in turn (see
-    /// [`crate::two`]). Writing a view is mostly waiting on memory, each kept content read
+    /// [`crate::two_threads`]). Writing a view is mostly waiting on memory, each kept content read
     /// from a text long out of the caches: a second thread waits beside the first.
     #[allow(
         clippy::too_many_arguments,
@@ -399,7 +399,7 @@ impl LeftText {
             Some(e) => Err(read_failed(e)),
             None => drain(buf),
         };
-        crate::two::on_two(blocks, write_block, buf, part, &mut checked_drain)?;
+        crate::two_threads::on_two(blocks, write_block, buf, part, &mut checked_drain)?;
         // The last blocks' failure, if any, before their bytes are drained.
         take_failed().map_or(Ok(()), |e| Err(read_failed(e)))
     }

@@ -9,8 +9,8 @@ use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use serde_json::{Value, json};
 
+use crate::hand_read::ReadMessage;
 use crate::mapping::Built;
-use crate::quick::ReadMessage;
 use crate::{Format, Plains, Reading, each_message, list_key, map_messages, read_and_map, text};
 
 /// `built` with the contents it left in `text` read in, each checked to have been left
@@ -100,7 +100,7 @@ fn agreed(format: Format, text: &str) -> Option<Built> {
         for span in &r.layout.items {
             let message = &text[span.clone()];
             for key in ["content", "role", "output", "tool_calls", "none"] {
-                if let Some(found) = crate::quick::field_span(message, key) {
+                if let Some(found) = crate::hand_read::field_span(message, key) {
                     assert_eq!(found, text::field_span_parsed(message, key), "{message}");
                 }
             }

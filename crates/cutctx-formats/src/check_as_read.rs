@@ -1,7 +1,7 @@
 //! Messages checked and mapped as the scan of the list reads them, each reading used as it is
 //! made rather than held for a second pass over the list.
 //!
-//! The scan hands the readings over in order, most of them made on another core ([`crate::ahead`]);
+//! The scan hands the readings over in order, most of them made on another core ([`crate::read_ahead`]);
 //! while every message so far was read by hand and passed its format's check, the next is
 //! checked and turned into its turn at once, and the reading goes back to whoever made it. From
 //! the first message that was not (a reader declined it, or the check did), the readings are

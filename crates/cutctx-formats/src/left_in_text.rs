@@ -24,7 +24,7 @@ use cutctx_model::{
 use cutctx_policies::ahead::{Ahead, WithAhead};
 use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
 
-use crate::mapping::{Deferred, Piece, Rendered};
+use crate::mapping::{LeftContent, Piece, Rendered};
 use crate::{Format, FormatError, ProviderTranscript, Reading, not_the_text};
 
 impl ProviderTranscript {
@@ -252,7 +252,7 @@ const STEPS: usize = 4;
 
 /// The index of the left content of the turn at `position` in `deferred` (in position
 /// order): looked for in the few from `from` on, then searched for in the whole list.
-fn find_from(deferred: &[Deferred], from: usize, position: usize) -> Option<usize> {
+fn find_from(deferred: &[LeftContent], from: usize, position: usize) -> Option<usize> {
     // Past the end, nothing is near: the whole list is searched below.
     let near = deferred.get(from..).unwrap_or_default().iter().take(STEPS);
     for (k, d) in near.enumerate() {
@@ -272,7 +272,7 @@ fn find_from(deferred: &[Deferred], from: usize, position: usize) -> Option<usiz
 /// there: a string written as the canonical writer writes it is hashed where it lies.
 struct TextDigests<'a> {
     text: &'a str,
-    deferred: &'a [Deferred],
+    deferred: &'a [LeftContent],
     /// The index in `deferred` of each position's left content: a masked turn's content is
     /// looked up twice (its length, to share the hashing out, then its digest), each time in
     /// one step. `None` when a position could not be noted (more contents than a slot counts),
@@ -289,7 +289,7 @@ impl<'a> TextDigests<'a> {
     /// from `text`.
     fn new(
         text: &'a str,
-        deferred: &'a [Deferred],
+        deferred: &'a [LeftContent],
         transcript: &'a Transcript,
         format: Format,
     ) -> Self {
@@ -310,7 +310,7 @@ impl<'a> TextDigests<'a> {
     }
 
     /// Where the content of the turn at `position` was left, if it was.
-    fn left(&self, position: usize) -> Option<&Deferred> {
+    fn left(&self, position: usize) -> Option<&LeftContent> {
         let k = match &self.slots {
             Some(slots) => slots.get(position)?,
             None => self
@@ -373,7 +373,7 @@ impl TextDigests<'_> {
 }
 
 /// The content left at `d` in `text`, decoded.
-fn decoded(text: &str, d: &Deferred, format: Format) -> Result<String, FormatError> {
+fn decoded(text: &str, d: &LeftContent, format: Format) -> Result<String, FormatError> {
     let written = text
         .get(d.span.clone())
         .ok_or_else(|| not_the_text(format))?;

@@ -1,10 +1,10 @@
 //! Messages read ahead on a second core: the scan of a large list hands most of its messages
 //! to readings another thread has already made.
 //!
-//! Reading a message by hand (`quick::ReadMessage::read_at`) is a pure function of the
+//! Reading a message by hand (`hand_read::ReadMessage::read_at`) is a pure function of the
 //! request's text and the message's start, and it is most of the time the scan of a large
 //! request takes. So while the scan reads the start of the list on the caller's thread (and
-//! checks and maps each message as it goes, [`crate::fused`]), a helper reads on from a
+//! checks and maps each message as it goes, [`crate::check_as_read`]), a helper reads on from a
 //! *guessed* message start further in ([`guess`]: the first `{` after a given byte that
 //! follows `}` and `,`), one message after another as the scan would walk them, handing its
 //! readings over in batches as it makes them. When the scan reaches that start, it takes the
@@ -28,7 +28,7 @@ use std::thread::{Scope, ScopedJoinHandle};
 
 use cutctx_model::Parallelism;
 
-use crate::quick::value_end;
+use crate::hand_read::value_end;
 
 /// The size from which a list is read on two threads: below it, the thread costs more than
 /// it saves.

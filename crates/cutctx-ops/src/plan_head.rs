@@ -2,7 +2,7 @@
 //! report's `plan_hash` is taken before the output starts, the plan streamed through the hash
 //! (`PlanDraft::plan_hash`), and the plan is written again here: neither holds the plan's text
 //! whole, which at a 50% budget is a tenth of the request's size. A plan of many actions is
-//! written on two threads, a block of actions at a time (see [`crate::two`]).
+//! written on two threads, a block of actions at a time (see [`crate::two_threads`]).
 
 use std::io::Write;
 
@@ -65,7 +65,7 @@ fn write_head_on_two(plan: &PlanDraft, out: &mut impl Write) -> std::io::Result<
         let from = k * BLOCK_ACTIONS;
         plan.write_canonical_actions(from..(from + BLOCK_ACTIONS).min(actions), out);
     };
-    crate::two::on_two(
+    crate::two_threads::on_two(
         actions.div_ceil(BLOCK_ACTIONS),
         block,
         &mut buf,
