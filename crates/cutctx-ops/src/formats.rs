@@ -18,7 +18,6 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::process::{Command, Stdio};
 
 use cutctx::formats::{
     EstimatorSpec, Format, FormatError, PromptCount, ProviderTranscript, Repair, is_repairable,
@@ -28,9 +27,9 @@ use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, Summ
 use serde_json::Value;
 
 use crate::OpsError;
+use crate::summarizer::{CommandSummarizer, Summarizer, summarize_each};
 
-/// The code of a summarizer command that could not run, failed, or printed no summary.
-pub const SUMMARIZER_ERROR: &str = "SUMMARIZER_ERROR";
+pub use crate::summarizer::SUMMARIZER_ERROR;
 
 pub use cutctx::policies::registry::{DEFAULT_POLICY, DEFAULT_PROMPT_ID};
 
@@ -371,6 +370,24 @@ impl Prepared {
         &self.plan
     }
 
+    /// The summaries of the plan's requests, asked of `summarizer` one at a time, in order,
+    /// each with the document [`Prepared::summarization_input`] makes: what [`finish`] takes.
+    /// `input_text` must be the text [`prepare`] read.
+    ///
+    /// # Errors
+    ///
+    /// As [`summarize_each`]; as [`Prepared::summarization_input`].
+    pub fn summaries_from(
+        &mut self,
+        summarizer: &mut dyn Summarizer,
+        input_text: &str,
+    ) -> Result<BTreeMap<String, String>, OpsError> {
+        let requests = self.plan.summarization_requests.clone();
+        summarize_each(summarizer, &requests, |request| {
+            self.summarization_input(input_text, request)
+        })
+    }
+
     /// The document a summarizer gets for `request`, as `--summarize-with` sends it.
     /// `input_text` must be the text [`prepare`] read: the document quotes the folded turns'
     /// original messages, which a request read from text does not keep, so on the first call
@@ -550,7 +567,9 @@ fn compact_text<'a>(
     let mut prepared = prepare(args, &input_text)?;
     let summaries = match (summaries_text, &args.summarize_with) {
         (Some(text), _) => parse_summaries(text)?,
-        (None, Some(command)) => run_summarizer(command, &mut prepared, &input_text)?,
+        (None, Some(command)) => {
+            prepared.summaries_from(&mut CommandSummarizer::new(command), &input_text)?
+        }
         (None, None) => BTreeMap::new(),
     };
     finish_text(
@@ -952,99 +971,4 @@ fn require_summaries(
         ),
         details,
     })
-}
-
-/// Runs `command` once per summarization request of the plan, in order, and collects the summaries.
-fn run_summarizer(
-    command: &str,
-    prepared: &mut Prepared,
-    input_text: &str,
-) -> Result<BTreeMap<String, String>, OpsError> {
-    let mut summaries = BTreeMap::new();
-    for request in prepared.plan.summarization_requests.clone() {
-        let request = &request;
-        let input = prepared
-            .summarization_input(input_text, request)?
-            .to_string();
-        let summary = summarize_once(command, request.group_id(), &input)?;
-        summaries.insert(request.group_id().to_owned(), summary);
-    }
-    Ok(summaries)
-}
-
-/// One run of the summarizer: `input` on its standard input, its standard output back.
-pub(crate) fn summarize_once(
-    command: &str,
-    group_id: &str,
-    input: &str,
-) -> Result<String, OpsError> {
-    let fail = |message: String, extra: Option<(&str, Value)>| {
-        let mut d = details! { "group_id" => group_id };
-        if let Some((k, v)) = extra {
-            d.insert(k.to_owned(), v);
-        }
-        OpsError {
-            code: SUMMARIZER_ERROR,
-            message,
-            details: d,
-        }
-    };
-    let (shell, flag) = if cfg!(windows) {
-        ("cmd", "/C")
-    } else {
-        ("sh", "-c")
-    };
-    let mut child = Command::new(shell)
-        .arg(flag)
-        .arg(command)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .map_err(|e| {
-            fail(
-                format!("the summarizer command cannot be started: {e}"),
-                None,
-            )
-        })?;
-    let stdin = child.stdin.take();
-    // Feed standard input from another thread, so that a command that writes before it has
-    // read everything cannot block on a full pipe.
-    let output = std::thread::scope(|scope| {
-        scope.spawn(move || {
-            if let Some(mut stdin) = stdin {
-                // A command that does not read its input is its own business.
-                let _ = stdin.write_all(input.as_bytes());
-            }
-        });
-        child.wait_with_output()
-    })
-    .map_err(|e| fail(format!("the summarizer command failed to run: {e}"), None))?;
-    if !output.status.success() {
-        let status = output.status.code();
-        return Err(fail(
-            format!(
-                "the summarizer command failed for group {group_id} ({}); nothing was written.",
-                status.map_or_else(
-                    || "killed by a signal".to_owned(),
-                    |c| format!("exit status {c}")
-                )
-            ),
-            Some(("status", status.map_or(Value::Null, Value::from))),
-        ));
-    }
-    let text = String::from_utf8(output.stdout).map_err(|_| {
-        fail(
-            format!("the summarizer command printed text that is not UTF-8 for group {group_id}."),
-            None,
-        )
-    })?;
-    let summary = text.trim_end_matches(['\n', '\r']).to_owned();
-    if summary.trim().is_empty() {
-        return Err(fail(
-            format!("the summarizer command printed no summary for group {group_id}."),
-            None,
-        ));
-    }
-    Ok(summary)
 }

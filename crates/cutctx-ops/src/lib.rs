@@ -7,7 +7,7 @@
 //! exact bytes to print, or an [`OpsError`] with the stable code, exit status and details every
 //! front end reports. `plan`, `compact` and `apply` touch no files or streams; [`input`] reads
 //! a large request where it lies in its file, [`ledger`] reads and appends the ledger file it
-//! is given, [`formats`] starts the `summarize_with` command when asked to, and [`output`]
+//! is given, [`summarizer`] starts the `summarize_with` command when asked to, and [`output`]
 //! writes whole files and output streams so that a failure is never quiet.
 //!
 //! ```
@@ -29,6 +29,7 @@ pub mod output;
 mod plan_head;
 pub mod request;
 pub mod session;
+pub mod summarizer;
 mod svg;
 mod text;
 mod two_threads;

@@ -14,7 +14,8 @@ use cutctx::{CompactionError, SummarizationRequest};
 use serde_json::Value;
 
 use crate::OpsError;
-use crate::formats::{from_format, named_policy, summarize_once};
+use crate::formats::{from_format, named_policy};
+use crate::summarizer::{CommandSummarizer, Summarizer, summarize_one};
 
 /// Whether `cutctx session` marks the compacted prefix for Anthropic's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -186,6 +187,30 @@ pub fn session(
     request_text: &str,
     state_text: Option<&str>,
 ) -> Result<SessionOutput, OpsError> {
+    match args.summarize_with.as_deref() {
+        Some(command) => session_with(
+            args,
+            request_text,
+            state_text,
+            Some(&mut CommandSummarizer::new(command)),
+        ),
+        None => session_with(args, request_text, state_text, None),
+    }
+}
+
+/// As [`session`], a firing's summaries asked of `summarizer` rather than of the
+/// `summarize_with` command (which is then not read); `None` for none.
+///
+/// # Errors
+///
+/// As [`session`]; `COMPACTION_SUMMARY_MISSING` at a firing that needs summaries without a
+/// summarizer; the summarizer's own errors.
+pub fn session_with(
+    args: &SessionOptions,
+    request_text: &str,
+    state_text: Option<&str>,
+    mut summarizer: Option<&mut dyn Summarizer>,
+) -> Result<SessionOutput, OpsError> {
     let format = args.format;
     let config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
     let mut request: Value = crate::error::parse_json("the request", request_text)?;
@@ -200,12 +225,11 @@ pub fn session(
     let previous = state_text
         .map(|t| SessionState::from_json(t, format))
         .transpose()?;
-    let command = args.summarize_with.as_deref();
     let mut summarize = |pt: &ProviderTranscript,
                          r: &SummarizationRequest|
      -> Result<String, OpsError> {
-        match command {
-            Some(c) => summarize_once(c, r.group_id(), &pt.summarization_input(r).to_string()),
+        match summarizer.as_deref_mut() {
+            Some(s) => summarize_one(s, r, &pt.summarization_input(r)),
             None => Err(OpsError::from(CompactionError::SummaryMissing {
                 message: format!(
                     "the session fired and summarization request {} needs a summary; pass --summarize-with CMD, or a policy that does not summarize",

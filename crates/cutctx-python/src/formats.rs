@@ -19,15 +19,12 @@ use cutctx::model::details;
 use cutctx::{Details, ErrorCode};
 use cutctx_ops::OpsError;
 use cutctx_ops::formats::{self as ops, FormatOptions, Prepared};
+use cutctx_ops::summarizer::{SUMMARIZER_ERROR, Summarizer};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyType};
 use serde_json::Value;
-
-/// The code of a `summarize` callable that raised, or returned no summary: the CLI's code for
-/// a failing `--summarize-with` command.
-const SUMMARIZER_ERROR: &str = "SUMMARIZER_ERROR";
 
 /// The CLI's code for options that do not go together.
 const USAGE_ERROR: &str = "USAGE_ERROR";
@@ -176,44 +173,66 @@ fn summaries_of(d: Option<&Bound<'_, PyDict>>) -> Result<BTreeMap<String, String
     Ok(map)
 }
 
+/// A Python `summarize` callable as the operations' [`Summarizer`]: it gets the document
+/// `--summarize-with` sends its command, as a dict, and returns the summary. An exception it
+/// raises is kept, to be the cause of the `FormatCompactionError` raised in its place.
+struct CallableSummarizer<'a, 'py> {
+    py: Python<'py>,
+    callable: &'a Bound<'py, PyAny>,
+    raised: Option<PyErr>,
+}
+
+impl Summarizer for CallableSummarizer<'_, '_> {
+    fn summarize(&mut self, group_id: &str, input: &Value) -> Result<String, OpsError> {
+        let fail = |message: String| OpsError {
+            code: SUMMARIZER_ERROR,
+            message,
+            details: details! { "group_id" => group_id },
+        };
+        let called = json_to_py(self.py, input).and_then(|arg| self.callable.call1((arg,)));
+        let returned = called.map_err(|cause| {
+            self.raised = Some(cause);
+            fail(format!(
+                "the summarize callable raised for group {group_id}."
+            ))
+        })?;
+        returned.extract().map_err(|_| {
+            fail(format!(
+                "the summarize callable returned something other than a string for group {group_id}."
+            ))
+        })
+    }
+
+    fn what(&self) -> &'static str {
+        "the summarize callable returned"
+    }
+}
+
 /// One call of `summarize` per request of the plan, in order, as `--summarize-with` runs its
-/// command: the same JSON document in (as a dict), the summary out.
+/// command ([`Prepared::summaries_from`]).
 fn run_summarize(
     py: Python<'_>,
     summarize: &Bound<'_, PyAny>,
     p: &mut Prepared,
     text: &str,
 ) -> Result<BTreeMap<String, String>, Failure> {
-    let mut summaries = BTreeMap::new();
-    for request in &p.plan().summarization_requests.clone() {
-        let group = request.group_id();
-        let fail = |message: String| Coded {
-            code: SUMMARIZER_ERROR,
-            message,
-            details: details! { "group_id" => group },
-        };
-        let input = p.summarization_input(text, request)?;
-        let called = json_to_py(py, &input).and_then(|arg| summarize.call1((arg,)));
-        let returned = called.map_err(|cause| {
-            Failure::Callback(
-                fail(format!("the summarize callable raised for group {group}.")),
+    let mut summarizer = CallableSummarizer {
+        py,
+        callable: summarize,
+        raised: None,
+    };
+    p.summaries_from(&mut summarizer, text)
+        .map_err(|e| match summarizer.raised.take() {
+            Some(cause) => Failure::Callback(
+                Coded {
+                    code: e.code,
+                    message: e.message,
+                    details: e.details,
+                },
                 cause,
-            )
-        })?;
-        let summary: String = returned.extract().map_err(|_| {
-            fail(format!(
-                "the summarize callable returned something other than a string for group {group}."
-            ))
-        })?;
-        if summary.trim().is_empty() {
-            return Err(fail(format!(
-                "the summarize callable returned no summary for group {group}."
-            ))
-            .into());
-        }
-        summaries.insert(group.to_owned(), summary);
-    }
-    Ok(summaries)
+            ),
+            None => Failure::from(e),
+        })
 }
 
 /// The UTF-8 text of a request given as bytes or str, borrowed: never copied into a Python str.

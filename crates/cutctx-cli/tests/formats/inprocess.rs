@@ -469,3 +469,91 @@ fn the_streamed_output_is_the_output_compact_returns() {
         }
     }
 }
+
+/// A summarizer in Rust: each summary names its group; `blank` makes them all blank.
+struct Naming {
+    asked: Vec<String>,
+    blank: bool,
+}
+
+impl cutctx_ops::summarizer::Summarizer for Naming {
+    fn summarize(
+        &mut self,
+        group_id: &str,
+        input: &serde_json::Value,
+    ) -> Result<String, cutctx_ops::OpsError> {
+        assert_eq!(input["group_id"], group_id);
+        self.asked.push(group_id.to_owned());
+        Ok(if self.blank {
+            " \n".into()
+        } else {
+            format!("Summary of {group_id}")
+        })
+    }
+
+    fn what(&self) -> &'static str {
+        "the naming summarizer returned"
+    }
+}
+
+#[test]
+fn a_summarizer_of_the_callers_own_is_asked_once_per_request_and_its_summaries_applied() {
+    for (format, file) in FORMATS {
+        let text = example(file);
+        let mut a = args(format, 810);
+        a.protected_recent = Some(2);
+        let mut prepared = formats::prepare(&a, &text).expect("plans");
+        let groups: Vec<String> = prepared
+            .plan()
+            .summarization_requests
+            .iter()
+            .map(|r| r.group_id().to_owned())
+            .collect();
+        assert!(!groups.is_empty(), "{file}: the plan summarizes");
+        let mut naming = Naming {
+            asked: Vec::new(),
+            blank: false,
+        };
+        let summaries = prepared
+            .summaries_from(&mut naming, &text)
+            .expect("summarizes");
+        assert_eq!(naming.asked, groups, "{file}: once per request, in order");
+        let out = formats::finish(prepared, &text, &summaries, formats::Keep::default())
+            .expect("applies");
+        // The same summaries given as a file make the same bytes.
+        let given = serde_json::to_string(&summaries).expect("a map");
+        let same = formats::compact(&a, &text, Some(&given)).expect("compacts");
+        assert_eq!(out.output.output, same.output, "{file}");
+        for g in &groups {
+            assert!(
+                out.output.output.contains(&format!("Summary of {g}")),
+                "{file}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_blank_summary_from_any_summarizer_is_a_summarizer_error_naming_the_group() {
+    let text = example("openai-chat");
+    let mut a = args(Format::OpenAiChat, 810);
+    a.protected_recent = Some(2);
+    let mut prepared = formats::prepare(&a, &text).expect("plans");
+    let first = prepared.plan().summarization_requests[0]
+        .group_id()
+        .to_owned();
+    let mut naming = Naming {
+        asked: Vec::new(),
+        blank: true,
+    };
+    let e = prepared
+        .summaries_from(&mut naming, &text)
+        .expect_err("a blank summary");
+    assert_eq!(e.code, formats::SUMMARIZER_ERROR);
+    assert_eq!(e.details["group_id"], first.as_str());
+    assert_eq!(
+        e.message,
+        format!("the naming summarizer returned no summary for group {first}.")
+    );
+    assert_eq!(naming.asked, [first], "the first error stops the rest");
+}

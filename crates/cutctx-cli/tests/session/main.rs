@@ -246,3 +246,47 @@ fn repair_drops_what_the_provider_would_refuse_and_says_so() {
     let sent: Value = serde_json::from_str(&stdout).expect("JSON");
     assert_eq!(sent["messages"], chat(2, 20)["messages"]);
 }
+
+/// A summarizer in Rust that counts what it is asked.
+struct Counting(usize);
+
+impl cutctx_ops::summarizer::Summarizer for Counting {
+    fn summarize(&mut self, group_id: &str, _: &Value) -> Result<String, cutctx_ops::OpsError> {
+        self.0 += 1;
+        Ok(format!("Summary of {group_id}"))
+    }
+
+    fn what(&self) -> &'static str {
+        "the counting summarizer returned"
+    }
+}
+
+#[test]
+fn a_session_asks_the_callers_summarizer_at_a_firing_and_without_one_says_what_is_missing() {
+    use cutctx_ops::session::{Breakpoints, SessionOptions, Tuning, session_with};
+    let options = SessionOptions {
+        format: cutctx::formats::Format::OpenAiChat,
+        window: 2000,
+        tuning: Tuning {
+            trigger: None,
+            target: None,
+            policy: Some("summarizing".into()),
+            prompt_id: None,
+            estimator: None,
+            protected_recent: None,
+            reserve_output: 0,
+        },
+        summarize_with: None,
+        cache_breakpoints: Breakpoints::default(),
+        repair: false,
+    };
+    let request = chat(20, 200).to_string();
+    let mut counting = Counting(0);
+    let out = session_with(&options, &request, None, Some(&mut counting)).expect("fires");
+    assert!(out.firing.is_some(), "the history is over the window");
+    assert!(counting.0 >= 1, "asked at the firing");
+    assert!(out.output.contains("Summary of "), "its summary is sent");
+    let e = session_with(&options, &request, None, None).expect_err("no summarizer");
+    assert_eq!(e.code, "COMPACTION_SUMMARY_MISSING");
+    assert!(e.details["group_id"].is_string());
+}
