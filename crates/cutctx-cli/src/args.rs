@@ -9,7 +9,7 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
-use cutctx::formats::Format;
+use cutctx::formats::{Format, ReasoningMode};
 use cutctx_ops::session::{Breakpoints, ReplayMarks};
 
 /// The parser of a provider format's name: its possible values are [`Format::ALL`]'s names.
@@ -38,6 +38,12 @@ fn marks() -> impl TypedValueParser<Value = ReplayMarks> {
             .find(|m| m.as_str() == name)
             .expect("a possible value is a setting's own name")
     })
+}
+
+/// The parser of `--reasoning`: `strip`, `keep` or `refuse`.
+fn reasoning() -> impl TypedValueParser<Value = ReasoningMode> {
+    PossibleValuesParser::new(ReasoningMode::ALL.map(ReasoningMode::as_str))
+        .map(|name| name.parse().expect("a possible value is a mode's own name"))
 }
 
 /// The options of `cutctx compact --format ...`, to flatten into the `compact` command.
@@ -80,6 +86,11 @@ pub(crate) struct FormatArgs {
     /// null statuses. Each drop is listed in the report and on standard error.
     #[arg(long, requires = "format")]
     pub(crate) repair: bool,
+    /// What to do with the thinking blocks and reasoning items after the first message the
+    /// compaction changes, whose signatures the provider then rejects: strip them (the
+    /// default), keep them as they are, or refuse to compact.
+    #[arg(long, requires = "format", value_parser = reasoning(), default_value = "strip")]
+    pub(crate) reasoning: ReasoningMode,
 }
 
 impl FormatArgs {
@@ -96,6 +107,7 @@ impl FormatArgs {
             report: self.report.is_some(),
             reserve_output: self.reserve_output,
             repair: self.repair,
+            reasoning: self.reasoning,
         }
     }
 }
@@ -124,6 +136,11 @@ pub(crate) struct TuningArgs {
     /// Tokens kept free for the answer, counted in the window (default 0).
     #[arg(long, default_value_t = 0)]
     reserve_output: u64,
+    /// What a firing does with the thinking blocks and reasoning items after the first message
+    /// it changes, whose signatures the provider then rejects: strip them (the default), keep
+    /// them as they are, or refuse to compact.
+    #[arg(long, value_parser = reasoning(), default_value = "strip")]
+    reasoning: ReasoningMode,
 }
 
 impl TuningArgs {
@@ -137,6 +154,7 @@ impl TuningArgs {
             estimator: self.estimator.clone(),
             protected_recent: self.protected_recent,
             reserve_output: self.reserve_output,
+            reasoning: self.reasoning,
         }
     }
 }

@@ -422,10 +422,16 @@ fn compact_format(
         .map(|p| read_text(p, "the summaries"))
         .transpose()?;
     let out = cutctx_ops::formats::compact_owned(&format.options(), input, summaries.as_deref())?;
-    if !out.repairs.is_empty() {
-        let mut lines = out.repairs.join("\n");
+    if !out.repairs.is_empty() || out.reasoning.is_some() {
+        let mut lines = out
+            .repairs
+            .iter()
+            .chain(&out.reasoning)
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join("\n");
         lines.push('\n');
-        // A repair note that cannot be written does not undo the compaction: the report holds them.
+        // A note that cannot be written does not undo the compaction: the report holds them.
         let _ = std::io::stderr().lock().write_all(lines.as_bytes());
     }
     if let Some(path) = &format.report {

@@ -79,6 +79,50 @@ fn block_type(b: &Value) -> &str {
     b.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
+/// The block types Anthropic signs and checks against the request's prefix: a `thinking` block
+/// (its `signature`) and a `redacted_thinking` block (its `data`).
+pub(crate) const REASONING_BLOCKS: [&str; 2] = ["thinking", "redacted_thinking"];
+
+/// Whether `block` is a thinking or redacted thinking block, whose bytes and place the
+/// provider checks against the request's prefix (and on which no `cache_control` may sit).
+///
+/// ```
+/// use cutctx_formats::anthropic::is_reasoning_block;
+/// assert!(is_reasoning_block(&serde_json::json!({"type": "redacted_thinking", "data": "x"})));
+/// assert!(!is_reasoning_block(&serde_json::json!({"type": "text", "text": "x"})));
+/// ```
+#[must_use]
+pub fn is_reasoning_block(block: &Value) -> bool {
+    REASONING_BLOCKS.contains(&block_type(block))
+}
+
+/// The reasoning blocks of `message`, in order: index, type, and the text a model reads (a
+/// thinking block's `thinking`; nothing of a redacted one).
+pub(crate) fn reasoning_blocks(
+    message: &Value,
+) -> impl Iterator<Item = (usize, &'static str, String)> + '_ {
+    blocks(message).iter().enumerate().filter_map(|(j, b)| {
+        let kind = REASONING_BLOCKS.into_iter().find(|t| *t == block_type(b))?;
+        let text = b
+            .get("thinking")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Some((j, kind, text.to_owned()))
+    })
+}
+
+/// `message` without its reasoning blocks, every other block as it was; `None` when nothing is
+/// left of its content.
+pub(crate) fn without_reasoning(mut message: Value) -> Option<Value> {
+    if let Some(Value::Array(content)) = message.get_mut("content") {
+        content.retain(|b| !REASONING_BLOCKS.contains(&block_type(b)));
+        if content.is_empty() {
+            return None;
+        }
+    }
+    Some(message)
+}
+
 /// Checks an Anthropic document against the provider's structural rules.
 ///
 /// # Errors

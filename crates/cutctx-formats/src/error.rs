@@ -45,6 +45,15 @@ pub enum FormatError {
         /// The names and figures involved.
         details: Details,
     },
+    /// `FORMAT_REASONING_INVALIDATED`: with `ReasoningMode::Refuse`, the compaction would
+    /// change the prefix of signed thinking blocks or reasoning items the request keeps.
+    #[error("{message}")]
+    ReasoningInvalidated {
+        /// What is wrong, in one line.
+        message: String,
+        /// `format`, `first_changed`, `invalidated` (a count) and `messages` (their indices).
+        details: Details,
+    },
     /// An error of cutctx itself: planning, validating or applying a plan, or a bad option.
     #[error(transparent)]
     Compaction(#[from] CompactionError),
@@ -52,7 +61,7 @@ pub enum FormatError {
 
 impl FormatError {
     /// The stable code: `FORMAT_ERROR`, `FORMAT_INVALID_REQUEST`, `FORMAT_VIEW_MISMATCH`,
-    /// `FORMAT_UNSUPPORTED`, or the code of the wrapped [`CompactionError`].
+    /// `FORMAT_UNSUPPORTED`, `FORMAT_REASONING_INVALIDATED`, or the code of the wrapped [`CompactionError`].
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
@@ -60,6 +69,7 @@ impl FormatError {
             Self::Invalid(_) => "FORMAT_INVALID_REQUEST",
             Self::ViewMismatch { .. } => "FORMAT_VIEW_MISMATCH",
             Self::Unsupported { .. } => "FORMAT_UNSUPPORTED",
+            Self::ReasoningInvalidated { .. } => "FORMAT_REASONING_INVALIDATED",
             Self::Compaction(e) => e.code().as_str(),
         }
     }
@@ -75,9 +85,9 @@ impl FormatError {
     pub fn details(&self) -> Details {
         match self {
             Self::Malformed(v) | Self::Invalid(v) => v.details(),
-            Self::ViewMismatch { details, .. } | Self::Unsupported { details, .. } => {
-                details.clone()
-            }
+            Self::ViewMismatch { details, .. }
+            | Self::Unsupported { details, .. }
+            | Self::ReasoningInvalidated { details, .. } => details.clone(),
             Self::Compaction(e) => e.details().clone(),
         }
     }

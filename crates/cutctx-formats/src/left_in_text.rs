@@ -452,7 +452,7 @@ mod tests {
                 text: &text,
                 spans: &layout.items,
             };
-            let mut rendered = pt.pieces(&view, Some(source)).expect("renders");
+            let (mut rendered, _) = pt.pieces(&view, Some(source)).expect("renders");
             pt.locate_patches(&mut rendered);
             let (mut placed, mut left) = (0, 0);
             for piece in rendered.list.iter().flatten() {

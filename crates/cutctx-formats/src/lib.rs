@@ -97,6 +97,7 @@ mod prompt;
 mod read_ahead;
 #[cfg(test)]
 mod readers_agree;
+mod reasoning;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
@@ -127,6 +128,9 @@ use mapping::{Messages, Rendered, Source};
 pub use policies::policy_named;
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,
+};
+pub use reasoning::{
+    InvalidatedReasoning, ReasoningMode, ReasoningOutcome, StaleReasoning, stale_reasoning,
 };
 pub use repair::{Repair, RepairKind, is_repairable, repair};
 pub use text::TextParts;
@@ -248,6 +252,8 @@ pub struct ProviderTranscript {
     /// The turns whose content is left in that text, by position
     /// ([`ProviderTranscript::from_text_deferred`]).
     deferred: Vec<mapping::LeftContent>,
+    /// What rendering does with reasoning whose prefix the view changed.
+    reasoning: ReasoningMode,
 }
 
 /// A compacted provider request as text, with cutctx's report and view: what
@@ -260,6 +266,9 @@ pub struct CompactedText {
     pub report: CompactionReport,
     /// The compacted view, as cutctx turns.
     pub view: Transcript,
+    /// The thinking blocks and reasoning items whose prefix the compaction changed, and
+    /// whether they were removed or kept ([`ProviderTranscript::set_reasoning`]).
+    pub reasoning: ReasoningOutcome,
 }
 
 /// A compacted provider request as text parts, to write from the request's text, with
@@ -272,6 +281,9 @@ pub struct CompactedParts {
     pub report: CompactionReport,
     /// The compacted view, as cutctx turns.
     pub view: Transcript,
+    /// The thinking blocks and reasoning items whose prefix the compaction changed, and
+    /// whether they were removed or kept ([`ProviderTranscript::set_reasoning`]).
+    pub reasoning: ReasoningOutcome,
 }
 
 /// A compacted provider document, with cutctx's report and view.
@@ -283,6 +295,9 @@ pub struct Compacted {
     pub report: CompactionReport,
     /// The compacted view, as cutctx turns.
     pub view: Transcript,
+    /// The thinking blocks and reasoning items whose prefix the compaction changed, and
+    /// whether they were removed or kept ([`ProviderTranscript::set_reasoning`]).
+    pub reasoning: ReasoningOutcome,
 }
 
 impl ProviderTranscript {
@@ -339,6 +354,7 @@ impl ProviderTranscript {
             tools_tokens,
             layout: None,
             deferred: Vec::new(),
+            reasoning: ReasoningMode::default(),
         })
     }
 
@@ -393,6 +409,7 @@ impl ProviderTranscript {
             tools_tokens,
             layout: Some(layout),
             deferred: built.deferred,
+            reasoning: ReasoningMode::default(),
         })
     }
 
@@ -499,11 +516,31 @@ impl ProviderTranscript {
     /// `FORMAT_INVALID_REQUEST` should the output break a rule of the provider, which no view
     /// of a valid plan produces.
     pub fn render(&self, view: &Transcript) -> Result<Value, FormatError> {
+        self.render_settled(view).map(|(out, _)| out)
+    }
+
+    /// As [`ProviderTranscript::render`], with what became of the reasoning whose prefix the
+    /// view changed ([`ProviderTranscript::set_reasoning`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::render`]; `FORMAT_REASONING_INVALIDATED` with
+    /// [`ReasoningMode::Refuse`] when the view invalidates any.
+    pub fn render_settled(
+        &self,
+        view: &Transcript,
+    ) -> Result<(Value, ReasoningOutcome), FormatError> {
         let list = Messages::borrowed(&self.document, list_key(self.format));
-        let rendered = self.pieces(view, None)?;
+        let (rendered, outcome) = self.pieces(view, None)?;
         let out = mapping::resolve(rendered, list_key(self.format), self.list_or_empty(list)?)?;
         validate(self.format, &out).map_err(FormatError::Invalid)?;
-        Ok(out)
+        Ok((out, outcome))
+    }
+
+    /// Says what rendering does with the thinking blocks and reasoning items after the first
+    /// message a view changes (see [`ReasoningMode`]); [`ReasoningMode::Strip`] until set.
+    pub const fn set_reasoning(&mut self, mode: ReasoningMode) {
+        self.reasoning = mode;
     }
 
     /// As [`ProviderTranscript::render`], consuming the transcript: kept messages are moved
@@ -512,12 +549,15 @@ impl ProviderTranscript {
     /// # Errors
     ///
     /// As [`ProviderTranscript::render`].
-    pub fn render_into(mut self, view: &Transcript) -> Result<Value, FormatError> {
-        let rendered = self.pieces(view, None)?;
+    pub fn render_into(
+        mut self,
+        view: &Transcript,
+    ) -> Result<(Value, ReasoningOutcome), FormatError> {
+        let (rendered, outcome) = self.pieces(view, None)?;
         let list = Messages::owned(&mut self.document, list_key(self.format));
         let out = mapping::resolve(rendered, list_key(self.format), self.list_or_empty(list)?)?;
         validate(self.format, &out).map_err(FormatError::Invalid)?;
-        Ok(out)
+        Ok((out, outcome))
     }
 
     /// Maps a view back to the request's text: `text` must be the text this transcript was
@@ -535,7 +575,7 @@ impl ProviderTranscript {
     /// As [`ProviderTranscript::render`]; `FORMAT_VIEW_MISMATCH` when `text` is not the text
     /// read.
     pub fn render_text(&self, view: &Transcript, text: &str) -> Result<String, FormatError> {
-        let parts = self.render_parts(view, text)?;
+        let (parts, _) = self.render_parts(view, text)?;
         parts.to_text(text).ok_or_else(|| not_the_text(self.format))
     }
 
@@ -581,11 +621,15 @@ impl ProviderTranscript {
     /// # Errors
     ///
     /// As [`ProviderTranscript::render_text`].
-    pub fn render_parts(&self, view: &Transcript, text: &str) -> Result<TextParts, FormatError> {
+    pub fn render_parts(
+        &self,
+        view: &Transcript,
+        text: &str,
+    ) -> Result<(TextParts, ReasoningOutcome), FormatError> {
         let Some(layout) = &self.layout else {
-            let out = self.render(view)?;
+            let (out, outcome) = self.render_settled(view)?;
             let written = serde_json::to_string(&out).map_err(|e| unwritable(self.format, &e))?;
-            return Ok(TextParts::whole(written, text.len()));
+            return Ok((TextParts::whole(written, text.len()), outcome));
         };
         if layout.text_len != text.len() {
             return Err(not_the_text(self.format));
@@ -594,7 +638,7 @@ impl ProviderTranscript {
             text,
             spans: &layout.items,
         };
-        let mut rendered = self.pieces(view, Some(source))?;
+        let (mut rendered, outcome) = self.pieces(view, Some(source))?;
         self.locate_patches(&mut rendered);
         let out = match text::write(&rendered, &self.document, layout, text) {
             Some(written) => written.map_err(|e| unwritable(self.format, &e))?,
@@ -628,7 +672,7 @@ impl ProviderTranscript {
             let whole = out.to_text(text).ok_or_else(|| not_the_text(self.format))?;
             check_text(self.format, &whole)?;
         }
-        Ok(out)
+        Ok((out, outcome))
     }
 
     /// As [`ProviderTranscript::apply_text`], the output as parts (see
@@ -644,11 +688,12 @@ impl ProviderTranscript {
         text: &str,
     ) -> Result<CompactedParts, FormatError> {
         let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
-        let parts = self.render_parts(&out.transcript, text)?;
+        let (parts, reasoning) = self.render_parts(&out.transcript, text)?;
         Ok(CompactedParts {
             parts,
             report: out.report,
             view: out.transcript,
+            reasoning,
         })
     }
 
@@ -673,6 +718,7 @@ impl ProviderTranscript {
             text,
             report: out.report,
             view: out.view,
+            reasoning: out.reasoning,
         })
     }
 
@@ -687,7 +733,7 @@ impl ProviderTranscript {
         &self,
         view: &Transcript,
         source: Option<Source<'_>>,
-    ) -> Result<Rendered, FormatError> {
+    ) -> Result<(Rendered, ReasoningOutcome), FormatError> {
         // The view is read as it is rendered rather than held as a list beside the output's.
         // Its errors come before any other: a rendering that fails reads the view whole, and
         // says its first error when it has one (the renderers stop at the first error of the
@@ -697,7 +743,23 @@ impl ProviderTranscript {
             mapping::view_items(&self.positions, &self.transcript, view)
                 .try_for_each(|i| i.map(drop))?;
         }
-        rendered
+        let mut rendered = rendered?;
+        let list = match source {
+            Some(s) => Some(s),
+            None => match mapping::messages_key(&self.document, list_key(self.format)).0 {
+                Some(Value::Array(list)) => Some(Source::Values(list)),
+                _ => None,
+            },
+        };
+        let outcome = reasoning::settle(
+            self.format,
+            self.reasoning,
+            &self.document,
+            list_key(self.format),
+            list,
+            &mut rendered,
+        )?;
+        Ok((rendered, outcome))
     }
 
     /// [`ProviderTranscript::pieces`], the view's errors said as the rendering meets them.
@@ -760,11 +822,12 @@ impl ProviderTranscript {
         summaries: &BTreeMap<String, String>,
     ) -> Result<Compacted, FormatError> {
         let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
-        let document = self.render_into(&out.transcript)?;
+        let (document, reasoning) = self.render_into(&out.transcript)?;
         Ok(Compacted {
             document,
             report: out.report,
             view: out.transcript,
+            reasoning,
         })
     }
 
@@ -781,11 +844,12 @@ impl ProviderTranscript {
         summaries: &BTreeMap<String, String>,
     ) -> Result<Compacted, FormatError> {
         let out = cutctx_executor::apply(&self.transcript, plan, summaries)?;
-        let document = self.render(&out.transcript)?;
+        let (document, reasoning) = self.render_settled(&out.transcript)?;
         Ok(Compacted {
             document,
             report: out.report,
             view: out.transcript,
+            reasoning,
         })
     }
 

@@ -103,6 +103,22 @@ pub(crate) fn is_model_item(item: &Value) -> bool {
     kind(0, item).is_ok_and(|k| k.is_model_item())
 }
 
+/// The text a model reads of `item` when it is a reasoning item (its `summary` and `content`
+/// texts, one per line; empty for encrypted-only reasoning), `None` for any other item.
+pub(crate) fn reasoning_text(item: &Value) -> Option<String> {
+    if !matches!(kind(0, item), Ok(Kind::Reasoning)) {
+        return None;
+    }
+    let texts = ["summary", "content"].into_iter().flat_map(|key| {
+        item.get(key)
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(|part| part.get("text").and_then(Value::as_str))
+    });
+    Some(texts.collect::<Vec<_>>().join("\n"))
+}
+
 /// The kind of item `i`, or the shape violation that hides it.
 pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
     let Value::Object(map) = item else {

@@ -245,6 +245,7 @@ pub fn report_text(
     count: &PromptCount,
     max_tokens: u64,
     repairs: Option<&[Repair]>,
+    reasoning: Option<&Value>,
 ) -> String {
     let mut text = format!("{{\"plan\":{}", plan.canonical_json());
     if count.tools > 0 || count.reserve > 0 {
@@ -262,6 +263,11 @@ pub fn report_text(
         });
         text.push_str(",\"prompt\":");
         text.push_str(&cutctx_model::canonical::canonical_json_value(&prompt));
+    }
+    // Keys in canonical order: "prompt", "reasoning", "repairs", "report".
+    if let Some(reasoning) = reasoning {
+        text.push_str(",\"reasoning\":");
+        text.push_str(&cutctx_model::canonical::canonical_json_value(reasoning));
     }
     if let Some(repairs) = repairs {
         let list = Value::Array(repairs.iter().map(Repair::to_json).collect());

@@ -205,6 +205,7 @@ impl Chunk {
                     tokens_before: done.tokens_before,
                     tokens_after: done.tokens_after,
                     repairs: done.output.repairs,
+                    reasoning: done.output.reasoning,
                     compaction: done.compaction,
                 }
             });
@@ -238,6 +239,8 @@ struct Answered {
     tokens_after: u64,
     /// What `--repair` dropped, one line each.
     repairs: Vec<String>,
+    /// The reasoning the compaction invalidated, in one line.
+    reasoning: Option<String>,
     /// What a receipt is made of, with `--ledger`.
     compaction: Option<(cutctx::Transcript, cutctx::CompactedTranscript)>,
 }
@@ -626,7 +629,7 @@ impl Writer<'_, '_> {
                     .repairs
                     .saturating_add(u64::try_from(repairs.len()).unwrap_or(u64::MAX));
                 if let Some(notice) = self.notices.as_deref_mut() {
-                    for note in repairs {
+                    for note in repairs.iter().chain(&done.reasoning) {
                         // `cutctx: repair: ...` as `compact --format` prints it, with the line.
                         let note = note.strip_prefix("cutctx: ").unwrap_or(note);
                         notice(&format!("cutctx: line {}: {note}", n + 1));

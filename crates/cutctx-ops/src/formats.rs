@@ -20,7 +20,8 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 
 use cutctx::formats::{
-    EstimatorSpec, Format, FormatError, PromptCount, ProviderTranscript, Repair, is_repairable,
+    EstimatorSpec, Format, FormatError, PromptCount, ProviderTranscript, ReasoningMode,
+    ReasoningOutcome, Repair, is_repairable,
 };
 use cutctx::model::details;
 use cutctx::{CompactionBudget, CompactionPlan, CompactionPolicy, ErrorCode, SummarizationRequest};
@@ -77,6 +78,10 @@ pub struct FormatOptions {
     /// results, results without calls, misplaced reasoning, reused call ids, empty messages,
     /// null statuses. Each drop is listed in the report and on standard error.
     pub repair: bool,
+    /// What becomes of the thinking blocks and reasoning items after the first message the
+    /// compaction changes, which the provider no longer accepts: removed (the default), kept
+    /// as they were, or the compaction refused.
+    pub reasoning: ReasoningMode,
 }
 
 /// What `cutctx compact --format` writes.
@@ -91,6 +96,9 @@ pub struct FormatOutput {
     pub report: String,
     /// What `--repair` dropped, in order, one line each for standard error.
     pub repairs: Vec<String>,
+    /// The line for standard error when the compaction invalidated reasoning: how much, and
+    /// what `--reasoning` did with it.
+    pub reasoning: Option<String>,
 }
 
 /// `cutctx compact --format F`: compacts the provider request `input_text` under the budget
@@ -213,6 +221,7 @@ pub fn compact_owned(
         body,
         report: finished.output.report,
         repairs: finished.output.repairs,
+        reasoning: finished.output.reasoning,
     })
 }
 
@@ -225,6 +234,8 @@ pub struct Streamed {
     pub report: String,
     /// As [`FormatOutput::repairs`].
     pub repairs: Vec<String>,
+    /// As [`FormatOutput::reasoning`].
+    pub reasoning: Option<String>,
 }
 
 impl Streamed {
@@ -467,6 +478,7 @@ pub fn prepare(args: &FormatOptions, input_text: &str) -> Result<Prepared, OpsEr
             .unwrap_or(CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
     );
     let mut pt = pt;
+    pt.set_reasoning(args.reasoning);
     let plan = pt
         .plan(policy.as_ref(), &budget, input_text)
         .map_err(from_format)?;
@@ -598,7 +610,7 @@ fn finish_text<'a>(
         count,
         repairs,
         originals,
-        spec: _,
+        spec,
     } = prepared;
     drop(originals);
     require_summaries(&plan, summaries)?;
@@ -611,9 +623,20 @@ fn finish_text<'a>(
     }
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
     // The report's text, made only when asked for, before the plan is released.
-    let make_report = |plan: &CompactionPlan, report: &cutctx::CompactionReport| {
+    let estimator = spec.estimator().map_err(from_format)?;
+    let make_report = |plan: &CompactionPlan,
+                       report: &cutctx::CompactionReport,
+                       reasoning: &ReasoningOutcome| {
         if want_report {
-            cutctx::formats::report_text(plan, report, &count, max_tokens, repairs.as_deref())
+            let section = (!reasoning.is_empty()).then(|| reasoning.to_json(estimator.as_ref()));
+            cutctx::formats::report_text(
+                plan,
+                report,
+                &count,
+                max_tokens,
+                repairs.as_deref(),
+                section.as_ref(),
+            )
         } else {
             String::new()
         }
@@ -638,23 +661,33 @@ fn finish_text<'a>(
         };
         let mut applied =
             apply(pt.transcript(), &plan, summaries).map_err(|e| from_format(e.into()))?;
-        let report = make_report(&plan, &applied.report);
         let unchanged = applied.report.kept_turn_ids.len() == turns;
-        // Only the report's figures are read from here on: its lists of ids go, with the plan.
-        let ids = input_transcript
-            .is_none()
-            .then(|| id_lists(&mut applied.report));
-        let unread = (plan, ids);
         let render = || pt.render_parts(&applied.transcript, &input_text);
-        let parts = if release == Release::AtExit && turns >= FREE_BESIDE_FROM_TURNS {
-            // The command's own run, on its pool: a large plan is freed on the other core
-            // while this one renders, instead of before it.
-            cutctx::model::beside::beside_one(render, move || drop(unread)).0
+        let (parts, reasoning, report) = if want_report {
+            // The report names the reasoning the rendering invalidated: it is made after it.
+            let (parts, reasoning) = render().map_err(from_format)?;
+            let report = make_report(&plan, &applied.report, &reasoning);
+            drop(plan);
+            (parts, reasoning, report)
         } else {
-            drop(unread);
-            render()
-        }
-        .map_err(from_format)?;
+            // Only the report's figures are read from here on: its lists of ids go, with the
+            // plan.
+            let ids = input_transcript
+                .is_none()
+                .then(|| id_lists(&mut applied.report));
+            let unread = (plan, ids);
+            let (parts, reasoning) =
+                if release == Release::AtExit && turns >= FREE_BESIDE_FROM_TURNS {
+                    // The command's own run, on its pool: a large plan is freed on the other
+                    // core while this one renders, instead of before it.
+                    cutctx::model::beside::beside_one(render, move || drop(unread)).0
+                } else {
+                    drop(unread);
+                    render()
+                }
+                .map_err(from_format)?;
+            (parts, reasoning, String::new())
+        };
         if release == Release::AtExit {
             // As the compacted tree below: the process's end returns the turns at once.
             std::mem::forget(pt);
@@ -674,6 +707,7 @@ fn finish_text<'a>(
             document: Value::Null,
             report: applied.report,
             view: applied.transcript,
+            reasoning,
         };
         (body, unchanged, compacted, report)
     } else {
@@ -715,10 +749,11 @@ fn finish_text<'a>(
                 )
             })?
         };
-        let report = make_report(&plan, &out.report);
+        let report = make_report(&plan, &out.report, &out.reasoning);
         (Body::Whole(output), unchanged, out, report)
     };
     let repairs = repairs.iter().flatten().map(repair_line).collect();
+    let reasoning = out.reasoning.notice(format, estimator.as_ref());
     // The whole prompt, as `cutctx estimate`'s total counts it: the fixed parts beside the
     // turns. `representable` checked that these sums fit.
     let outside = count.tools.saturating_add(count.reserve);
@@ -749,6 +784,7 @@ fn finish_text<'a>(
             output: String::new(),
             report,
             repairs,
+            reasoning,
         },
         unchanged,
         tokens_before,

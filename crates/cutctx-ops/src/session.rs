@@ -100,6 +100,9 @@ pub struct Tuning {
     pub protected_recent: Option<u64>,
     /// Tokens kept free for the answer, counted in the window (default 0).
     pub reserve_output: u64,
+    /// What a firing does with the thinking blocks and reasoning items after the first
+    /// message it changes: strip (the default), keep, or refuse.
+    pub reasoning: cutctx::formats::ReasoningMode,
 }
 
 /// The options of `cutctx session`.
@@ -161,6 +164,7 @@ fn config(
         policy: named_policy(tuning.policy.as_deref(), tuning.prompt_id.as_deref(), spec)?,
         estimator: spec.estimator().map_err(from_format)?,
         cache_breakpoints: breakpoints == Breakpoints::Auto,
+        reasoning: tuning.reasoning,
     };
     config.check()?;
     Ok(config)

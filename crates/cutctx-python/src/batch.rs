@@ -25,7 +25,7 @@ type Failed = (usize, &'static str, String);
 #[pyo3(signature = (
     requests, format, max_tokens, *, protected_recent_turns = None, policy = None,
     prompt_id = None, estimator = None, reserve_output = None, repair = false, reports = false,
-    jobs = None
+    jobs = None, reasoning = "strip"
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -48,6 +48,7 @@ fn compact_batch_json<'py>(
     repair: bool,
     reports: bool,
     jobs: Option<NonZeroUsize>,
+    reasoning: &str,
 ) -> PyResult<(
     Vec<Option<Bound<'py, PyBytes>>>,
     Vec<Failed>,
@@ -57,6 +58,11 @@ fn compact_batch_json<'py>(
     let format: Format = format.parse().map_err(|e: cutctx::formats::FormatError| {
         crate::formats::to_pyerr(py, crate::formats::Failure::from(e))
     })?;
+    let reasoning = reasoning
+        .parse()
+        .map_err(|e: cutctx::formats::FormatError| {
+            crate::formats::to_pyerr(py, crate::formats::Failure::from(e))
+        })?;
     let args = FormatOptions {
         format: Some(format),
         max_tokens: Some(max_tokens),
@@ -66,6 +72,7 @@ fn compact_batch_json<'py>(
         estimator,
         reserve_output,
         repair,
+        reasoning,
         ..FormatOptions::default()
     };
     // Copied out while the lock is held; the work below runs without it.

@@ -269,7 +269,7 @@ fn text_of<'a>(data: &'a Bound<'_, PyAny>) -> Result<&'a str, Coded> {
 #[pyo3(signature = (
     data, format, max_tokens, *, protected_recent_turns = None, policy = None, prompt_id = None,
     estimator = None, summaries = None, summarize = None, reserve_output = None, repair = false,
-    report = true
+    report = true, reasoning = "strip"
 ))]
 #[expect(
     clippy::too_many_arguments,
@@ -289,6 +289,7 @@ fn compact_json<'py>(
     reserve_output: Option<u64>,
     repair: bool,
     report: bool,
+    reasoning: &str,
 ) -> PyResult<(Bound<'py, PyBytes>, Option<Bound<'py, PyBytes>>)> {
     let run = || -> Result<(String, String), Failure> {
         if summaries.is_some() && summarize.is_some() {
@@ -304,6 +305,7 @@ fn compact_json<'py>(
             estimator,
             reserve_output,
             repair,
+            reasoning: reasoning.parse()?,
             ..FormatOptions::default()
         };
         let given = summaries_of(summaries)?;

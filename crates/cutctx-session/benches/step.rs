@@ -23,6 +23,7 @@ fn config() -> SessionConfig {
             .expect("known"),
         estimator: spec.estimator().expect("estimator"),
         cache_breakpoints: false,
+        reasoning: cutctx_formats::ReasoningMode::Strip,
     }
 }
 

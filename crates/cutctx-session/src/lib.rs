@@ -38,6 +38,7 @@
 //!     policy: policy_named("drop_oldest", "p", &EstimatorSpec::default())?.expect("known"),
 //!     estimator: EstimatorSpec::default().estimator()?,
 //!     cache_breakpoints: false,
+//!     reasoning: cutctx_formats::ReasoningMode::Strip,
 //! };
 //! let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
 //! let mut state = None;

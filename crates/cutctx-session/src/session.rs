@@ -5,7 +5,10 @@
 use std::collections::BTreeMap;
 
 use cutctx_formats::message_list as history;
-use cutctx_formats::{Format, FormatError, ProviderTranscript, fixed_tokens, list_key};
+use cutctx_formats::{
+    Format, FormatError, ProviderTranscript, ReasoningMode, ReasoningOutcome, fixed_tokens,
+    list_key,
+};
 use cutctx_invariants::CompactionPlan;
 use cutctx_model::{
     CompactedTranscript, CompactionBudget, CompactionError, SummarizationRequest, Transcript,
@@ -39,6 +42,9 @@ pub struct SessionConfig {
     pub estimator: Box<dyn TokenEstimator>,
     /// Anthropic: mark the end of the compacted prefix with `cache_control` after a firing.
     pub cache_breakpoints: bool,
+    /// What a firing does with the thinking blocks and reasoning items after the first
+    /// message it changes ([`ReasoningMode`]).
+    pub reasoning: ReasoningMode,
 }
 
 impl SessionConfig {
@@ -125,6 +131,9 @@ pub struct Firing {
     pub plan: CompactionPlan,
     /// The view and the report.
     pub compacted: CompactedTranscript,
+    /// The thinking blocks and reasoning items the firing invalidated, removed or kept as
+    /// [`SessionConfig::reasoning`] says: the model no longer sees what they held.
+    pub reasoning: ReasoningOutcome,
 }
 
 /// The result of one call.
@@ -222,6 +231,7 @@ pub fn step<E: From<FormatError>>(
             input: fitted.input,
             plan: fitted.plan,
             compacted: fitted.compacted,
+            reasoning: fitted.reasoning,
         }),
         restarted,
         prompt_tokens: prompt,
@@ -373,6 +383,7 @@ pub(crate) struct Fitted {
     pub(crate) input: Transcript,
     pub(crate) plan: CompactionPlan,
     pub(crate) compacted: CompactedTranscript,
+    pub(crate) reasoning: ReasoningOutcome,
 }
 
 /// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
@@ -392,7 +403,8 @@ pub(crate) fn compact_to<E: From<FormatError>>(
 ) -> Result<Fitted, E> {
     let format = config.format;
     let estimator = config.estimator.as_ref();
-    let pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
+    let mut pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
+    pt.set_reasoning(config.reasoning);
     let count = pt.prompt_count(config.reserve_output);
     let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
@@ -444,7 +456,7 @@ pub(crate) fn compact_to<E: From<FormatError>>(
         }
         let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts)
             .map_err(|e| E::from(FormatError::from(e)))?;
-        let document = pt.render(&compacted.transcript).map_err(E::from)?;
+        let (document, reasoning) = pt.render_settled(&compacted.transcript).map_err(E::from)?;
         let measured =
             prompt_tokens(format, &document, estimator).map_err(E::from)? + config.reserve_output;
         let fitted = Fitted {
@@ -452,6 +464,7 @@ pub(crate) fn compact_to<E: From<FormatError>>(
             input: pt.transcript().clone(),
             plan,
             compacted,
+            reasoning,
         };
         if measured <= goal {
             return Ok(fitted);
@@ -567,7 +580,14 @@ fn with_mark(mut message: Value) -> Value {
         *content = serde_json::json!([{"type": "text", "text": text, "cache_control": mark}]);
         return message;
     }
-    if let Some(Value::Object(block)) = content.as_array_mut().and_then(|l| l.last_mut()) {
+    // Never on a thinking block, which the provider does not let a mark sit on: on the last
+    // block that is not one (a message of thinking alone is left unmarked).
+    let last = content.as_array_mut().and_then(|l| {
+        l.iter_mut()
+            .rev()
+            .find(|b| !cutctx_formats::anthropic::is_reasoning_block(b))
+    });
+    if let Some(Value::Object(block)) = last {
         block.entry("cache_control").or_insert(mark);
     }
     message

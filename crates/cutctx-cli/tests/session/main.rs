@@ -275,6 +275,7 @@ fn a_session_asks_the_callers_summarizer_at_a_firing_and_without_one_says_what_i
             estimator: None,
             protected_recent: None,
             reserve_output: 0,
+            reasoning: cutctx::formats::ReasoningMode::Strip,
         },
         summarize_with: None,
         cache_breakpoints: Breakpoints::default(),

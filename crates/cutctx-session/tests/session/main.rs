@@ -28,6 +28,7 @@ fn config(format: Format, window: u64, policy: &str) -> SessionConfig {
             .expect("known"),
         estimator: spec.estimator().expect("estimator"),
         cache_breakpoints: false,
+        reasoning: cutctx_formats::ReasoningMode::Strip,
     }
 }
 

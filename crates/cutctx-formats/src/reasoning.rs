@@ -1,0 +1,434 @@
+//! Signed reasoning after an edit: the one rule for thinking blocks (Anthropic) and reasoning
+//! items (OpenAI Responses) whose prefix a compaction changed.
+//!
+//! A provider checks each signed thinking block or encrypted reasoning item it gets back
+//! against everything before it in the request: the top-level fields (`system`, `tools`, the
+//! instructions) and every message before it must be the bytes of the request that produced
+//! it. Compaction changes that prefix at the first message it masks, drops, summarizes or
+//! merges, and from there on every such block is invalid: Anthropic refuses the request
+//! (`Invalid signature in thinking block`) or drops the blocks, as
+//! `thinking.block_binding.prefix_mismatch_behavior` says; OpenAI's newer models drop the
+//! reasoning items. [`settle`] finds that first changed position in a rendering and, as the
+//! [`ReasoningMode`] says, removes what follows it, leaves it, or refuses the compaction; what
+//! counts as reasoning is each format's own rule (`anthropic::is_reasoning_block`,
+//! `openai_responses::is_reasoning_item`). Chat Completions requests carry no signed reasoning.
+//!
+//! A request that fits comes back as it was: nothing changed, so nothing is invalid.
+
+use std::fmt;
+use std::str::FromStr;
+
+use cutctx_model::details;
+use cutctx_policies::TokenEstimator;
+use serde_json::{Map, Value};
+
+use crate::mapping::{Piece, Rendered, Source};
+use crate::{Format, FormatError, anthropic, openai_responses};
+
+/// What compaction does with the thinking blocks and reasoning items whose prefix it changed.
+///
+/// ```
+/// use cutctx_formats::ReasoningMode;
+/// assert_eq!("refuse".parse::<ReasoningMode>(), Ok(ReasoningMode::Refuse));
+/// assert_eq!(ReasoningMode::default().as_str(), "strip");
+/// assert!("drop".parse::<ReasoningMode>().is_err());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum ReasoningMode {
+    /// Remove them (the default): the provider would refuse or drop them. No kept block's
+    /// bytes are edited; a message left with no content is left out.
+    #[default]
+    Strip,
+    /// Leave them as they are, still reported: for models without prefix checks, or a caller
+    /// whose requests set `prefix_mismatch_behavior` to `drop_block`.
+    Keep,
+    /// Fail with `FORMAT_REASONING_INVALIDATED` when a compaction would invalidate any.
+    Refuse,
+}
+
+impl ReasoningMode {
+    /// Every mode, in the order the options list them.
+    pub const ALL: [Self; 3] = [Self::Strip, Self::Keep, Self::Refuse];
+
+    /// The name the options take: `strip`, `keep` or `refuse`.
+    #[must_use]
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Strip => "strip",
+            Self::Keep => "keep",
+            Self::Refuse => "refuse",
+        }
+    }
+}
+
+impl fmt::Display for ReasoningMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for ReasoningMode {
+    type Err = FormatError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| {
+                FormatError::unsupported(
+                    format!("unknown reasoning mode {s:?}: expected strip, keep or refuse"),
+                    details! { "option" => "reasoning" },
+                )
+            })
+    }
+}
+
+/// One thinking block or reasoning item whose prefix the compaction changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidatedReasoning {
+    /// The index of its message (Anthropic) or item (Responses) in the input's list; `None`
+    /// in a message compaction rebuilt (two of one role merged where a removal made them meet).
+    pub message: Option<usize>,
+    /// Anthropic: the block's index in the message's `content`; `None` for a Responses item.
+    pub block: Option<usize>,
+    /// `thinking`, `redacted_thinking` or `reasoning`.
+    pub kind: &'static str,
+    /// The text it carries that a model reads (thinking, a reasoning summary); empty for
+    /// redacted or encrypted-only reasoning, which counts nothing.
+    text: String,
+}
+
+impl InvalidatedReasoning {
+    /// The text it carries, for an estimate of its tokens.
+    #[must_use]
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+}
+
+/// What [`settle`] found: the first changed position and the reasoning after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReasoningOutcome {
+    /// The mode it was settled in.
+    pub mode: ReasoningMode,
+    /// The index, in the input's list, of the first message or item whose bytes changed (0
+    /// when a top-level field did); `None` when the prefix of every kept message is intact.
+    pub first_changed: Option<usize>,
+    /// Every thinking block or reasoning item after it, in order: removed with
+    /// [`ReasoningMode::Strip`], kept with [`ReasoningMode::Keep`].
+    pub invalidated: Vec<InvalidatedReasoning>,
+}
+
+impl ReasoningOutcome {
+    /// Whether the compaction invalidated any reasoning.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.invalidated.is_empty()
+    }
+
+    /// The estimated tokens of the invalidated reasoning's text, by `estimator`.
+    #[must_use]
+    pub fn tokens(&self, estimator: &dyn TokenEstimator) -> u64 {
+        self.invalidated
+            .iter()
+            .map(|r| estimator.estimate_tokens(&r.text))
+            .fold(0, u64::saturating_add)
+    }
+
+    /// The report's `"reasoning"` section: `{"mode", "first_changed", "removed", "tokens",
+    /// "invalidated": [{"message", "block", "kind", "tokens"}]}`, `removed` saying whether
+    /// they left the request (`strip`) or were sent as they were (`keep`).
+    ///
+    /// ```
+    /// use cutctx_formats::ReasoningOutcome;
+    /// use cutctx_policies::CharRatioEstimator;
+    /// let none = ReasoningOutcome::default();
+    /// assert_eq!(none.to_json(&CharRatioEstimator::default())["invalidated"], serde_json::json!([]));
+    /// ```
+    #[must_use]
+    pub fn to_json(&self, estimator: &dyn TokenEstimator) -> Value {
+        let invalidated: Vec<Value> = self
+            .invalidated
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "message": r.message,
+                    "block": r.block,
+                    "kind": r.kind,
+                    "tokens": estimator.estimate_tokens(&r.text),
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "mode": self.mode.as_str(),
+            "first_changed": self.first_changed,
+            "removed": self.mode == ReasoningMode::Strip,
+            "tokens": self.tokens(estimator),
+            "invalidated": invalidated,
+        })
+    }
+
+    /// The line standard error gets when anything was invalidated, else `None`: how many
+    /// blocks or items, where the prefix changed, their tokens, and what was done.
+    #[must_use]
+    pub fn notice(&self, format: Format, estimator: &dyn TokenEstimator) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let what = match format {
+            Format::Anthropic => "thinking block(s)",
+            _ => "reasoning item(s)",
+        };
+        let done = match self.mode {
+            ReasoningMode::Strip => "removed them (--reasoning strip)",
+            ReasoningMode::Keep => {
+                "sent them as they were (--reasoning keep); a model that checks their prefix refuses or drops them"
+            }
+            ReasoningMode::Refuse => "refused",
+        };
+        Some(format!(
+            "cutctx: the compaction changed the request at message {} and invalidated {} {what} after it ({} estimated tokens); {done}",
+            self.first_changed.unwrap_or(0),
+            self.invalidated.len(),
+            self.tokens(estimator),
+        ))
+    }
+}
+
+/// The reasoning of one message: its blocks (Anthropic), or the item itself (Responses).
+fn reasoning_of(
+    format: Format,
+    index: Option<usize>,
+    message: &Value,
+) -> Vec<InvalidatedReasoning> {
+    match format {
+        Format::OpenAiChat => Vec::new(),
+        Format::Anthropic => anthropic::reasoning_blocks(message)
+            .map(|(block, kind, text)| InvalidatedReasoning {
+                message: index,
+                block: Some(block),
+                kind,
+                text,
+            })
+            .collect(),
+        Format::OpenAiResponses => openai_responses::reasoning_text(message)
+            .map(|text| InvalidatedReasoning {
+                message: index,
+                block: None,
+                kind: "reasoning",
+                text,
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// Whether message `i` of `list` may hold reasoning, read cheaply: in a text, a message whose
+/// bytes do not name the type cannot (a JSON string's escapes never hide a plain `"type"`
+/// value from this test, since the name is matched with its quotes wherever it is written).
+fn may_hold_reasoning(format: Format, list: Source<'_>, i: usize) -> bool {
+    match (format, list) {
+        (Format::OpenAiChat, _) => false,
+        (_, Source::Values(_)) => true,
+        (format, Source::Text { text, spans }) => spans
+            .get(i)
+            .and_then(|s| text.get(s.clone()))
+            .is_none_or(|bytes| match format {
+                Format::Anthropic => bytes.contains("thinking"),
+                _ => bytes.contains("reasoning"),
+            }),
+    }
+}
+
+/// Applies the rule to `rendered`, the view's pieces over `list` (the input's messages) with
+/// `document` the input's top-level fields: finds the first changed position, then removes,
+/// keeps or refuses the reasoning after it as `mode` says.
+///
+/// # Errors
+///
+/// `FORMAT_REASONING_INVALIDATED` with [`ReasoningMode::Refuse`] when any is invalidated,
+/// naming the first changed position and the messages.
+pub(crate) fn settle(
+    format: Format,
+    mode: ReasoningMode,
+    document: &Value,
+    key: &str,
+    list: Option<Source<'_>>,
+    rendered: &mut Rendered,
+) -> Result<ReasoningOutcome, FormatError> {
+    let mut outcome = ReasoningOutcome {
+        mode,
+        ..ReasoningOutcome::default()
+    };
+    if format == Format::OpenAiChat {
+        return Ok(outcome);
+    }
+    let (Some(list), Some(pieces)) = (list, rendered.list.as_mut()) else {
+        return Ok(outcome);
+    };
+    let top_changed = !same_top_level(document, &rendered.shell, key);
+    let first = if top_changed {
+        Some(0)
+    } else {
+        pieces
+            .iter()
+            .enumerate()
+            .position(|(k, p)| !matches!(p, Piece::Kept(i) if *i == k))
+    };
+    let Some(first) = first else {
+        return Ok(outcome);
+    };
+    outcome.first_changed = Some(first_input_index(pieces, first));
+    let mut settled: Vec<Piece> = Vec::with_capacity(pieces.len());
+    for (k, piece) in std::mem::take(pieces).into_iter().enumerate() {
+        if k < first {
+            settled.push(piece);
+            continue;
+        }
+        let (index, value) = match piece {
+            Piece::New(v) => {
+                let found = reasoning_of(format, None, &v);
+                if found.is_empty() {
+                    settled.push(Piece::New(v));
+                    continue;
+                }
+                outcome.invalidated.extend(found);
+                match mode {
+                    ReasoningMode::Strip => settled.extend(strip(format, v).map(Piece::New)),
+                    ReasoningMode::Keep | ReasoningMode::Refuse => settled.push(Piece::New(v)),
+                }
+                continue;
+            }
+            Piece::Kept(i) | Piece::Masked { index: i, .. } => {
+                if !may_hold_reasoning(format, list, i) {
+                    settled.push(piece);
+                    continue;
+                }
+                let value = list.get(i).ok_or_else(|| crate::mapping::bad_position(k))?;
+                (i, value)
+            }
+        };
+        let found = reasoning_of(format, Some(index), &value);
+        if found.is_empty() || mode != ReasoningMode::Strip {
+            outcome.invalidated.extend(found);
+            settled.push(piece);
+            continue;
+        }
+        outcome.invalidated.extend(found);
+        let value = match &piece {
+            Piece::Masked { patches, .. } => crate::mapping::patched(&value, patches),
+            _ => value.into_owned(),
+        };
+        settled.extend(strip(format, value).map(Piece::New));
+    }
+    *pieces = settled;
+    if mode == ReasoningMode::Refuse && !outcome.invalidated.is_empty() {
+        let messages: Vec<Option<usize>> = outcome.invalidated.iter().map(|r| r.message).collect();
+        return Err(FormatError::ReasoningInvalidated {
+            message: format!(
+                "the compaction changes the request at message {} and would invalidate {} thinking block(s) or reasoning item(s) after it; pass --reasoning strip to remove them, or keep to send them",
+                outcome.first_changed.unwrap_or(0),
+                outcome.invalidated.len()
+            ),
+            details: details! {
+                "format" => format.as_str(),
+                "first_changed" => outcome.first_changed.unwrap_or(0),
+                "invalidated" => outcome.invalidated.len(),
+                "messages" => messages,
+            },
+        });
+    }
+    Ok(outcome)
+}
+
+/// The input index the output position `k` stands at: the input index of the first kept or
+/// masked piece at or after it, else of the last before it plus one.
+fn first_input_index(pieces: &[Piece], k: usize) -> usize {
+    let index = |p: &Piece| match p {
+        Piece::Kept(i) | Piece::Masked { index: i, .. } => Some(*i),
+        Piece::New(_) => None,
+    };
+    pieces
+        .get(k..)
+        .and_then(|after| after.iter().find_map(index))
+        .or_else(|| pieces.get(..k)?.iter().rev().find_map(index).map(|i| i + 1))
+        .unwrap_or(k)
+}
+
+/// Whether the rendered top-level fields are the input's, the list aside.
+fn same_top_level(document: &Value, shell: &Value, key: &str) -> bool {
+    let (Value::Object(before), Value::Object(after)) = (document, shell) else {
+        // A bare list has no top-level fields to change.
+        return true;
+    };
+    let others = |m: &Map<String, Value>| m.iter().filter(|(k, _)| *k != key).count();
+    others(before) == others(after)
+        && before
+            .iter()
+            .filter(|(k, _)| *k != key)
+            .all(|(k, v)| after.get(k) == Some(v))
+}
+
+/// `message` without its reasoning: `None` when nothing of it is left (a Responses reasoning
+/// item; an Anthropic message that held only thinking).
+fn strip(format: Format, message: Value) -> Option<Value> {
+    match format {
+        Format::Anthropic => anthropic::without_reasoning(message),
+        Format::OpenAiResponses => None,
+        Format::OpenAiChat => Some(message),
+    }
+}
+
+/// A thinking block or reasoning item of an output whose prefix is not the input's: what
+/// [`stale_reasoning`] finds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StaleReasoning {
+    /// Its message's (or item's) index in the output's list.
+    pub message: usize,
+    /// Anthropic: its block's index in that message; `None` for a Responses item.
+    pub block: Option<usize>,
+}
+
+/// Every thinking block or reasoning item of `output` whose prefix differs from the one it had
+/// in `input`: those after the first message (or item) of `output` that is not the input's at
+/// the same place, or all of them when a top-level field (the list aside) changed. Read from
+/// the two documents alone, apart from how compaction made the output: the check the tests
+/// hold every output to, and one a caller can run on any rewritten request.
+///
+/// ```
+/// use cutctx_formats::{Format, stale_reasoning};
+/// use serde_json::json;
+/// let thinking = json!({"role": "assistant", "content": [
+///     {"type": "thinking", "thinking": "hmm", "signature": "s"}, {"type": "text", "text": "ok"}]});
+/// let input = json!({"messages": [{"role": "user", "content": "a"}, thinking.clone()]});
+/// let edited = json!({"messages": [{"role": "user", "content": "b"}, thinking]});
+/// assert!(stale_reasoning(Format::Anthropic, &input, &input).is_empty());
+/// assert_eq!(stale_reasoning(Format::Anthropic, &input, &edited).len(), 1);
+/// ```
+#[must_use]
+pub fn stale_reasoning(format: Format, input: &Value, output: &Value) -> Vec<StaleReasoning> {
+    let key = crate::list_key(format);
+    let before = crate::message_list(format, input);
+    let after = crate::message_list(format, output);
+    let first = if same_top_level(input, output, key) {
+        after
+            .iter()
+            .enumerate()
+            .position(|(k, m)| before.get(k) != Some(m))
+    } else {
+        Some(0)
+    };
+    let Some(first) = first else {
+        return Vec::new();
+    };
+    let mut stale = Vec::new();
+    for (k, message) in after.iter().enumerate().skip(first) {
+        for r in reasoning_of(format, Some(k), message) {
+            stale.push(StaleReasoning {
+                message: k,
+                block: r.block,
+            });
+        }
+    }
+    stale
+}
