@@ -404,3 +404,234 @@ def test_a_batch_on_several_workers_equals_one_request_at_a_time():
     with pytest.raises(FormatCompactionError) as e:
         formats.compact_batch(requests, "openai-chat", 60, jobs=0)
     assert e.value.code == "VALIDATION_ERROR"
+
+
+# Signed reasoning after the first changed message: strip (the default), keep or refuse.
+
+
+def _thinking_request() -> dict:
+    """An Anthropic tool loop with extended thinking: six signed thinking blocks, each before a
+    call whose result is large enough for observation masking to mask the oldest ones."""
+    messages: list[dict] = [{"role": "user", "content": "Read the files one by one."}]
+    for i in range(6):
+        messages.append({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": f"I should look at file {i}. " * 10,
+             "signature": f"sig{i}=="},
+            {"type": "tool_use", "id": f"toolu_{i}", "name": "read", "input": {"path": f"f{i}.rs"}},
+        ]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "x" * 4000},
+        ]})
+    return {"model": "claude-sonnet-4-5", "max_tokens": 1024,
+            "thinking": {"type": "enabled", "budget_tokens": 2000}, "messages": messages}
+
+
+def _responses_request() -> dict:
+    """A Responses tool loop: an encrypted reasoning item before each call."""
+    items: list[dict] = [{"role": "user", "content": "Read the files one by one."}]
+    for i in range(6):
+        items.append({"type": "reasoning", "id": f"rs_{i}",
+                      "summary": [{"type": "summary_text", "text": f"Reading file {i} next."}],
+                      "encrypted_content": f"gAAAAB{i}" * 40})
+        items.append({"type": "function_call", "id": f"fc_{i}", "call_id": f"call_{i}",
+                      "name": "read", "arguments": json.dumps({"path": f"f{i}.rs"})})
+        items.append({"type": "function_call_output", "call_id": f"call_{i}",
+                      "output": "x" * 4000})
+    return {"model": "o3", "input": items}
+
+
+def _thinking_blocks(message: dict) -> list[dict]:
+    content = message["content"]
+    if not isinstance(content, list):
+        return []
+    return [b for b in content if b.get("type") in ("thinking", "redacted_thinking")]
+
+
+MASKING = {"policy": "observation_masking"}
+
+
+def test_strip_removes_the_thinking_after_the_first_masked_message_and_reports_it():
+    request = _thinking_request()
+    data = json.dumps(request)
+    out, report_text = compact_json_with_report(data, "anthropic", 5000, **MASKING)
+    assert compact_json(data, "anthropic", 5000, **MASKING) == out
+    assert compact_json(data, "anthropic", 5000, reasoning="strip", **MASKING) == out
+    compacted = json.loads(out)["messages"]
+    report = json.loads(report_text)
+    assert report["report"]["masked_turn_ids"], "the budget must mask something"
+    # The first message whose content differs from the input's: the first masked result.
+    first = next(i for i, (a, b) in enumerate(zip(request["messages"], compacted, strict=True))
+                 if a != b)
+    assert compacted[first]["content"][0]["type"] == "tool_result"
+    reasoning = report["reasoning"]
+    assert reasoning["mode"] == "strip" and reasoning["removed"] is True
+    assert reasoning["first_changed"] == first
+    # No thinking block after it; every one before it kept, its bytes as they came in.
+    assert all(not _thinking_blocks(m) for m in compacted[first + 1:])
+    kept = [(i, b) for i, m in enumerate(compacted[:first]) for b in _thinking_blocks(m)]
+    assert kept
+    for i, block in kept:
+        assert block == request["messages"][i]["content"][0]
+        assert json.dumps(block).encode() in out, "a kept block's bytes are not edited"
+    # Every removed one is listed, by input position, and counted.
+    removed = [i for i, m in enumerate(request["messages"]) if i > first and _thinking_blocks(m)]
+    assert [(e["message"], e["block"], e["kind"]) for e in reasoning["invalidated"]] == [
+        (i, 0, "thinking") for i in removed]
+    assert reasoning["tokens"] == sum(e["tokens"] for e in reasoning["invalidated"]) > 0
+    # The calls stay, each with its result.
+    uses = [b["id"] for m in compacted if isinstance(m["content"], list)
+            for b in m["content"] if b["type"] == "tool_use"]
+    assert uses == [f"toolu_{i}" for i in range(6)]
+    # The dict path reads the same section.
+    result = compact(request, "anthropic", 5000, **MASKING)
+    assert result.reasoning == reasoning
+    assert result.request == json.loads(out)
+
+
+def test_keep_leaves_every_thinking_block_and_still_reports_them():
+    request = _thinking_request()
+    data = json.dumps(request)
+    out, report_text = compact_json_with_report(data, "anthropic", 5000, reasoning="keep",
+                                                **MASKING)
+    compacted = json.loads(out)["messages"]
+    blocks = [b for m in compacted for b in _thinking_blocks(m)]
+    assert blocks == [b for m in request["messages"] for b in _thinking_blocks(m)]
+    assert len(blocks) == 6
+    reasoning = json.loads(report_text)["reasoning"]
+    assert reasoning["mode"] == "keep" and reasoning["removed"] is False
+    assert reasoning["invalidated"]
+    assert {e["kind"] for e in reasoning["invalidated"]} == {"thinking"}
+    # Only the reasoning differs from the default: the same turns are masked.
+    strip = json.loads(compact_json_with_report(data, "anthropic", 5000, **MASKING)[1])
+    assert json.loads(report_text)["report"] == strip["report"]
+    assert reasoning["invalidated"] == strip["reasoning"]["invalidated"]
+    assert compact(request, "anthropic", 5000, reasoning="keep", **MASKING).reasoning == reasoning
+
+
+def test_refuse_fails_with_format_reasoning_invalidated():
+    data = json.dumps(_thinking_request())
+    for call in (compact_json, compact_json_with_report):
+        with pytest.raises(FormatCompactionError) as e:
+            call(data, "anthropic", 5000, reasoning="refuse", **MASKING)
+        assert e.value.code == "FORMAT_REASONING_INVALIDATED"
+        assert e.value.details["format"] == "anthropic"
+    with pytest.raises(FormatCompactionError) as e:
+        compact(_thinking_request(), "anthropic", 5000, reasoning="refuse", **MASKING)
+    assert e.value.code == "FORMAT_REASONING_INVALIDATED"
+
+
+@pytest.mark.parametrize("mode", ["strip", "keep", "refuse"])
+def test_a_request_that_fits_keeps_its_reasoning_byte_for_byte(mode: str):
+    data = json.dumps(_thinking_request()).encode()
+    out, report_text = compact_json_with_report(data, "anthropic", 1_000_000, reasoning=mode,
+                                                **MASKING)
+    assert out == data + b"\n"
+    assert "reasoning" not in json.loads(report_text)
+    assert compact(json.loads(data), "anthropic", 1_000_000, reasoning=mode).reasoning is None
+
+
+def test_strip_removes_the_responses_reasoning_items_after_the_first_changed_item():
+    request = _responses_request()
+    data = json.dumps(request)
+    out, report_text = compact_json_with_report(data, "openai-responses", 5000, **MASKING)
+    compacted = json.loads(out)["input"]
+    reasoning = json.loads(report_text)["reasoning"]
+    assert reasoning["mode"] == "strip" and reasoning["removed"] is True
+    first = reasoning["first_changed"]
+    # The items before the first changed one come back as they were, reasoning included.
+    assert compacted[:first] == request["input"][:first]
+    assert request["input"][first] != compacted[first]
+    assert any(item.get("type") == "reasoning" for item in compacted[:first])
+    assert all(item.get("type") != "reasoning" for item in compacted[first:])
+    assert [(e["message"], e["block"], e["kind"]) for e in reasoning["invalidated"]] == [
+        (i, None, "reasoning") for i, item in enumerate(request["input"])
+        if i > first and item.get("type") == "reasoning"]
+    # Every call is still there with its output.
+    calls = [item["call_id"] for item in compacted if item.get("type") == "function_call"]
+    outputs = [item["call_id"] for item in compacted if item.get("type") == "function_call_output"]
+    assert calls == outputs == [f"call_{i}" for i in range(6)]
+    # keep leaves all six.
+    kept = json.loads(compact_json(data, "openai-responses", 5000, reasoning="keep", **MASKING))
+    assert [i["id"] for i in kept["input"] if i.get("type") == "reasoning"] == [
+        f"rs_{i}" for i in range(6)]
+
+
+@pytest.mark.parametrize("call", ["compact_json", "compact_json_with_report", "compact",
+                                  "compact_batch", "compact_batch_with_reports"])
+def test_an_unknown_reasoning_mode_is_format_unsupported(call: str):
+    request = _thinking_request()
+    with pytest.raises(FormatCompactionError) as e:
+        if call == "compact":
+            compact(request, "anthropic", 5000, reasoning="bogus")  # type: ignore[arg-type]
+        elif call.startswith("compact_batch"):
+            getattr(formats, call)([json.dumps(request)], "anthropic", 5000, reasoning="bogus")
+        else:
+            getattr(formats, call)(json.dumps(request), "anthropic", 5000, reasoning="bogus")
+    assert e.value.code == "FORMAT_UNSUPPORTED"
+    assert e.value.details == {"option": "reasoning"}
+
+
+def test_a_batch_honours_reasoning_as_one_request_does():
+    data = json.dumps(_thinking_request())
+    requests = [data, data.encode()]
+    for mode in ("strip", "keep"):
+        alone, alone_report = compact_json_with_report(data, "anthropic", 5000, reasoning=mode,
+                                                       **MASKING)
+        out = formats.compact_batch(requests, "anthropic", 5000, reasoning=mode, **MASKING)
+        assert out == [alone.decode().removesuffix("\n"), alone.removesuffix(b"\n")]
+        outs, reports = formats.compact_batch_with_reports(
+            requests, "anthropic", 5000, reasoning=mode, **MASKING)
+        assert outs == out
+        assert [r.encode() + b"\n" for r in reports if r is not None] == [alone_report] * 2
+        compactor = formats.BatchCompactor("anthropic", 5000, column="t", reasoning=mode,
+                                           report_column="r", **MASKING)
+        got = compactor({"t": requests})
+        assert got["t"] == out and got["r"] == reports
+    stripped = json.loads(formats.compact_batch([data], "anthropic", 5000, **MASKING)[0])
+    kept = json.loads(formats.compact_batch([data], "anthropic", 5000, reasoning="keep",
+                                            **MASKING)[0])
+    assert sum(len(_thinking_blocks(m)) for m in stripped["messages"]) < 6
+    assert sum(len(_thinking_blocks(m)) for m in kept["messages"]) == 6
+    # A request refused fails alone: it becomes None, as a batch's failures do.
+    outs, reports = formats.compact_batch_with_reports(
+        [data, '[{"role": "user", "content": "Hi"}]'], "anthropic", 5000, reasoning="refuse",
+        **MASKING)
+    assert outs[0] is None and reports[0] is None
+    assert outs[1] == '[{"role": "user", "content": "Hi"}]' and reports[1] is not None
+
+
+def test_the_reasoning_modes_are_the_typed_names():
+    import inspect
+    import typing
+
+    assert typing.get_args(formats.Reasoning) == ("strip", "keep", "refuse")
+    for name in ("compact", "compact_json", "compact_json_with_report", "compact_batch",
+                 "compact_batch_with_reports"):
+        parameter = inspect.signature(getattr(formats, name)).parameters["reasoning"]
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert parameter.default == "strip", name
+    assert formats.BatchCompactor("anthropic", 10).reasoning == "strip"
+
+
+@needs_cli
+@pytest.mark.parametrize("mode", ["strip", "keep", "refuse"])
+def test_reasoning_gives_the_cli_bytes_report_and_error(mode: str, tmp_path: Path):
+    for fmt, request in (("anthropic", _thinking_request()),
+                         ("openai-responses", _responses_request())):
+        path = tmp_path / "request.json"
+        data = json.dumps(request).encode()
+        path.write_bytes(data)
+        for budget in (5000, 1_000_000):
+            rfile = tmp_path / "report.json"
+            rfile.unlink(missing_ok=True)
+            _, out, error = cli(fmt, path, budget, "observation_masking", 4,
+                                "--reasoning", mode, "--report", str(rfile))
+            got, exc = ours(data, fmt, budget, "observation_masking", 4, reasoning=mode)
+            case = (fmt, budget, mode)
+            if error is not None:
+                assert exc is not None, case
+                assert (exc.code, exc.message, exc.details) == (
+                    error["code"], error["message"], error["details"]), case
+                continue
+            assert exc is None, (case, exc)
+            assert got == (out, rfile.read_bytes()), case

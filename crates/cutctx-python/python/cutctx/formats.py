@@ -21,7 +21,10 @@ messages, plus ``reserve_output`` tokens kept for the answer (by default the req
 ``max_completion_tokens``/``max_tokens``, ``max_output_tokens`` or ``max_tokens``; else 0).
 With ``repair=True``, what makes a logged history invalid for its provider (a call without
 its result, a result without its call, ...) is dropped first, never invented, and each drop is
-listed in the report's ``"repairs"``.
+listed in the report's ``"repairs"``. Signed reasoning (Anthropic ``thinking`` and
+``redacted_thinking`` blocks, OpenAI Responses ``reasoning`` items) after the first message the
+compaction changed no longer matches the request's prefix: ``reasoning="strip"`` (the default)
+removes it, ``"keep"`` leaves it, ``"refuse"`` fails; the report's ``"reasoning"`` lists it.
 
 >>> from cutctx.formats import compact
 >>> request = {"model": "gpt-4.1", "messages": [
@@ -39,7 +42,8 @@ listed in the report's ``"repairs"``.
 Failures raise :class:`FormatCompactionError`, whose ``code`` is the CLI's stable code
 (``FORMAT_ERROR``, ``FORMAT_UNSUPPORTED``, ``FORMAT_INVALID_REQUEST``, ``VALIDATION_ERROR``, ``INPUT_ERROR``,
 ``USAGE_ERROR``, ``COMPACTION_BUDGET_UNSATISFIABLE``, ``COMPACTION_SUMMARY_MISSING``,
-``SUMMARIZER_ERROR``) and whose ``details`` name ids and figures, never content.
+``SUMMARIZER_ERROR``, ``FORMAT_REASONING_INVALIDATED``) and whose ``details`` name ids and
+figures, never content.
 """
 
 from __future__ import annotations
@@ -82,6 +86,7 @@ POLICIES: tuple[str, ...] = tuple(_core.POLICY_NAMES)
 
 Format = Literal["openai-chat", "openai-responses", "anthropic"]
 Policy = Literal["drop_oldest", "observation_masking", "summarizing", "default_chain"]
+Reasoning = Literal["strip", "keep", "refuse"]
 Summarize = Callable[[dict[str, Any]], str]
 
 
@@ -101,6 +106,10 @@ class CompactedRequest:
         repairs: With ``repair=True``, each drop as ``{"kind", "position", "id"}`` (positions
             in the input; empty when nothing needed it), else ``None``: the report file's
             ``"repairs"``.
+        reasoning: When the compaction invalidated signed reasoning, ``{"mode",
+            "first_changed", "removed", "tokens", "invalidated"}`` (each invalidated block or
+            item as ``{"message", "block", "kind", "tokens"}``), else ``None``: the report
+            file's ``"reasoning"``.
     """
 
     request: Any
@@ -108,6 +117,7 @@ class CompactedRequest:
     report: dict[str, Any]
     prompt: dict[str, Any] | None = None
     repairs: list[dict[str, Any]] | None = None
+    reasoning: dict[str, Any] | None = None
 
 
 def compact_json_with_report(
@@ -123,14 +133,16 @@ def compact_json_with_report(
     summarize: Summarize | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    reasoning: Reasoning = "strip",
 ) -> tuple[bytes, bytes]:
     """Like :func:`compact_json`, and also the report.
 
     Returns:
         ``(request, report)``: the compacted request's JSON, as the CLI prints it, and
         ``{"plan", "report"}`` as canonical JSON, as the CLI's ``--report FILE`` holds it, with
-        ``"prompt"`` when tools or an output reserve count and ``"repairs"`` with
-        ``repair=True``. Both end with one newline.
+        ``"prompt"`` when tools or an output reserve count, ``"repairs"`` with
+        ``repair=True``, and ``"reasoning"`` when signed reasoning was invalidated (see
+        ``reasoning`` in :func:`compact_json`). Both end with one newline.
 
     >>> out, report = compact_json_with_report(b'[{"role": "user", "content": "Hi"}]',
     ...                                        "openai-chat", 50)
@@ -163,7 +175,7 @@ def compact_json_with_report(
     """
     request, report = _compact_json(
         data, format, max_tokens, protected_recent_turns, policy, prompt_id, estimator,
-        summaries, summarize, reserve_output, repair, report=True,
+        summaries, summarize, reserve_output, repair, reasoning, report=True,
     )
     assert report is not None  # asked for
     return request, report
@@ -182,6 +194,7 @@ def compact_json(
     summarize: Summarize | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    reasoning: Reasoning = "strip",
 ) -> bytes:
     """Compact a provider request held as JSON text; return the compacted request's JSON.
 
@@ -211,6 +224,9 @@ def compact_json(
         repair: Drop what makes the history invalid for its provider first
             (``--repair``); without it such a request fails with ``FORMAT_INVALID_REQUEST``
             and ``details["hint"] == "--repair"``.
+        reasoning: What becomes of signed reasoning after the first changed message
+            (``--reasoning``): ``"strip"`` removes it, ``"keep"`` leaves it (both report it in
+            ``"reasoning"``), ``"refuse"`` fails with ``FORMAT_REASONING_INVALIDATED``.
 
     Raises:
         FormatCompactionError: With the CLI's code. Without summaries, a plan that asks for
@@ -229,7 +245,7 @@ def compact_json(
     # as much as reading the request.
     request, _ = _compact_json(
         data, format, max_tokens, protected_recent_turns, policy, prompt_id, estimator,
-        summaries, summarize, reserve_output, repair, report=False,
+        summaries, summarize, reserve_output, repair, reasoning, report=False,
     )
     return request
 
@@ -246,6 +262,7 @@ def _compact_json(
     summarize: Summarize | None,
     reserve_output: int | None,
     repair: bool,
+    reasoning: Reasoning,
     *,
     report: bool,
 ) -> tuple[bytes, bytes | None]:
@@ -264,6 +281,7 @@ def _compact_json(
         reserve_output=_reserve(reserve_output),
         repair=bool(repair),
         report=report,
+        reasoning=reasoning,
     )
 
 
@@ -280,6 +298,7 @@ def compact(
     summarize: Summarize | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    reasoning: Reasoning = "strip",
 ) -> CompactedRequest:
     """Compact a provider request held as Python objects.
 
@@ -288,7 +307,8 @@ def compact(
     :func:`compact_json`.
 
     Returns:
-        A :class:`CompactedRequest` with the compacted request, the plan and the report.
+        A :class:`CompactedRequest` with the compacted request, the plan and the report (and
+        the report file's ``prompt``, ``repairs`` and ``reasoning``).
 
     Raises:
         FormatCompactionError: As :func:`compact_json`; a request that cannot be written as
@@ -323,6 +343,7 @@ def compact(
         summarize=summarize,
         reserve_output=reserve_output,
         repair=repair,
+        reasoning=reasoning,
     )
     both = json.loads(report)
     return CompactedRequest(
@@ -331,6 +352,7 @@ def compact(
         report=both["report"],
         prompt=both.get("prompt"),
         repairs=both.get("repairs"),
+        reasoning=both.get("reasoning"),
     )
 
 
@@ -468,6 +490,7 @@ def compact_batch(
     reserve_output: int | None = None,
     repair: bool = False,
     jobs: int | None = None,
+    reasoning: Reasoning = "strip",
 ) -> Any:
     """Compact a batch of provider requests held as JSON text; return the batch compacted.
 
@@ -486,6 +509,8 @@ def compact_batch(
         repair: Drop what makes a history invalid (orphaned calls or results, ...) first.
         jobs: How many requests are compacted at once (default: every core), as
             ``cutctx batch --jobs``.
+        reasoning: ``"strip"``, ``"keep"`` or ``"refuse"``, as for :func:`compact_json` (a
+            request it refuses becomes ``None``).
 
     Returns:
         The same kind as ``requests``: a list of ``str``/``bytes`` (each as its input was),
@@ -500,7 +525,8 @@ def compact_batch(
         format,
         max_tokens,
         _batch_options(
-            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair, jobs
+            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair, jobs,
+            reasoning,
         ),
         None,
     )
@@ -518,15 +544,17 @@ def compact_batch_with_reports(
     reserve_output: int | None = None,
     repair: bool = False,
     jobs: int | None = None,
+    reasoning: Reasoning = "strip",
 ) -> tuple[Any, list[str | None]]:
     """:func:`compact_batch`, and each request's report.
 
     Returns:
         ``(compacted, reports)``: ``compacted`` as :func:`compact_batch` returns it, and
         ``reports[i]``, the text the CLI's ``--report FILE`` holds for request ``i`` (without
-        its newline: ``{"plan", "report"}``, with ``"prompt"`` and ``"repairs"`` as
-        :func:`compact_json_with_report` has them), or ``None`` where it failed. This is how
-        the repairs of a batch are seen: ``cutctx batch`` prints them on standard error.
+        its newline: ``{"plan", "report"}``, with ``"prompt"``, ``"repairs"`` and
+        ``"reasoning"`` as :func:`compact_json_with_report` has them), or ``None`` where it
+        failed. This is how the repairs and the invalidated reasoning of a batch are seen:
+        ``cutctx batch`` prints them on standard error.
 
     >>> unanswered = json.dumps([{"role": "user", "content": "Go."}, {"role": "assistant",
     ...     "content": "On it.", "tool_calls": [{"id": "c9", "type": "function",
@@ -544,7 +572,8 @@ def compact_batch_with_reports(
         format,
         max_tokens,
         _batch_options(
-            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair, jobs
+            protected_recent_turns, policy, prompt_id, estimator, reserve_output, repair, jobs,
+            reasoning,
         ),
         reports,
     )
@@ -559,6 +588,7 @@ def _batch_options(
     reserve_output: int | None,
     repair: bool,
     jobs: int | None,
+    reasoning: Reasoning,
 ) -> dict[str, Any]:
     if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
         raise _error(
@@ -574,6 +604,7 @@ def _batch_options(
         "reserve_output": _reserve(reserve_output),
         "repair": bool(repair),
         "jobs": jobs,
+        "reasoning": reasoning,
     }
 
 
@@ -621,7 +652,7 @@ class BatchCompactor:
     :func:`compact_batch`) and leaves the other columns as they are. With ``report_column``,
     it also sets that column to each request's report text (see
     :func:`compact_batch_with_reports`: the whole prompt's figures and, with ``repair``, the
-    repairs), ``None`` where a request failed.
+    repairs), ``None`` where a request failed. ``reasoning`` is :func:`compact_batch`'s.
 
     >>> compactor = BatchCompactor("openai-chat", 50, column="text")
     >>> compactor({"text": ['[{"role": "user", "content": "Hi"}]']})["text"]
@@ -645,6 +676,7 @@ class BatchCompactor:
     reserve_output: int | None = None
     repair: bool = False
     report_column: str | None = None
+    reasoning: Reasoning = "strip"
 
     def compact(self, requests: Any) -> Any:
         """:func:`compact_batch` of ``requests`` with this compactor's options."""
@@ -658,6 +690,7 @@ class BatchCompactor:
             estimator=self.estimator,
             reserve_output=self.reserve_output,
             repair=self.repair,
+            reasoning=self.reasoning,
         )
 
     def compact_with_reports(self, requests: Any) -> tuple[Any, list[str | None]]:
@@ -672,6 +705,7 @@ class BatchCompactor:
             estimator=self.estimator,
             reserve_output=self.reserve_output,
             repair=self.repair,
+            reasoning=self.reasoning,
         )
 
     def _run(self, requests: Any) -> tuple[Any, list[str | None] | None]:

@@ -4,6 +4,7 @@ from typing import Any, Literal
 
 Format = Literal["openai-chat", "openai-responses", "anthropic"]
 Policy = Literal["drop_oldest", "observation_masking", "summarizing", "default_chain"]
+Reasoning = Literal["strip", "keep", "refuse"]
 Summarize = Callable[[dict[str, Any]], str]
 
 DEFAULT_PROMPT_ID: str
@@ -22,6 +23,7 @@ class CompactedRequest:
     report: dict[str, Any]
     prompt: dict[str, Any] | None = None
     repairs: list[dict[str, Any]] | None = None
+    reasoning: dict[str, Any] | None = None
 
 def compact(
     request: Mapping[str, Any] | list[Any],
@@ -36,6 +38,7 @@ def compact(
     summarize: Summarize | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    reasoning: Reasoning = "strip",
 ) -> CompactedRequest: ...
 def compact_json(
     data: bytes | str,
@@ -50,6 +53,7 @@ def compact_json(
     summarize: Summarize | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    reasoning: Reasoning = "strip",
 ) -> bytes: ...
 def compact_json_with_report(
     data: bytes | str,
@@ -64,6 +68,7 @@ def compact_json_with_report(
     summarize: Summarize | None = None,
     reserve_output: int | None = None,
     repair: bool = False,
+    reasoning: Reasoning = "strip",
 ) -> tuple[bytes, bytes]: ...
 def estimate_json(
     data: bytes | str,
@@ -93,6 +98,7 @@ def compact_batch_with_reports(
     reserve_output: int | None = None,
     repair: bool = False,
     jobs: int | None = None,
+    reasoning: Reasoning = "strip",
 ) -> tuple[Any, list[str | None]]: ...
 def compact_batch(
     requests: Any,
@@ -106,6 +112,7 @@ def compact_batch(
     reserve_output: int | None = None,
     repair: bool = False,
     jobs: int | None = None,
+    reasoning: Reasoning = "strip",
 ) -> Any: ...
 @dataclass(frozen=True, slots=True)
 class BatchCompactor:
@@ -119,6 +126,7 @@ class BatchCompactor:
     reserve_output: int | None = None
     repair: bool = False
     report_column: str | None = None
+    reasoning: Reasoning = "strip"
     def compact(self, requests: Any) -> Any: ...
     def compact_with_reports(self, requests: Any) -> tuple[Any, list[str | None]]: ...
     def __call__(self, batch: Any) -> Any: ...
