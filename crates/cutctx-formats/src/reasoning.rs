@@ -8,7 +8,7 @@
 //! merges, and from there on every such block is invalid: Anthropic refuses the request
 //! (`Invalid signature in thinking block`) or drops the blocks, as
 //! `thinking.block_binding.prefix_mismatch_behavior` says; OpenAI's newer models drop the
-//! reasoning items. [`settle`] finds that first changed position in a rendering and, as the
+//! reasoning items. `settle` finds that first changed position in a rendering and, as the
 //! [`ReasoningMode`] says, removes what follows it, leaves it, or refuses the compaction; what
 //! counts as reasoning is each format's own rule (`anthropic::is_reasoning_block`,
 //! `openai_responses::is_reasoning_item`). Chat Completions requests carry no signed reasoning.
@@ -106,7 +106,7 @@ impl InvalidatedReasoning {
     }
 }
 
-/// What [`settle`] found: the first changed position and the reasoning after it.
+/// What rendering found: the first changed position and the reasoning after it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReasoningOutcome {
     /// The mode it was settled in.
