@@ -458,7 +458,7 @@ fn session(
         cutctx_ops::ledger::append_firing(ledger, args.compactor.as_deref(), firing, clock)?;
     }
     output::write_atomically(&args.state, out.state.as_bytes(), "state")?;
-    for line in out.repairs.iter().chain(&out.notice) {
+    for line in out.repairs.iter().chain(&out.notice).chain(&out.reasoning) {
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
     Ok(out.output)

@@ -224,19 +224,20 @@ fn reasoning_of(
 }
 
 /// Whether message `i` of `list` may hold reasoning, read cheaply: in a text, a message whose
-/// bytes do not name the type cannot (a JSON string's escapes never hide a plain `"type"`
-/// value from this test, since the name is matched with its quotes wherever it is written).
+/// bytes neither name the type nor hold a `\u` escape (the one escape that could spell its
+/// letters) cannot; anything else is parsed and read.
 fn may_hold_reasoning(format: Format, list: Source<'_>, i: usize) -> bool {
-    match (format, list) {
-        (Format::OpenAiChat, _) => false,
-        (_, Source::Values(_)) => true,
-        (format, Source::Text { text, spans }) => spans
+    let name = match format {
+        Format::OpenAiChat => return false,
+        Format::Anthropic => "thinking",
+        Format::OpenAiResponses => "reasoning",
+    };
+    match list {
+        Source::Values(_) => true,
+        Source::Text { text, spans } => spans
             .get(i)
             .and_then(|s| text.get(s.clone()))
-            .is_none_or(|bytes| match format {
-                Format::Anthropic => bytes.contains("thinking"),
-                _ => bytes.contains("reasoning"),
-            }),
+            .is_none_or(|bytes| bytes.contains(name) || bytes.contains("\\u")),
     }
 }
 
@@ -278,7 +279,9 @@ pub(crate) fn settle(
     let Some(first) = first else {
         return Ok(outcome);
     };
-    outcome.first_changed = Some(first_input_index(pieces, first));
+    // Before `first`, output message k is input message k: input message `first` is the
+    // first one not sent as it was (dropped, masked, folded or merged).
+    outcome.first_changed = Some(first);
     let mut settled: Vec<Piece> = Vec::with_capacity(pieces.len());
     for (k, piece) in std::mem::take(pieces).into_iter().enumerate() {
         if k < first {
@@ -339,20 +342,6 @@ pub(crate) fn settle(
         });
     }
     Ok(outcome)
-}
-
-/// The input index the output position `k` stands at: the input index of the first kept or
-/// masked piece at or after it, else of the last before it plus one.
-fn first_input_index(pieces: &[Piece], k: usize) -> usize {
-    let index = |p: &Piece| match p {
-        Piece::Kept(i) | Piece::Masked { index: i, .. } => Some(*i),
-        Piece::New(_) => None,
-    };
-    pieces
-        .get(k..)
-        .and_then(|after| after.iter().find_map(index))
-        .or_else(|| pieces.get(..k)?.iter().rev().find_map(index).map(|i| i + 1))
-        .unwrap_or(k)
 }
 
 /// Whether the rendered top-level fields are the input's, the list aside.

@@ -623,12 +623,19 @@ fn finish_text<'a>(
     }
     let input_transcript = keep_compaction.then(|| pt.transcript().clone());
     // The report's text, made only when asked for, before the plan is released.
-    let estimator = spec.estimator().map_err(from_format)?;
+    // The reasoning's tokens are counted only when a compaction invalidated some: building an
+    // estimator (a BPE table) for every request of a batch would be work for nothing.
+    let reasoning_estimator = |reasoning: &ReasoningOutcome| {
+        (!reasoning.is_empty())
+            .then(|| spec.estimator().map_err(from_format))
+            .transpose()
+    };
     let make_report = |plan: &CompactionPlan,
                        report: &cutctx::CompactionReport,
-                       reasoning: &ReasoningOutcome| {
-        if want_report {
-            let section = (!reasoning.is_empty()).then(|| reasoning.to_json(estimator.as_ref()));
+                       reasoning: &ReasoningOutcome|
+     -> Result<String, OpsError> {
+        Ok(if want_report {
+            let section = reasoning_estimator(reasoning)?.map(|e| reasoning.to_json(e.as_ref()));
             cutctx::formats::report_text(
                 plan,
                 report,
@@ -639,7 +646,7 @@ fn finish_text<'a>(
             )
         } else {
             String::new()
-        }
+        })
     };
     let (body, unchanged, out, report) = if pt.is_from_text() {
         // The output is the request's own bytes wherever compaction did not change them,
@@ -666,7 +673,7 @@ fn finish_text<'a>(
         let (parts, reasoning, report) = if want_report {
             // The report names the reasoning the rendering invalidated: it is made after it.
             let (parts, reasoning) = render().map_err(from_format)?;
-            let report = make_report(&plan, &applied.report, &reasoning);
+            let report = make_report(&plan, &applied.report, &reasoning)?;
             drop(plan);
             (parts, reasoning, report)
         } else {
@@ -749,11 +756,12 @@ fn finish_text<'a>(
                 )
             })?
         };
-        let report = make_report(&plan, &out.report, &out.reasoning);
+        let report = make_report(&plan, &out.report, &out.reasoning)?;
         (Body::Whole(output), unchanged, out, report)
     };
     let repairs = repairs.iter().flatten().map(repair_line).collect();
-    let reasoning = out.reasoning.notice(format, estimator.as_ref());
+    let reasoning =
+        reasoning_estimator(&out.reasoning)?.and_then(|e| out.reasoning.notice(format, e.as_ref()));
     // The whole prompt, as `cutctx estimate`'s total counts it: the fixed parts beside the
     // turns. `representable` checked that these sums fit.
     let outside = count.tools.saturating_add(count.reserve);

@@ -136,6 +136,9 @@ pub struct SessionOutput {
     pub firing: Option<Firing>,
     /// What `--repair` dropped, one line each for standard error.
     pub repairs: Vec<String>,
+    /// The line for standard error when a firing invalidated reasoning: how much, and what
+    /// `--reasoning` did with it.
+    pub reasoning: Option<String>,
 }
 
 fn estimator_spec(text: Option<&str>) -> Result<EstimatorSpec, OpsError> {
@@ -252,6 +255,10 @@ pub fn session_with(
             "cutctx session: the history's first {known} messages are not those the state describes; starting a new session"
         ),
     });
+    let reasoning = step
+        .firing
+        .as_ref()
+        .and_then(|f| f.reasoning.notice(format, config.estimator.as_ref()));
     let untouched = step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;
     let output = if untouched && repairs.is_empty() {
         // Never compacted: the request as it came, byte for byte.
@@ -280,6 +287,7 @@ pub fn session_with(
         notice,
         firing: step.firing,
         repairs: repairs.iter().map(crate::formats::repair_line).collect(),
+        reasoning,
     })
 }
 

@@ -291,3 +291,45 @@ fn a_session_asks_the_callers_summarizer_at_a_firing_and_without_one_says_what_i
     assert_eq!(e.code, "COMPACTION_SUMMARY_MISSING");
     assert!(e.details["group_id"].is_string());
 }
+
+#[test]
+fn a_firing_strips_the_thinking_it_invalidates_and_says_so_on_standard_error() {
+    let dir = scratch("reasoning");
+    let mut messages = vec![json!({"role": "user", "content": "Fix the build."})];
+    for i in 0..6 {
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": format!("file {i} next. ").repeat(10), "signature": format!("sig{i}")},
+            {"type": "tool_use", "id": format!("t{i}"), "name": "read", "input": {}}]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("t{i}"), "content": "x".repeat(4000)}]}));
+    }
+    let request = json!({"model": "m", "max_tokens": 100, "messages": messages});
+    let path = dir.join("request.json");
+    std::fs::write(&path, request.to_string()).expect("written");
+    let state = dir.join("state.json");
+    let (status, out, err) = run(&[
+        "session",
+        "--format",
+        "anthropic",
+        "--window",
+        "5000",
+        "--policy",
+        "observation_masking",
+        "--state",
+        state.to_str().expect("utf-8"),
+        path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(status, Some(0), "{err}");
+    let sent: Value = serde_json::from_str(&out).expect("json");
+    assert_ne!(sent, request, "the session fired");
+    let stale =
+        cutctx::formats::stale_reasoning(cutctx::formats::Format::Anthropic, &request, &sent);
+    assert!(stale.is_empty(), "{stale:?}");
+    assert_eq!(
+        err.lines()
+            .filter(|l| l.contains("thinking block(s)"))
+            .count(),
+        1,
+        "one line on standard error: {err}"
+    );
+}

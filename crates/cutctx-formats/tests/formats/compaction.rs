@@ -626,3 +626,32 @@ fn a_view_of_another_transcript_is_refused() {
     let e = a.apply(&plan, &BTreeMap::new()).expect_err("missing");
     assert_eq!(e.code(), "COMPACTION_SUMMARY_MISSING");
 }
+
+#[test]
+fn thinking_whose_type_is_written_with_escapes_is_still_found_after_a_change() {
+    use cutctx_formats::{ReasoningMode, stale_reasoning};
+    // `\u0074hinking` is "thinking", as type and key: the text path must still find the block.
+    let result = "r".repeat(4000);
+    let text = format!(
+        r#"{{"messages":[{{"role":"user","content":"go"}},{{"role":"assistant","content":[{{"type":"tool_use","id":"t0","name":"f","input":{{}}}}]}},{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t0","content":"{result}"}}]}},{{"role":"assistant","content":[{{"type":"\u0074hinking","\u0074hinking":"hmm","signature":"s"}},{{"type":"tool_use","id":"t1","name":"f","input":{{}}}}]}},{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t1","content":"ok"}}]}}]}}"#
+    );
+    let input: Value = serde_json::from_str(&text).expect("json");
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let mut pt = ProviderTranscript::from_text_with(Format::Anthropic, &text, &estimator)
+        .expect("the text path reads it");
+    pt.set_reasoning(ReasoningMode::Strip);
+    let policy = ObservationMaskingPolicy::new(0).expect("valid");
+    let plan = policy
+        .decide(
+            pt.transcript(),
+            &CompactionBudget::new(200).with_protected_recent_turns(2),
+        )
+        .expect("plans");
+    let out = pt
+        .apply_text(&plan, &std::collections::BTreeMap::new(), &text)
+        .expect("applies");
+    let output: Value = serde_json::from_str(&out.text).expect("json");
+    assert_ne!(output, input, "the first result is masked");
+    assert_eq!(out.reasoning.invalidated.len(), 1, "{}", out.text);
+    assert!(stale_reasoning(Format::Anthropic, &input, &output).is_empty());
+}
