@@ -123,6 +123,33 @@ pub(crate) fn without_reasoning(mut message: Value) -> Option<Value> {
     Some(message)
 }
 
+/// Whether `document` asks for manual extended thinking (`"thinking": {"type": "enabled"}`),
+/// under which Anthropic requires the final assistant turn of a tool loop in progress to start
+/// with a thinking block ("a final `assistant` message must start with a thinking block");
+/// adaptive thinking does not ("no assistant turn needs to start with one", *Building with
+/// extended thinking*).
+pub(crate) fn thinking_first_required(document: &Value) -> bool {
+    document
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        == Some("enabled")
+}
+
+/// Whether `message` is a user message answering tool calls: one with a `tool_result` block,
+/// which continues the assistant turn before it (a tool loop in progress).
+pub(crate) fn answers_tools(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("user")
+        && blocks(message)
+            .iter()
+            .any(|b| block_type(b) == "tool_result")
+}
+
+/// Whether `message` starts with a thinking or redacted thinking block.
+pub(crate) fn starts_with_thinking(message: &Value) -> bool {
+    blocks(message).first().is_some_and(is_reasoning_block)
+}
+
 /// Checks an Anthropic document against the provider's structural rules.
 ///
 /// # Errors

@@ -54,6 +54,16 @@ pub enum FormatError {
         /// `format`, `first_changed`, `invalidated` (a count) and `messages` (their indices).
         details: Details,
     },
+    /// `FORMAT_REASONING_OPEN_TOOL_LOOP`: with `ReasoningMode::Strip`, the request ends in an
+    /// Anthropic tool loop in progress under manual thinking, and the compaction would
+    /// invalidate the thinking its last assistant message must start with.
+    #[error("{message}")]
+    ReasoningOpenToolLoop {
+        /// What is wrong, in one line.
+        message: String,
+        /// `format`, `first_changed` and `message` (the assistant message's index).
+        details: Details,
+    },
     /// An error of cutctx itself: planning, validating or applying a plan, or a bad option.
     #[error(transparent)]
     Compaction(#[from] CompactionError),
@@ -61,7 +71,7 @@ pub enum FormatError {
 
 impl FormatError {
     /// The stable code: `FORMAT_ERROR`, `FORMAT_INVALID_REQUEST`, `FORMAT_VIEW_MISMATCH`,
-    /// `FORMAT_UNSUPPORTED`, `FORMAT_REASONING_INVALIDATED`, or the code of the wrapped [`CompactionError`].
+    /// `FORMAT_UNSUPPORTED`, `FORMAT_REASONING_INVALIDATED`, `FORMAT_REASONING_OPEN_TOOL_LOOP`, or the code of the wrapped [`CompactionError`].
     #[must_use]
     pub fn code(&self) -> &'static str {
         match self {
@@ -70,6 +80,7 @@ impl FormatError {
             Self::ViewMismatch { .. } => "FORMAT_VIEW_MISMATCH",
             Self::Unsupported { .. } => "FORMAT_UNSUPPORTED",
             Self::ReasoningInvalidated { .. } => "FORMAT_REASONING_INVALIDATED",
+            Self::ReasoningOpenToolLoop { .. } => "FORMAT_REASONING_OPEN_TOOL_LOOP",
             Self::Compaction(e) => e.code().as_str(),
         }
     }
@@ -87,7 +98,8 @@ impl FormatError {
             Self::Malformed(v) | Self::Invalid(v) => v.details(),
             Self::ViewMismatch { details, .. }
             | Self::Unsupported { details, .. }
-            | Self::ReasoningInvalidated { details, .. } => details.clone(),
+            | Self::ReasoningInvalidated { details, .. }
+            | Self::ReasoningOpenToolLoop { details, .. } => details.clone(),
             Self::Compaction(e) => e.details().clone(),
         }
     }

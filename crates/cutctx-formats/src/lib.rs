@@ -132,7 +132,7 @@ pub use prompt::{
 pub use reasoning::{
     InvalidatedReasoning, ReasoningMode, ReasoningOutcome, StaleReasoning, stale_reasoning,
 };
-pub use repair::{Repair, RepairKind, is_repairable, repair};
+pub use repair::{Repair, RepairKind, first_repaired, is_repairable, repair};
 pub use text::TextParts;
 pub use validate::{Rule, Violation, validate};
 
@@ -208,6 +208,66 @@ pub fn is_system_message(format: Format, message: &serde_json::Value) -> bool {
     }
 }
 
+/// Whether `message` (of a `format` request's list) holds signed reasoning: an Anthropic
+/// message with a `thinking` or `redacted_thinking` block, a Responses `reasoning` item.
+/// Chat Completions messages carry none.
+///
+/// ```
+/// use cutctx_formats::{Format, holds_reasoning};
+/// use serde_json::json;
+/// let item = json!({"type": "reasoning", "id": "rs_1", "encrypted_content": "gAAA", "summary": []});
+/// assert!(holds_reasoning(Format::OpenAiResponses, &item));
+/// assert!(!holds_reasoning(Format::OpenAiChat, &json!({"role": "assistant", "content": "hi"})));
+/// ```
+#[must_use]
+pub fn holds_reasoning(format: Format, message: &serde_json::Value) -> bool {
+    match format {
+        Format::OpenAiChat => false,
+        Format::Anthropic => anthropic::reasoning_blocks(message).next().is_some(),
+        Format::OpenAiResponses => openai_responses::reasoning_text(message).is_some(),
+    }
+}
+
+/// Where the tool loop in progress at the end of `list` (a `format` request's message list)
+/// starts: the index of its first model message, when the list ends with tool results (a
+/// Chat `tool` message, an Anthropic user message answering `tool_use` blocks, a Responses
+/// call output) and so continues the model's turn; `None` when the list ends otherwise. The
+/// providers ask for the loop's reasoning back intact: Anthropic requires the thinking within
+/// a tool-use turn, and OpenAI every reasoning item since the last user message; the session
+/// holds off a firing that would invalidate it while the request still fits.
+///
+/// ```
+/// use cutctx_formats::{Format, open_tool_loop};
+/// use serde_json::json;
+/// let list = [
+///     json!({"role": "user", "content": "go"}),
+///     json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]}),
+///     json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]}),
+/// ];
+/// assert_eq!(open_tool_loop(Format::Anthropic, &list), Some(1));
+/// assert_eq!(open_tool_loop(Format::Anthropic, &list[..2]), None);
+/// ```
+#[must_use]
+pub fn open_tool_loop(format: Format, list: &[serde_json::Value]) -> Option<usize> {
+    let results = |m: &serde_json::Value| match format {
+        Format::OpenAiChat => m.get("role").and_then(serde_json::Value::as_str) == Some("tool"),
+        Format::Anthropic => anthropic::answers_tools(m),
+        Format::OpenAiResponses => openai_responses::is_output(m),
+    };
+    if !list.last().is_some_and(results) {
+        return None;
+    }
+    // The turn began after the last message that is neither the model's nor results.
+    let start = list
+        .iter()
+        .rposition(|m| !is_model_item(format, m) && !results(m))
+        .map_or(0, |i| i + 1);
+    list.iter()
+        .skip(start)
+        .position(|m| is_model_item(format, m))
+        .map(|k| start + k)
+}
+
 impl fmt::Display for Format {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -254,6 +314,9 @@ pub struct ProviderTranscript {
     deferred: Vec<mapping::LeftContent>,
     /// What rendering does with reasoning whose prefix the view changed.
     reasoning: ReasoningMode,
+    /// The first message at which `document` already differs from the caller's request (a
+    /// repair's first drop): reasoning from there on is invalid whatever the view keeps.
+    changed_from: Option<usize>,
 }
 
 /// A compacted provider request as text, with cutctx's report and view: what
@@ -355,6 +418,7 @@ impl ProviderTranscript {
             layout: None,
             deferred: Vec::new(),
             reasoning: ReasoningMode::default(),
+            changed_from: None,
         })
     }
 
@@ -410,6 +474,7 @@ impl ProviderTranscript {
             layout: Some(layout),
             deferred: built.deferred,
             reasoning: ReasoningMode::default(),
+            changed_from: None,
         })
     }
 
@@ -541,6 +606,31 @@ impl ProviderTranscript {
     /// message a view changes (see [`ReasoningMode`]); [`ReasoningMode::Strip`] until set.
     pub const fn set_reasoning(&mut self, mode: ReasoningMode) {
         self.reasoning = mode;
+    }
+
+    /// Says that the request this transcript was read from already differs from the caller's
+    /// at message `position` of its list (and maybe after): what `--repair` dropped first.
+    /// The thinking blocks and reasoning items from there on had a different prefix when the
+    /// provider made them, so rendering treats them as a compaction's change would, even when
+    /// the view keeps everything.
+    ///
+    /// ```
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// use serde_json::json;
+    /// let request = json!({"messages": [
+    ///     {"role": "user", "content": "go"},
+    ///     {"role": "assistant", "content": [
+    ///         {"type": "thinking", "thinking": "hm", "signature": "s"},
+    ///         {"type": "text", "text": "done"}]}]});
+    /// let mut pt = ProviderTranscript::parse(Format::Anthropic, &request)?;
+    /// pt.set_changed_from(Some(0));
+    /// let (out, outcome) = pt.render_settled(pt.transcript())?;
+    /// assert_eq!(outcome.invalidated.len(), 1);
+    /// assert_eq!(out["messages"][1]["content"].as_array().unwrap().len(), 1);
+    /// # Ok::<(), cutctx_formats::FormatError>(())
+    /// ```
+    pub const fn set_changed_from(&mut self, position: Option<usize>) {
+        self.changed_from = position;
     }
 
     /// As [`ProviderTranscript::render`], consuming the transcript: kept messages are moved
@@ -757,6 +847,7 @@ impl ProviderTranscript {
             &self.document,
             list_key(self.format),
             list,
+            self.changed_from,
             &mut rendered,
         )?;
         Ok((rendered, outcome))

@@ -103,6 +103,11 @@ pub(crate) fn is_model_item(item: &Value) -> bool {
     kind(0, item).is_ok_and(|k| k.is_model_item())
 }
 
+/// Whether `item` is a call's output (of any type of [`CALL_TYPES`]).
+pub(crate) fn is_output(item: &Value) -> bool {
+    matches!(kind(0, item), Ok(Kind::Output(..)))
+}
+
 /// The text a model reads of `item` when it is a reasoning item (its `summary` and `content`
 /// texts, one per line; empty for encrypted-only reasoning), `None` for any other item.
 pub(crate) fn reasoning_text(item: &Value) -> Option<String> {
@@ -117,6 +122,21 @@ pub(crate) fn reasoning_text(item: &Value) -> Option<String> {
             .filter_map(|part| part.get("text").and_then(Value::as_str))
     });
     Some(texts.collect::<Vec<_>>().join("\n"))
+}
+
+/// `item` without the `id` that ties it to a reasoning item left out, when it is a call or an
+/// assistant message that has one; `None` when there is nothing to remove (any other item: an
+/// `item_reference`'s `id` is the item it names). OpenAI refuses a
+/// call or message whose `id` was produced with a reasoning item the request no longer carries
+/// ("provided without its required 'reasoning' item"); the item's `id` is optional in a
+/// request, and a call's `call_id`, which is kept, is what pairs it with its output.
+pub(crate) fn unlinked(item: &Value) -> Option<Value> {
+    if !matches!(kind(0, item), Ok(Kind::Answer | Kind::Call(..))) {
+        return None;
+    }
+    let mut item = item.clone();
+    item.as_object_mut()?.remove("id")?;
+    Some(item)
 }
 
 /// The kind of item `i`, or the shape violation that hides it.

@@ -117,6 +117,9 @@ pub struct ReasoningOutcome {
     /// Every thinking block or reasoning item after it, in order: removed with
     /// [`ReasoningMode::Strip`], kept with [`ReasoningMode::Keep`].
     pub invalidated: Vec<InvalidatedReasoning>,
+    /// Responses: the items (by their index in the input's list) that lost their `id`
+    /// because the reasoning item they were produced with was removed; their `call_id` stays.
+    pub unlinked: Vec<usize>,
 }
 
 impl ReasoningOutcome {
@@ -136,8 +139,9 @@ impl ReasoningOutcome {
     }
 
     /// The report's `"reasoning"` section: `{"mode", "first_changed", "removed", "tokens",
-    /// "invalidated": [{"message", "block", "kind", "tokens"}]}`, `removed` saying whether
-    /// they left the request (`strip`) or were sent as they were (`keep`).
+    /// "invalidated": [{"message", "block", "kind", "tokens"}], "unlinked"}`, `removed` saying
+    /// whether they left the request (`strip`) or were sent as they were (`keep`), `unlinked`
+    /// the Responses items that lost their `id` with them.
     ///
     /// ```
     /// use cutctx_formats::ReasoningOutcome;
@@ -165,6 +169,7 @@ impl ReasoningOutcome {
             "removed": self.mode == ReasoningMode::Strip,
             "tokens": self.tokens(estimator),
             "invalidated": invalidated,
+            "unlinked": self.unlinked,
         })
     }
 
@@ -242,19 +247,30 @@ fn may_hold_reasoning(format: Format, list: Source<'_>, i: usize) -> bool {
 }
 
 /// Applies the rule to `rendered`, the view's pieces over `list` (the input's messages) with
-/// `document` the input's top-level fields: finds the first changed position, then removes,
-/// keeps or refuses the reasoning after it as `mode` says.
+/// `document` the input's top-level fields: finds the first changed position (no later than
+/// `changed_from`, where the caller's own request already differed from `list`: a repair's
+/// first drop), then removes, keeps or refuses the reasoning after it as `mode` says.
+///
+/// Removing keeps the request valid by the provider's other rules: a message left with no
+/// content is left out; on Responses, a call or answer that followed a removed reasoning item
+/// loses its `id` (its `call_id` stays); on Anthropic, the final assistant message of a tool
+/// loop in progress may lose its thinking only where the request's thinking mode allows a turn
+/// without it.
 ///
 /// # Errors
 ///
 /// `FORMAT_REASONING_INVALIDATED` with [`ReasoningMode::Refuse`] when any is invalidated,
-/// naming the first changed position and the messages.
+/// naming the first changed position and the messages; `FORMAT_REASONING_OPEN_TOOL_LOOP` with
+/// [`ReasoningMode::Strip`] when removing would leave a manual-thinking tool loop in progress
+/// without the thinking its last assistant message must start with, a request no provider
+/// rule allows.
 pub(crate) fn settle(
     format: Format,
     mode: ReasoningMode,
     document: &Value,
     key: &str,
     list: Option<Source<'_>>,
+    changed_from: Option<usize>,
     rendered: &mut Rendered,
 ) -> Result<ReasoningOutcome, FormatError> {
     let mut outcome = ReasoningOutcome {
@@ -271,10 +287,14 @@ pub(crate) fn settle(
     let first = if top_changed {
         Some(0)
     } else {
-        pieces
+        let moved = pieces
             .iter()
             .enumerate()
-            .position(|(k, p)| !matches!(p, Piece::Kept(i) if *i == k))
+            .position(|(k, p)| !matches!(p, Piece::Kept(i) if *i == k));
+        match (moved, changed_from) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     };
     let Some(first) = first else {
         return Ok(outcome);
@@ -282,47 +302,58 @@ pub(crate) fn settle(
     // Before `first`, output message k is input message k: input message `first` is the
     // first one not sent as it was (dropped, masked, folded or merged).
     outcome.first_changed = Some(first);
+    let strip_mode = mode == ReasoningMode::Strip;
     let mut settled: Vec<Piece> = Vec::with_capacity(pieces.len());
+    // Responses: after a removed reasoning item, the model's items of the same step (up to
+    // the next item that is not the model's) lose the `id` that names it.
+    let mut unlinking = false;
+    // Anthropic: where in `settled` the last message is whose thinking was removed.
+    let mut last_stripped: Option<usize> = None;
     for (k, piece) in std::mem::take(pieces).into_iter().enumerate() {
         if k < first {
             settled.push(piece);
             continue;
         }
-        let (index, value) = match piece {
-            Piece::New(v) => {
-                let found = reasoning_of(format, None, &v);
-                if found.is_empty() {
-                    settled.push(Piece::New(v));
-                    continue;
-                }
-                outcome.invalidated.extend(found);
-                match mode {
-                    ReasoningMode::Strip => settled.extend(strip(format, v).map(Piece::New)),
-                    ReasoningMode::Keep | ReasoningMode::Refuse => settled.push(Piece::New(v)),
-                }
-                continue;
-            }
-            Piece::Kept(i) | Piece::Masked { index: i, .. } => {
-                if !may_hold_reasoning(format, list, i) {
-                    settled.push(piece);
-                    continue;
-                }
-                let value = list.get(i).ok_or_else(|| crate::mapping::bad_position(k))?;
-                (i, value)
-            }
+        let index = match &piece {
+            Piece::New(_) => None,
+            Piece::Kept(i) | Piece::Masked { index: i, .. } => Some(*i),
         };
-        let found = reasoning_of(format, Some(index), &value);
-        if found.is_empty() || mode != ReasoningMode::Strip {
-            outcome.invalidated.extend(found);
+        if !unlinking && index.is_some_and(|i| !may_hold_reasoning(format, list, i)) {
             settled.push(piece);
             continue;
         }
-        outcome.invalidated.extend(found);
-        let value = match &piece {
-            Piece::Masked { patches, .. } => crate::mapping::patched(&value, patches),
-            _ => value.into_owned(),
+        // What to send instead of the piece, read while the piece is borrowed.
+        let (found, instead) = {
+            let value = piece_value(&piece, list, k)?;
+            let found = reasoning_of(format, index, &value);
+            if !found.is_empty() {
+                let instead = strip_mode.then(|| strip(format, value.into_owned()));
+                (found, instead)
+            } else if unlinking && crate::is_model_item(format, &value) {
+                (found, openai_responses::unlinked(&value).map(Some))
+            } else {
+                unlinking = false;
+                (found, None)
+            }
         };
-        settled.extend(strip(format, value).map(Piece::New));
+        let stripped = !found.is_empty();
+        outcome.invalidated.extend(found);
+        match instead {
+            None => settled.push(piece),
+            Some(Some(message)) => {
+                if stripped {
+                    last_stripped = Some(settled.len());
+                } else {
+                    outcome.unlinked.extend(index);
+                }
+                settled.push(Piece::New(message));
+            }
+            // A reasoning item, or a message that held only thinking: nothing is left.
+            Some(None) => unlinking = format == Format::OpenAiResponses,
+        }
+    }
+    if format == Format::Anthropic && strip_mode {
+        open_tool_loop(document, list, &settled, last_stripped, &outcome)?;
     }
     *pieces = settled;
     if mode == ReasoningMode::Refuse && !outcome.invalidated.is_empty() {
@@ -342,6 +373,72 @@ pub(crate) fn settle(
         });
     }
     Ok(outcome)
+}
+
+/// The message a piece sends: the input's (patched when masked) or the one rendering made.
+fn piece_value<'a>(
+    piece: &'a Piece,
+    list: Source<'a>,
+    k: usize,
+) -> Result<std::borrow::Cow<'a, Value>, FormatError> {
+    Ok(match piece {
+        Piece::New(v) => std::borrow::Cow::Borrowed(v),
+        Piece::Kept(i) => list
+            .get(*i)
+            .ok_or_else(|| crate::mapping::bad_position(k))?,
+        Piece::Masked { index, patches } => {
+            let original = list
+                .get(*index)
+                .ok_or_else(|| crate::mapping::bad_position(k))?;
+            std::borrow::Cow::Owned(crate::mapping::patched(&original, patches))
+        }
+    })
+}
+
+/// `FORMAT_REASONING_OPEN_TOOL_LOOP` when `settled` ends in a tool loop in progress (its last
+/// message answers tool calls) whose assistant message before it lost the thinking it started
+/// with, and the request's manual thinking requires that message to start with it. Anthropic
+/// documents no request that is valid then: the thinking is bound to the prefix the compaction
+/// changed, the turn may not go without it, and its advice is not to compact between a
+/// `tool_use` and the `tool_result` that answers it (*Preserved thinking*).
+fn open_tool_loop(
+    document: &Value,
+    list: Source<'_>,
+    settled: &[Piece],
+    last_stripped: Option<usize>,
+    outcome: &ReasoningOutcome,
+) -> Result<(), FormatError> {
+    let Some(n) = settled.len().checked_sub(1) else {
+        return Ok(());
+    };
+    if last_stripped.is_none_or(|s| s + 1 != n) || !anthropic::thinking_first_required(document) {
+        return Ok(());
+    }
+    let last = piece_value(&settled[n], list, n)?;
+    if !anthropic::answers_tools(&last) {
+        return Ok(());
+    }
+    let assistant = outcome
+        .invalidated
+        .last()
+        .and_then(|r| r.message)
+        .and_then(|i| list.get(i));
+    if !assistant.is_some_and(|m| anthropic::starts_with_thinking(&m)) {
+        return Ok(());
+    }
+    let message = outcome.invalidated.last().and_then(|r| r.message);
+    Err(FormatError::ReasoningOpenToolLoop {
+        message: format!(
+            "the request ends in a tool loop in progress whose last assistant message (message {}) must start with its thinking under \"thinking\": {{\"type\": \"enabled\"}}, and the compaction changes the request before it (at message {}), which invalidates that thinking; compact once the loop has its final answer, use adaptive thinking, or pass --reasoning keep and send thinking.block_binding.prefix_mismatch_behavior \"drop_block\"",
+            message.map_or_else(|| "?".to_owned(), |i| i.to_string()),
+            outcome.first_changed.unwrap_or(0),
+        ),
+        details: details! {
+            "format" => Format::Anthropic.as_str(),
+            "first_changed" => outcome.first_changed.unwrap_or(0),
+            "message" => message,
+        },
+    })
 }
 
 /// Whether the rendered top-level fields are the input's, the list aside.

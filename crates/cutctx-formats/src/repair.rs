@@ -100,6 +100,29 @@ impl Repair {
     }
 }
 
+/// The first message (or item) of the repaired list that is not the input's at the same
+/// place, given what [`repair`] made: the first repair's input position, as nothing before it
+/// was dropped; `None` when nothing was. Every thinking block or reasoning item from there on
+/// had another prefix when the provider produced it
+/// ([`ProviderTranscript::set_changed_from`](crate::ProviderTranscript::set_changed_from)).
+///
+/// ```
+/// use cutctx_formats::{Format, first_repaired, repair};
+/// let chat = serde_json::json!([
+///     {"role": "user", "content": "book it"},
+///     {"role": "tool", "tool_call_id": "c0", "content": "stray"},
+///     {"role": "user", "content": "well?"},
+/// ]);
+/// let (_, repairs) = repair(Format::OpenAiChat, chat)?;
+/// assert_eq!(first_repaired(&repairs), Some(1));
+/// assert_eq!(first_repaired(&[]), None);
+/// # Ok::<(), cutctx_formats::FormatError>(())
+/// ```
+#[must_use]
+pub fn first_repaired(repairs: &[Repair]) -> Option<usize> {
+    repairs.iter().map(|r| r.position).min()
+}
+
 /// Whether `--repair` (that is, [`repair`]) fixes the violation `v` by a drop: a repairable
 /// rule, at a message of the list. Anthropic's duplicate `tool_use` ids are not repairable:
 /// which of the two calls a result answers is unknowable, so neither can be dropped.

@@ -479,6 +479,8 @@ pub fn prepare(args: &FormatOptions, input_text: &str) -> Result<Prepared, OpsEr
     );
     let mut pt = pt;
     pt.set_reasoning(args.reasoning);
+    // What a repair dropped changed the request before any compaction did.
+    pt.set_changed_from(repairs.as_deref().and_then(cutctx::formats::first_repaired));
     let plan = pt
         .plan(policy.as_ref(), &budget, input_text)
         .map_err(from_format)?;

@@ -137,7 +137,8 @@ pub struct SessionOutput {
     /// What `--repair` dropped, one line each for standard error.
     pub repairs: Vec<String>,
     /// The line for standard error when a firing invalidated reasoning: how much, and what
-    /// `--reasoning` did with it.
+    /// `--reasoning` did with it; or when a firing was held off so as not to invalidate the
+    /// reasoning of a tool loop in progress.
     pub reasoning: Option<String>,
 }
 
@@ -258,7 +259,15 @@ pub fn session_with(
     let reasoning = step
         .firing
         .as_ref()
-        .and_then(|f| f.reasoning.notice(format, config.estimator.as_ref()));
+        .and_then(|f| f.reasoning.notice(format, config.estimator.as_ref()))
+        .or_else(|| {
+            step.held_off.map(|start| {
+                format!(
+                    "cutctx session: the request crossed the trigger ({} tokens) but still fits the window; a firing now would invalidate the reasoning of the tool loop in progress since message {start}, so it waits for the loop's answer",
+                    step.prompt_tokens
+                )
+            })
+        });
     let untouched = step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;
     let output = if untouched && repairs.is_empty() {
         // Never compacted: the request as it came, byte for byte.
@@ -424,7 +433,7 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>5} {:>11} {:>9} {:>5} {:>11} {:>12} {:>12} {:>10} {:>11}",
+        "{:<10} {:>5} {:>11} {:>9} {:>5} {:>11} {:>12} {:>12} {:>10} {:>11} {:>9} {:>15}",
         "strategy",
         "calls",
         "tokens_sent",
@@ -434,12 +443,14 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
         "cost_units",
         format!("cost_{}", prices.currency),
         "peak_use",
-        "over_window"
+        "over_window",
+        "reasoning",
+        "reasoning_units"
     );
     for s in &replay.strategies {
         let _ = writeln!(
             out,
-            "{:<10} {:>5} {:>11} {:>9.3} {:>5} {:>11} {:>12.1} {:>12.6} {:>10.3} {:>11}",
+            "{:<10} {:>5} {:>11} {:>9.3} {:>5} {:>11} {:>12.1} {:>12.6} {:>10.3} {:>11} {:>9} {:>15}",
             s.name,
             s.calls,
             s.tokens_sent,
@@ -449,13 +460,24 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
             s.cost_units,
             s.cost_money,
             peak_share(s, replay.window),
-            s.over_window
+            s.over_window,
+            s.reasoning_tokens,
+            s.reasoning_units
+                .map_or_else(|| "-".to_owned(), |u| format!("{u:.1}"))
         );
     }
     let _ = writeln!(
         out,
         "lower bound: no strategy that stays under the window where it can pays less than {:.1} units",
         replay.bound_units
+    );
+    let _ = writeln!(
+        out,
+        "reasoning: estimated tokens of the thinking and reasoning items compactions invalidated, each once; reasoning_units prices them at the output price ({}), as thought again, apart from cost_units",
+        prices.output.map_or_else(
+            || "none in this table".to_owned(),
+            |o| format!("{o:.2}x input")
+        )
     );
     out
 }
@@ -472,6 +494,7 @@ fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
                 "peak_tokens": s.peak_tokens, "over_window": s.over_window,
                 "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
                 "fitting_tokens": s.fitting_tokens, "fitting_cached": s.fitting_cached,
+                "reasoning_tokens": s.reasoning_tokens, "reasoning_units": s.reasoning_units,
             })
         })
         .collect();

@@ -72,6 +72,11 @@ pub struct PriceTable {
     /// every prompt (OpenAI, DeepSeek).
     #[serde(default)]
     pub breakpoints: bool,
+    /// The price of an output token, as a multiple of the base input price: what the replay
+    /// charges for reasoning a compaction invalidated, which the model thinks again. Left out,
+    /// that reasoning is counted but not priced.
+    #[serde(default)]
+    pub output: Option<f64>,
     /// When the prices were read, and from where.
     #[serde(default)]
     pub source: String,
@@ -89,7 +94,7 @@ impl PriceTable {
     pub const NAMES: [&'static str; 3] = ["anthropic", "openai", "deepseek"];
 
     /// Anthropic, Claude Sonnet 4: $3 per million input tokens; cache reads 0.1×, cache writes
-    /// 1.25× of that.
+    /// 1.25× of that; output $15 per million (5×).
     #[must_use]
     pub fn anthropic() -> Self {
         Self {
@@ -102,11 +107,13 @@ impl PriceTable {
             min_cached_tokens: 1024,
             cache_block_tokens: 1,
             breakpoints: true,
+            output: Some(5.0),
             source: SOURCE.into(),
         }
     }
 
-    /// OpenAI, GPT-4o: $2.50 per million input tokens; cached input 0.5×.
+    /// OpenAI, GPT-4o: $2.50 per million input tokens; cached input 0.5×; output $10 per
+    /// million (4×).
     #[must_use]
     pub fn openai() -> Self {
         Self {
@@ -119,11 +126,13 @@ impl PriceTable {
             min_cached_tokens: 1024,
             cache_block_tokens: 128,
             breakpoints: false,
+            output: Some(4.0),
             source: SOURCE.into(),
         }
     }
 
-    /// DeepSeek: $0.27 per million input tokens on a cache miss, $0.07 on a hit.
+    /// DeepSeek: $0.27 per million input tokens on a cache miss, $0.07 on a hit; output $1.10
+    /// per million.
     #[must_use]
     pub fn deepseek() -> Self {
         Self {
@@ -136,6 +145,7 @@ impl PriceTable {
             min_cached_tokens: 64,
             cache_block_tokens: 64,
             breakpoints: false,
+            output: Some(1.10 / 0.27),
             source: SOURCE.into(),
         }
     }
@@ -160,7 +170,12 @@ impl PriceTable {
     /// non-finite price, a block of zero tokens.
     pub fn from_json(text: &str) -> Result<Self, String> {
         let t: Self = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        let prices = [t.input_per_million, t.cache_read, t.cache_write];
+        let prices = [
+            t.input_per_million,
+            t.cache_read,
+            t.cache_write,
+            t.output.unwrap_or(0.0),
+        ];
         if prices.iter().any(|p| !p.is_finite() || *p < 0.0) {
             return Err("prices must be finite and not negative".into());
         }

@@ -17,11 +17,18 @@
 //! writes its tools and system prompt in full. With [`ReplayOptions::warm_prefix`] every
 //! strategy's cache starts holding that prefix, as when many conversations share it.
 //!
+//! **Reasoning.** Each strategy's [`StrategyReport::reasoning_tokens`] is the reasoning its
+//! compactions invalidated (thinking blocks, reasoning items after a compaction's first
+//! change), each block counted once; [`StrategyReport::reasoning_units`] prices it at the
+//! table's output price, as reasoning the model thinks again. A call at which no valid
+//! compaction exists (`FORMAT_REASONING_OPEN_TOOL_LOOP`) is sent uncompacted.
+//!
 //! **Lower bound.** Each call's required parts (see [`bound`](crate::bound)) are collected as
 //! the run is replayed, and [`Replay::bound_units`] is the least any strategy could pay.
 
-use cutctx_formats::{Format, FormatError, ProviderTranscript};
+use cutctx_formats::{Format, FormatError, ProviderTranscript, ReasoningOutcome};
 use cutctx_model::{CompactionBudget, CompactionError, Role, SummarizationRequest};
+use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
 use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
@@ -103,6 +110,13 @@ pub struct StrategyReport {
     pub fitting_tokens: u64,
     /// Of those, served from the cache.
     pub fitting_cached: u64,
+    /// The estimated tokens of the thinking blocks and reasoning items its compactions
+    /// invalidated, each counted once (at the first compaction that invalidated it): reasoning
+    /// the model no longer has, and thinks again at the output price.
+    pub reasoning_tokens: u64,
+    /// Those tokens priced at the table's output price, in base-input-token units; `None` when
+    /// the table has no output price. Not part of `cost_units`, which prices input alone.
+    pub reasoning_units: Option<f64>,
     /// Each call's request, with the reserve.
     pub sizes: Vec<u64>,
     /// The cost in units after each call.
@@ -278,6 +292,8 @@ fn content_blocks(message: &Value) -> u64 {
 /// Accumulates one strategy's figures call by call.
 struct Meter<'a> {
     report: StrategyReport,
+    /// The reasoning already counted, by message and block.
+    invalidated: std::collections::BTreeSet<(Option<usize>, Option<usize>)>,
     previous: Option<CacheView>,
     cache: PrefixCache,
     prices: &'a PriceTable,
@@ -303,9 +319,12 @@ impl<'a> Meter<'a> {
                 fitting_units: 0.0,
                 fitting_tokens: 0,
                 fitting_cached: 0,
+                reasoning_tokens: 0,
+                reasoning_units: prices.output.map(|_| 0.0),
                 sizes: Vec::new(),
                 cumulative_units: Vec::new(),
             },
+            invalidated: std::collections::BTreeSet::new(),
             previous: None,
             cache: PrefixCache::default(),
             prices,
@@ -339,6 +358,26 @@ impl<'a> Meter<'a> {
         r.sizes.push(size);
         r.cumulative_units.push(r.cost_units);
         self.previous = Some(sent);
+    }
+
+    /// Counts the reasoning a compaction invalidated that no earlier one of this strategy had.
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
+    fn invalidated(&mut self, outcome: &ReasoningOutcome, estimator: &dyn TokenEstimator) {
+        for r in &outcome.invalidated {
+            if r.message.is_some() && !self.invalidated.insert((r.message, r.block)) {
+                continue;
+            }
+            let tokens = estimator.estimate_tokens(r.text());
+            self.report.reasoning_tokens += tokens;
+            if let (Some(units), Some(price)) =
+                (&mut self.report.reasoning_units, self.prices.output)
+            {
+                *units += tokens as f64 * price;
+            }
+        }
     }
 
     fn finish(mut self) -> StrategyReport {
@@ -441,6 +480,12 @@ fn unsatisfiable(e: &FormatError) -> bool {
     )
 }
 
+/// Whether a compaction found no valid request: a manual-thinking tool loop in progress whose
+/// thinking it would invalidate. The call is then sent as it is, over the window.
+fn open_loop(e: &FormatError) -> bool {
+    matches!(e, FormatError::ReasoningOpenToolLoop { .. })
+}
+
 /// Replays `run` (a request holding the whole history) under `config` and `prices`, every
 /// strategy marked by the same rule ([`Marking::Shared`]).
 ///
@@ -508,6 +553,7 @@ pub fn replay_with(
             match compact_to(config, &request, 1.0, &mut summarize) {
                 Ok(fitted) => {
                     stateless.report.compactions += 1;
+                    stateless.invalidated(&fitted.reasoning, config.estimator.as_ref());
                     let marks = plain_marks(marking, prices, format, &fitted.document);
                     stateless.call(view(format, &fitted.document, config, &marks)?, false);
                 }
@@ -515,6 +561,7 @@ pub fn replay_with(
                     stuck = true;
                     stateless.call(full.clone(), true);
                 }
+                Err(e) if open_loop(&e) => stateless.call(full.clone(), false),
                 Err(e) => return Err(e),
             }
         } else {
@@ -523,6 +570,9 @@ pub fn replay_with(
         match step(config, state.as_ref(), &request, &mut summarize) {
             Ok(s) => {
                 session.report.compactions += usize::from(s.firing.is_some());
+                if let Some(f) = &s.firing {
+                    session.invalidated(&f.reasoning, config.estimator.as_ref());
+                }
                 let marks = match marking {
                     Marking::SessionOnly if prices.breakpoints && config.cache_breakpoints => {
                         session_marks(format, &s.request, &s.state)
@@ -534,6 +584,7 @@ pub fn replay_with(
                 state = Some(s.state);
             }
             Err(e) if unsatisfiable(&e) => session.call(full.clone(), stuck),
+            Err(e) if open_loop(&e) => session.call(full.clone(), stuck),
             Err(e) => return Err(e),
         }
         none.call(full, stuck);

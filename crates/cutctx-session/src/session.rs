@@ -149,6 +149,10 @@ pub struct Step {
     pub restarted: Option<Restart>,
     /// The request's whole prompt with the reserve, as the trigger saw it.
     pub prompt_tokens: u64,
+    /// When the request crossed the trigger but the firing was held off: where the tool
+    /// loop in progress starts whose reasoning a firing would invalidate (the request still
+    /// fitting the window). See [`step`].
+    pub held_off: Option<usize>,
 }
 
 /// What [`push`] says about new messages.
@@ -178,6 +182,10 @@ pub type Summarize<'a, E> =
 /// ones as stored), never recomputed. A history that does not extend the one in `previous`
 /// starts a new session ([`Step::restarted`] says why).
 ///
+/// A request over the trigger fires, unless it still fits the window and ends in a tool loop
+/// in progress whose reasoning a firing would invalidate: then the firing is held off
+/// ([`Step::held_off`]) until the loop has its answer or the window forces it.
+///
 /// # Errors
 ///
 /// `FORMAT_*` for a request its provider would refuse; `VALIDATION_ERROR` for bad settings or
@@ -199,7 +207,10 @@ pub fn step<E: From<FormatError>>(
     state.absorb(new);
     let fixed = fixed_tokens(format, request, config.estimator.as_ref())?;
     let prompt = fixed + state.message_tokens + config.reserve_output;
-    if prompt <= config.trigger_tokens() {
+    let held_off = (prompt > config.trigger_tokens() && prompt <= config.window)
+        .then(|| loop_with_reasoning(config, messages))
+        .flatten();
+    if prompt <= config.trigger_tokens() || held_off.is_some() {
         let request = materialize(format, request, &state)?;
         return Ok(Step {
             request,
@@ -207,6 +218,7 @@ pub fn step<E: From<FormatError>>(
             firing: None,
             restarted,
             prompt_tokens: prompt,
+            held_off,
         });
     }
     let fitted = compact_to(config, request, config.target, summarize)?;
@@ -235,7 +247,28 @@ pub fn step<E: From<FormatError>>(
         }),
         restarted,
         prompt_tokens: prompt,
+        held_off: None,
     })
+}
+
+/// Where the tool loop in progress at the end of `messages` starts, when it holds reasoning
+/// a firing would invalidate ([`cutctx_formats::open_tool_loop`]); `None` with
+/// [`ReasoningMode::Keep`], which sends such reasoning as it is. A firing changes the request
+/// before the loop's latest reasoning (the protected turns are the newest), and the providers
+/// want a tool-use turn's reasoning back intact: Anthropic advises against compacting between
+/// a `tool_use` and its `tool_result`, and refuses a manual-thinking loop whose last assistant
+/// message lost its thinking. So while the request still fits the window, the session waits
+/// for the loop's answer rather than fire.
+fn loop_with_reasoning(config: &SessionConfig, messages: &[Value]) -> Option<usize> {
+    if config.reasoning == ReasoningMode::Keep {
+        return None;
+    }
+    let start = cutctx_formats::open_tool_loop(config.format, messages)?;
+    messages
+        .get(start..)?
+        .iter()
+        .any(|m| cutctx_formats::holds_reasoning(config.format, m))
+        .then_some(start)
 }
 
 /// The cheap path for a caller that keeps its session in memory and hands over only the new

@@ -126,3 +126,112 @@ fn compact_format_reads_standard_input_and_fails_writing_nothing() {
     assert_eq!(status, Some(2));
     assert!(Path::new(env!("CARGO_BIN_EXE_cutctx")).exists());
 }
+
+/// The request of the reasoning issue: six assistant messages, each a signed thinking block
+/// and a `tool_use`, each answered by a 4,000-character result, then the answer and a
+/// question; `extra` goes after the first user message.
+fn signed_thinking_request(extra: &[serde_json::Value]) -> serde_json::Value {
+    use serde_json::json;
+    let mut messages = vec![json!({"role": "user", "content": "Audit the repository."})];
+    messages.extend_from_slice(extra);
+    for i in 0..6 {
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": format!("Step {i}: read the next file."), "signature": format!("sig-{i}")},
+            {"type": "tool_use", "id": format!("toolu_{i}"), "name": "read_file", "input": {}}]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_{i}"), "content": "x".repeat(4000)}]}));
+    }
+    messages.push(json!({"role": "assistant", "content": "Found three issues."}));
+    messages.push(json!({"role": "user", "content": "Summarize them."}));
+    json!({"model": "claude-fable-5-1", "max_tokens": 1024,
+        "thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": messages})
+}
+
+#[test]
+fn compact_strips_the_thinking_its_masks_invalidate_and_reports_it() {
+    let dir = scratch("binary-reasoning");
+    let request = signed_thinking_request(&[]);
+    let input = dir.join("request.json");
+    std::fs::write(&input, request.to_string()).expect("written");
+    let report = dir.join("report.json");
+    let args = |mode: &'static str| {
+        vec![
+            "compact".to_owned(),
+            "--format".into(),
+            "anthropic".into(),
+            "--max-tokens".into(),
+            "5000".into(),
+            "--policy".into(),
+            "observation_masking".into(),
+            "--reasoning".into(),
+            mode.into(),
+            "--report".into(),
+            report.display().to_string(),
+            input.display().to_string(),
+        ]
+    };
+    let owned = args("strip");
+    let (status, stdout, stderr) = run(&owned.iter().map(String::as_str).collect::<Vec<_>>(), b"");
+    assert_eq!(status, Some(0), "{stderr}");
+    let out = json(&stdout);
+    assert!(cutctx::formats::stale_reasoning(Format::Anthropic, &request, &out).is_empty());
+    validate(Format::Anthropic, &out).expect("valid");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("thinking block(s)"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let section = &json(&std::fs::read_to_string(&report).expect("report"))["reasoning"];
+    assert_eq!(section["mode"], "strip");
+    assert_eq!(section["removed"], true);
+    assert_eq!(section["first_changed"], 2);
+    assert_eq!(section["invalidated"].as_array().map(Vec::len), Some(5));
+    // Refuse: the stable code, nothing on standard output, no report written.
+    std::fs::remove_file(&report).expect("removed");
+    let owned = args("refuse");
+    let (status, stdout, stderr) = run(&owned.iter().map(String::as_str).collect::<Vec<_>>(), b"");
+    assert_eq!(status, Some(2), "{stderr}");
+    assert!(stdout.is_empty());
+    assert!(stderr.contains("FORMAT_REASONING_INVALIDATED"), "{stderr}");
+    assert!(!report.exists());
+}
+
+#[test]
+fn a_repair_before_signed_thinking_strips_it_though_the_request_fits() {
+    use serde_json::json;
+    // A call that never got its result, before the thinking: --repair drops it, which
+    // changes the prefix every later thinking block was produced with.
+    let unanswered = [
+        json!({"role": "assistant", "content": [{"type": "tool_use", "id": "lost", "name": "f", "input": {}}]}),
+        json!({"role": "user", "content": "Go on."}),
+    ];
+    let request = signed_thinking_request(&unanswered);
+    let dir = scratch("binary-reasoning-repair");
+    let input = dir.join("request.json");
+    std::fs::write(&input, request.to_string()).expect("written");
+    let path = input.display().to_string();
+    let (status, stdout, stderr) = run(
+        &[
+            "compact",
+            "--format",
+            "anthropic",
+            "--max-tokens",
+            "1000000",
+            "--repair",
+            &path,
+        ],
+        b"",
+    );
+    assert_eq!(status, Some(0), "{stderr}");
+    let out = json(&stdout);
+    assert!(cutctx::formats::stale_reasoning(Format::Anthropic, &request, &out).is_empty());
+    let thinking = stdout.matches("\"thinking\",").count();
+    assert_eq!(
+        thinking, 0,
+        "every thinking block followed the dropped call: {stdout}"
+    );
+    assert!(stderr.contains("thinking block(s)"), "{stderr}");
+}

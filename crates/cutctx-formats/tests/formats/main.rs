@@ -10,6 +10,8 @@
 //! * `errors`: codes, and details that never carry content;
 //! * `properties`: random provider transcripts, budgets and policies;
 //! * `realworld`: the tau-bench runs of `../shared/realworld`, replayed call by call;
+//! * `reasoning`: signed thinking and reasoning items after a compaction, on the providers'
+//!   documented shapes (tool loops, redacted thinking, encrypted reasoning);
 //! * `repairs`: whole-prompt counts and `repair`, rule by rule;
 //! * `repair_equivalence`: `repair` equals its definition (`repair_oracle`, the
 //!   drop-and-revalidate loop) on random broken histories;
@@ -24,6 +26,7 @@ mod errors;
 mod left_in_text;
 mod properties;
 mod realworld;
+mod reasoning;
 mod repair_equivalence;
 mod repair_oracle;
 mod repairs;

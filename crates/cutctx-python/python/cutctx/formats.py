@@ -226,7 +226,10 @@ def compact_json(
             and ``details["hint"] == "--repair"``.
         reasoning: What becomes of signed reasoning after the first changed message
             (``--reasoning``): ``"strip"`` removes it, ``"keep"`` leaves it (both report it in
-            ``"reasoning"``), ``"refuse"`` fails with ``FORMAT_REASONING_INVALIDATED``.
+            ``"reasoning"``), ``"refuse"`` fails with ``FORMAT_REASONING_INVALIDATED``; with
+            ``"strip"``, an Anthropic tool loop in progress under manual thinking whose
+            thinking the compaction would invalidate fails with
+            ``FORMAT_REASONING_OPEN_TOOL_LOOP``.
 
     Raises:
         FormatCompactionError: With the CLI's code. Without summaries, a plan that asks for

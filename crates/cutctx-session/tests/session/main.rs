@@ -556,3 +556,102 @@ fn the_replay_calls_the_model_where_the_format_says_a_model_item_is() {
         [1, 3]
     );
 }
+
+/// An Anthropic agent run with signed thinking: `turns` assistant messages, each a thinking
+/// block of `thought` characters and a `tool_use`, each answered by a result of `size`
+/// characters; it ends with the last result (a tool loop in progress) when `open`, else with
+/// the model's answer.
+fn thinking_run(turns: usize, thought: usize, size: usize, open: bool) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": "Audit the repository."})];
+    for i in 0..turns {
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "t".repeat(thought), "signature": format!("sig-{i}")},
+            {"type": "tool_use", "id": format!("toolu_{i}"), "name": "read", "input": {}}]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_{i}"), "content": "r".repeat(size)}]}));
+    }
+    if !open {
+        messages.push(json!({"role": "assistant", "content": "Done."}));
+    }
+    json!({"model": "m", "max_tokens": 100, "thinking": {"type": "adaptive"}, "messages": messages})
+}
+
+#[test]
+fn a_firing_inside_a_tool_loop_with_reasoning_waits_while_the_request_fits() {
+    let run = thinking_run(6, 400, 2000, true);
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let size = prompt_tokens(Format::Anthropic, &run, &estimator).expect("count");
+    // Over the trigger, under the window: held off, sent as it is.
+    let mut cfg = config(Format::Anthropic, size + 10, "observation_masking");
+    cfg.trigger = 0.5;
+    let s = step(&cfg, None, &run, &mut stand_in).expect("steps");
+    assert!(s.firing.is_none());
+    assert_eq!(
+        s.held_off,
+        Some(1),
+        "the loop began at the first assistant message"
+    );
+    assert_eq!(s.request, run);
+    // With keep, nothing is invalidated in the provider's eyes it is not told of: it fires.
+    cfg.reasoning = cutctx_formats::ReasoningMode::Keep;
+    let s = step(&cfg, None, &run, &mut stand_in).expect("steps");
+    assert!(s.firing.is_some() && s.held_off.is_none());
+    // Over the window, it must fire, and strips what it invalidates.
+    let mut cfg = config(Format::Anthropic, size * 6 / 10, "observation_masking");
+    cfg.trigger = 0.5;
+    let s = step(&cfg, None, &run, &mut stand_in).expect("steps");
+    let firing = s.firing.expect("fired");
+    assert!(!firing.reasoning.is_empty());
+    assert!(cutctx_formats::stale_reasoning(Format::Anthropic, &run, &s.request).is_empty());
+    // A closed loop fires at the trigger.
+    let closed = thinking_run(6, 400, 2000, false);
+    let mut cfg = config(Format::Anthropic, size + 100, "observation_masking");
+    cfg.trigger = 0.5;
+    let s = step(&cfg, None, &closed, &mut stand_in).expect("steps");
+    assert!(s.firing.is_some() && s.held_off.is_none());
+}
+
+#[test]
+fn the_replay_counts_invalidated_reasoning_once_and_prices_it_at_the_output_price() {
+    let run = thinking_run(12, 800, 3000, false);
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let size = prompt_tokens(Format::Anthropic, &run, &estimator).expect("count");
+    let cfg = config(Format::Anthropic, size * 6 / 10, "observation_masking");
+    let prices = PriceTable::anthropic();
+    let r = replay(&cfg, &prices, &run).expect("replay");
+    let [none, stateless, session] = &r.strategies[..] else {
+        panic!("three strategies")
+    };
+    assert_eq!(
+        none.reasoning_tokens, 0,
+        "sending everything invalidates nothing"
+    );
+    assert_eq!(none.reasoning_units, Some(0.0));
+    assert!(stateless.compactions > 1 && session.compactions >= 1);
+    // Each block is counted once however often it is invalidated: at most all of them.
+    let all = 12 * estimator_tokens(800);
+    for s in [stateless, session] {
+        assert!(s.reasoning_tokens > 0, "{}", s.name);
+        assert!(
+            s.reasoning_tokens <= all,
+            "{}: {} > {all}",
+            s.name,
+            s.reasoning_tokens
+        );
+        assert_eq!(s.reasoning_tokens % estimator_tokens(800), 0);
+        #[expect(clippy::cast_precision_loss, reason = "small counts")]
+        let priced = s.reasoning_tokens as f64 * 5.0;
+        assert_eq!(s.reasoning_units, Some(priced));
+    }
+    // A table without an output price counts it and prices nothing.
+    let mut unpriced = prices.clone();
+    unpriced.output = None;
+    let r = replay(&cfg, &unpriced, &run).expect("replay");
+    assert!(r.strategies[1].reasoning_tokens > 0);
+    assert_eq!(r.strategies[1].reasoning_units, None);
+}
+
+/// Tokens of a text of `n` characters at four characters a token.
+fn estimator_tokens(n: usize) -> u64 {
+    u64::try_from(n.div_ceil(4)).expect("small")
+}
