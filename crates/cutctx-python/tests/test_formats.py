@@ -409,9 +409,11 @@ def test_a_batch_on_several_workers_equals_one_request_at_a_time():
 # Signed reasoning after the first changed message: strip (the default), keep or refuse.
 
 
-def _thinking_request() -> dict:
+def _thinking_request(open_loop: bool = False) -> dict:
     """An Anthropic tool loop with extended thinking: six signed thinking blocks, each before a
-    call whose result is large enough for observation masking to mask the oldest ones."""
+    call whose result is large enough for observation masking to mask the oldest ones; then the
+    model's answer and a new question, unless ``open_loop`` (the request then ends with the
+    last result: a tool loop in progress)."""
     messages: list[dict] = [{"role": "user", "content": "Read the files one by one."}]
     for i in range(6):
         messages.append({"role": "assistant", "content": [
@@ -422,6 +424,9 @@ def _thinking_request() -> dict:
         messages.append({"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": f"toolu_{i}", "content": "x" * 4000},
         ]})
+    if not open_loop:
+        messages.append({"role": "assistant", "content": "All six read."})
+        messages.append({"role": "user", "content": "Now list the problems."})
     return {"model": "claude-sonnet-4-5", "max_tokens": 1024,
             "thinking": {"type": "enabled", "budget_tokens": 2000}, "messages": messages}
 
@@ -518,6 +523,39 @@ def test_refuse_fails_with_format_reasoning_invalidated():
     with pytest.raises(FormatCompactionError) as e:
         compact(_thinking_request(), "anthropic", 5000, reasoning="refuse", **MASKING)
     assert e.value.code == "FORMAT_REASONING_INVALIDATED"
+
+
+def test_an_open_tool_loop_under_manual_thinking_is_refused_and_under_adaptive_stripped():
+    # Manual thinking: the loop's last assistant message must start with its thinking, which
+    # the masks before it invalidate. No valid request exists, so none is sent.
+    request = _thinking_request(open_loop=True)
+    with pytest.raises(FormatCompactionError) as e:
+        compact(request, "anthropic", 5000, **MASKING)
+    assert e.value.code == "FORMAT_REASONING_OPEN_TOOL_LOOP"
+    assert e.value.details["message"] == len(request["messages"]) - 2
+    assert "xxxx" not in e.value.message
+    # keep is the caller's way out (with drop_block on the request).
+    kept = compact(request, "anthropic", 5000, reasoning="keep", **MASKING)
+    assert _thinking_blocks(kept.request["messages"][-2])
+    # Adaptive thinking lets the turn go without it.
+    request["thinking"] = {"type": "adaptive"}
+    result = compact(request, "anthropic", 5000, **MASKING)
+    assert not _thinking_blocks(result.request["messages"][-2])
+    assert result.request["messages"][-2]["content"][0]["type"] == "tool_use"
+
+
+def test_responses_calls_after_a_removed_reasoning_item_lose_the_id_that_names_it():
+    request = _responses_request()
+    result = compact(request, "openai-responses", 5000, **MASKING)
+    first = result.reasoning["first_changed"]
+    calls = [(i, item) for i, item in enumerate(result.request["input"])
+             if item.get("type") == "function_call"]
+    for i, call in calls:
+        # Before the change a call keeps its id; after it, its reasoning is gone and so is the id.
+        assert ("id" in call) == (i < first), (i, call)
+    assert result.reasoning["unlinked"] == [
+        i for i, item in enumerate(request["input"])
+        if i > first and item.get("type") == "function_call"]
 
 
 @pytest.mark.parametrize("mode", ["strip", "keep", "refuse"])
