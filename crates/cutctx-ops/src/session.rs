@@ -174,6 +174,36 @@ fn config(
     Ok(config)
 }
 
+/// Checks `args` as a session's first call would, before any request: the figures
+/// (`0 <= target < trigger <= 1`, a window above the reserve), the policy and the estimator.
+/// For a front end that holds its session in memory and wants a bad setting refused when the
+/// session is made, not at its first call.
+///
+/// # Errors
+///
+/// `VALIDATION_ERROR` naming the figure; `FORMAT_UNSUPPORTED` for an unknown policy or
+/// estimator.
+pub fn check_options(args: &SessionOptions) -> Result<(), OpsError> {
+    config(
+        args.format,
+        args.window,
+        &args.tuning,
+        args.cache_breakpoints,
+    )
+    .map(drop)
+}
+
+/// Checks that `state_text` is a session state of `format` that this build reads.
+///
+/// # Errors
+///
+/// `VALIDATION_ERROR` as [`SessionState::from_json`] says.
+pub fn check_state(format: Format, state_text: &str) -> Result<(), OpsError> {
+    SessionState::from_json(state_text, format)
+        .map(drop)
+        .map_err(OpsError::from)
+}
+
 impl From<FormatError> for OpsError {
     fn from(e: FormatError) -> Self {
         from_format(e)

@@ -176,10 +176,10 @@ fn summaries_of(d: Option<&Bound<'_, PyDict>>) -> Result<BTreeMap<String, String
 /// A Python `summarize` callable as the operations' [`Summarizer`]: it gets the document
 /// `--summarize-with` sends its command, as a dict, and returns the summary. An exception it
 /// raises is kept, to be the cause of the `FormatCompactionError` raised in its place.
-struct CallableSummarizer<'a, 'py> {
-    py: Python<'py>,
-    callable: &'a Bound<'py, PyAny>,
-    raised: Option<PyErr>,
+pub(crate) struct CallableSummarizer<'a, 'py> {
+    pub(crate) py: Python<'py>,
+    pub(crate) callable: &'a Bound<'py, PyAny>,
+    pub(crate) raised: Option<PyErr>,
 }
 
 impl Summarizer for CallableSummarizer<'_, '_> {
@@ -236,7 +236,7 @@ fn run_summarize(
 }
 
 /// The UTF-8 text of a request given as bytes or str, borrowed: never copied into a Python str.
-fn text_of<'a>(data: &'a Bound<'_, PyAny>) -> Result<&'a str, Coded> {
+pub(crate) fn text_of<'a>(data: &'a Bound<'_, PyAny>) -> Result<&'a str, Coded> {
     if let Ok(b) = data.cast::<PyBytes>() {
         return std::str::from_utf8(b.as_bytes()).map_err(|e| {
             Coded::input(

@@ -22,6 +22,7 @@ mod plan;
 mod policies;
 pub mod receipts;
 mod registry;
+mod session;
 mod types;
 
 use pyo3::prelude::*;
@@ -70,5 +71,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     formats::register(m.py(), m)?;
     receipts::register(m.py(), m)?;
+    session::register(m.py(), m)?;
     Ok(())
 }

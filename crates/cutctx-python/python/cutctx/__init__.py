@@ -32,7 +32,9 @@ A turn loop with the default chain: plan, write the requested summaries, apply.
     >>> view.transcript.turn_ids()[:2], view.report.tokens_after_estimate
     (('s', 'summary:span-c5171129abd094ab'), 117)
 
-Anything not in ``__all__`` is private, ``cutctx._invariants`` included.
+Anything not in ``__all__`` is private, ``cutctx._invariants`` included, except
+``cutctx.Session`` (:mod:`cutctx.session`), kept out of ``__all__`` so that the package's
+public list stays the reference's.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ from cutctx.policies import (
     SummarizingPolicy,
     default_chain,
 )
+from cutctx.session import Session
 from cutctx.types import (
     EMPTY_METADATA,
     SUMMARY_TURN_ID_PREFIX,

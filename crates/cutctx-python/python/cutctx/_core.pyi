@@ -14,6 +14,7 @@ from cutctx.types import Action, CompactionPolicy, Role
 # faces.
 formats: ModuleType
 receipts: ModuleType
+session: ModuleType
 
 # The shipped policies' defaults (`cutctx_policies`), which the Python classes' signatures read.
 DEFAULT_KEEP_RECENT_RESULTS: int

@@ -1,0 +1,142 @@
+"""A compaction session held in memory: ``cutctx session`` for an agent loop in Python.
+
+Call :meth:`Session.prepare` before every model call with the whole history, as the client
+would send it; it returns the request to send. The session fires only when the request would
+cross ``trigger × window``, then compacts once, down to the untouchable part plus ``target`` of
+the room above it; between firings it sends the previous request with the new messages
+appended, byte for byte, so the provider's prompt cache keeps serving the prefix. The calls are
+those of ``cutctx session`` with its state kept here rather than in a file: the same requests
+give the same bytes. :meth:`Session.state` and :meth:`Session.from_state` persist and restore
+it (the document ``cutctx session --state`` writes).
+
+>>> from cutctx.session import Session
+>>> session = Session("openai-chat", window=1000, policy="drop_oldest")
+>>> history = {"model": "m", "messages": [{"role": "user", "content": "Hi"}]}
+>>> session.prepare(history) == history
+True
+>>> session.fired
+False
+
+A session may be shared between threads: its calls are serialized, and the interpreter lock is
+released while the Rust core works. Failures raise
+:class:`cutctx.formats.FormatCompactionError` with the command's stable code.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, overload
+
+from cutctx._core import session as _core
+
+__all__ = ["Session"]
+
+Format = Literal["openai-chat", "openai-responses", "anthropic"]
+Reasoning = Literal["strip", "keep", "refuse"]
+Summarize = Callable[[dict[str, Any]], str]
+
+
+class Session:
+    """One conversation's session: its settings, and its state in memory.
+
+    The arguments are those of ``cutctx session``: ``format`` and ``window`` (the whole prompt,
+    tools and system included, plus ``reserve_output``), then ``trigger`` (default 1.0),
+    ``target`` (default 0.2), ``policy`` (a name or a policy object's JSON, default
+    ``default_chain``), ``prompt_id``, ``estimator`` (``chars:N``, ``o200k_base``,
+    ``cl100k_base``), ``protected_recent_turns`` (default 4), ``reserve_output`` (default 0),
+    ``reasoning`` (``strip``, ``keep`` or ``refuse``), ``cache_breakpoints`` (Anthropic: mark
+    the compacted prefix's end after a firing), ``repair``, and ``summarize``: a callable given
+    the summarization document (as ``--summarize-with`` sends it, a dict) that returns the
+    summary, for policies that summarize. Bad settings are refused here, not at the first call.
+    """
+
+    __slots__ = ("_core", "_summarize", "fired", "notes")
+
+    def __init__(
+        self,
+        format: Format,
+        window: int,
+        *,
+        trigger: float | None = None,
+        target: float | None = None,
+        policy: str | None = None,
+        prompt_id: str | None = None,
+        estimator: str | None = None,
+        protected_recent_turns: int | None = None,
+        reserve_output: int = 0,
+        reasoning: Reasoning = "strip",
+        cache_breakpoints: bool = False,
+        repair: bool = False,
+        summarize: Summarize | None = None,
+        _state: bytes | str | None = None,
+    ) -> None:
+        self._core = _core.SessionCore(
+            format,
+            window,
+            trigger=trigger,
+            target=target,
+            policy=policy,
+            prompt_id=prompt_id,
+            estimator=estimator,
+            protected_recent_turns=protected_recent_turns,
+            reserve_output=reserve_output,
+            reasoning=reasoning,
+            cache_breakpoints=cache_breakpoints,
+            repair=repair,
+            state=_state,
+        )
+        self._summarize = summarize
+        self.fired: bool = False
+        """Whether the last call compacted."""
+        self.notes: list[str] = []
+        """What the last call would have printed on standard error: a restart, the repairs,
+        the reasoning a firing invalidated, a firing held off."""
+
+    @classmethod
+    def from_state(cls, state: bytes | str, format: Format, window: int, **options: Any) -> Session:
+        """A session continuing from ``state`` (what :meth:`state` returned, or the file
+        ``cutctx session --state`` wrote), with the same settings as :class:`Session`.
+
+        A state that is corrupt, of another version or of another format raises
+        ``FormatCompactionError`` with ``VALIDATION_ERROR``.
+        """
+        return cls(format, window, _state=state, **options)
+
+    @overload
+    def prepare(self, request: Mapping[str, Any]) -> dict[str, Any]: ...
+    @overload
+    def prepare(self, request: list[Any]) -> list[Any]: ...
+    @overload
+    def prepare(self, request: bytes | str) -> bytes: ...
+    def prepare(self, request: Mapping[str, Any] | list[Any] | bytes | str) -> Any:
+        """The request to send for the whole history ``request``.
+
+        A dict (or a bare message list) gives a dict (or list); JSON ``bytes`` or ``str`` gives
+        the JSON ``bytes`` ``cutctx session`` prints, without a Python object per message.
+        """
+        if isinstance(request, (bytes, str)):
+            return self._call(request)
+        return json.loads(self._call(json.dumps(request, ensure_ascii=False)))
+
+    def _call(self, data: bytes | str) -> bytes:
+        result: tuple[bytes, bool, list[str]] = self._core.prepare_json(data, self._summarize)
+        out, self.fired, self.notes = result
+        return out
+
+    def state(self) -> bytes | None:
+        """The state, as ``cutctx session --state`` writes it; ``None`` before the first call."""
+        state: bytes | None = self._core.state()
+        return state
+
+    @property
+    def format(self) -> str:
+        """The requests' format."""
+        name: str = self._core.format
+        return name
+
+    @property
+    def window(self) -> int:
+        """The window, in tokens."""
+        window: int = self._core.window
+        return window

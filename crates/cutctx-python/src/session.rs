@@ -1,0 +1,227 @@
+//! `cutctx._core.session`: a session held in memory, for Python, on the operations library's
+//! own session call (`cutctx_ops::session::session_with`), the one `cutctx session` makes. The
+//! state that the command keeps in a file lives here in the object, so the same requests give
+//! the same bytes as the command, call for call.
+//!
+//! A session serializes its calls (a lock around the state) and releases the interpreter lock
+//! while Rust works, and while it waits for that lock, so that threads sharing one session never
+//! hold the interpreter waiting on each other. A `summarize` callable is called with the
+//! interpreter lock held, as any Python code is.
+
+use std::sync::Mutex;
+
+use cutctx::formats::Format;
+use cutctx::model::details;
+use cutctx_ops::OpsError;
+use cutctx_ops::session::{self as ops, Breakpoints, SessionOptions, Tuning};
+use cutctx_ops::summarizer::Summarizer;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use serde_json::Value;
+
+use crate::formats::{CallableSummarizer, Coded, Failure, text_of, to_pyerr};
+
+/// One conversation's session: its settings and its state (`None` before the first call).
+#[pyclass(module = "cutctx._core.session", name = "SessionCore", frozen)]
+pub(crate) struct SessionCore {
+    options: SessionOptions,
+    state: Mutex<Option<String>>,
+}
+
+/// What one call produced: the request to send, whether it compacted, and the lines the
+/// command would print on standard error.
+type Prepared = (Vec<u8>, bool, Vec<String>);
+
+/// A `summarize` callable called from Rust running without the interpreter lock: each call
+/// takes the lock back, as [`CallableSummarizer`] does its work with it held.
+struct Attaching {
+    callable: Py<PyAny>,
+    raised: Option<PyErr>,
+}
+
+impl Summarizer for Attaching {
+    fn summarize(&mut self, group_id: &str, input: &Value) -> Result<String, OpsError> {
+        Python::attach(|py| {
+            let mut inner = CallableSummarizer {
+                py,
+                callable: self.callable.bind(py),
+                raised: None,
+            };
+            let out = inner.summarize(group_id, input);
+            self.raised = inner.raised.take();
+            out
+        })
+    }
+
+    fn what(&self) -> &'static str {
+        "the summarize callable returned"
+    }
+}
+
+/// The failure of a call whose lock was poisoned by an earlier panic.
+fn poisoned() -> Coded {
+    Coded::validation(
+        "an earlier call on this session panicked; its state is not trusted",
+        details! { "document" => "session state" },
+    )
+}
+
+impl SessionCore {
+    /// One call, run without the interpreter lock: waiting for another thread's call on this
+    /// session must not hold it, since that call may need it for its summarizer.
+    fn run(
+        &self,
+        py: Python<'_>,
+        text: &str,
+        summarize: Option<Py<PyAny>>,
+    ) -> Result<Prepared, Failure> {
+        py.detach(|| {
+            let mut state = self.state.lock().map_err(|_| poisoned())?;
+            let mut attaching = summarize.map(|callable| Attaching {
+                callable,
+                raised: None,
+            });
+            let summarizer = attaching.as_mut().map(|a| a as &mut dyn Summarizer);
+            let out = ops::session_with(&self.options, text, state.as_deref(), summarizer)
+                .map_err(|e| match attaching.as_mut().and_then(|a| a.raised.take()) {
+                    Some(cause) => Failure::Callback(
+                        Coded {
+                            code: e.code,
+                            message: e.message,
+                            details: e.details,
+                        },
+                        cause,
+                    ),
+                    None => Failure::from(e),
+                })?;
+            // The command writes the state only after a call succeeds; so does this.
+            *state = Some(out.state);
+            let notes = out
+                .repairs
+                .into_iter()
+                .chain(out.notice)
+                .chain(out.reasoning)
+                .collect();
+            Ok((out.output.into_bytes(), out.firing.is_some(), notes))
+        })
+    }
+}
+
+#[pymethods]
+impl SessionCore {
+    /// `SessionCore(format, window, ...)`: the options of `cutctx session`, checked now.
+    #[new]
+    #[pyo3(signature = (
+        format, window, *, trigger = None, target = None, policy = None, prompt_id = None,
+        estimator = None, protected_recent_turns = None, reserve_output = 0, reasoning = "strip",
+        cache_breakpoints = false, repair = false, state = None
+    ))]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "one argument per option of cutctx session, all keyword-only"
+    )]
+    fn new(
+        py: Python<'_>,
+        format: &str,
+        window: u64,
+        trigger: Option<f64>,
+        target: Option<f64>,
+        policy: Option<String>,
+        prompt_id: Option<String>,
+        estimator: Option<String>,
+        protected_recent_turns: Option<u64>,
+        reserve_output: u64,
+        reasoning: &str,
+        cache_breakpoints: bool,
+        repair: bool,
+        state: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let build = || -> Result<Self, Failure> {
+            let format: Format = format.parse()?;
+            let options = SessionOptions {
+                format,
+                window,
+                tuning: Tuning {
+                    trigger,
+                    target,
+                    policy,
+                    prompt_id,
+                    estimator,
+                    protected_recent: protected_recent_turns,
+                    reserve_output,
+                    reasoning: reasoning.parse()?,
+                },
+                summarize_with: None,
+                cache_breakpoints: if cache_breakpoints {
+                    Breakpoints::Auto
+                } else {
+                    Breakpoints::Off
+                },
+                repair,
+            };
+            ops::check_options(&options)?;
+            let state = match state {
+                None => None,
+                Some(data) => {
+                    let text = text_of(data)?;
+                    ops::check_state(format, text)?;
+                    Some(text.to_owned())
+                }
+            };
+            Ok(Self {
+                options,
+                state: Mutex::new(state),
+            })
+        };
+        build().map_err(|f| to_pyerr(py, f))
+    }
+
+    /// `prepare_json(data, summarize=None)` → `(request bytes, fired, notes)`: one call of the
+    /// session on the whole history `data` (JSON as bytes or str).
+    #[pyo3(signature = (data, summarize = None))]
+    fn prepare_json<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        summarize: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<(Bound<'py, PyBytes>, bool, Vec<String>)> {
+        let run = || -> Result<Prepared, Failure> {
+            let text = text_of(data)?;
+            self.run(py, text, summarize.map(|f| f.clone().unbind()))
+        };
+        let (output, fired, notes) = run().map_err(|f| to_pyerr(py, f))?;
+        Ok((PyBytes::new(py, &output), fired, notes))
+    }
+
+    /// The state as `cutctx session` writes it to its file, or `None` before the first call.
+    fn state<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let text = py
+            .detach(|| self.state.lock().map(|s| s.clone()).map_err(drop))
+            .map_err(|_| to_pyerr(py, Failure::from(poisoned())))?;
+        Ok(text.map(|s| PyBytes::new(py, s.as_bytes())))
+    }
+
+    /// The request format's name.
+    #[getter]
+    fn format(&self) -> &'static str {
+        self.options.format.as_str()
+    }
+
+    /// The window, in tokens.
+    #[getter]
+    fn window(&self) -> u64 {
+        self.options.window
+    }
+}
+
+/// Adds the submodule `cutctx._core.session` to `m`.
+///
+/// # Errors
+///
+/// When the interpreter refuses to create the module or its class.
+pub(crate) fn register(py: Python<'_>, m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let sub = PyModule::new(py, "session")?;
+    sub.add_class::<SessionCore>()?;
+    m.add_submodule(&sub)?;
+    Ok(())
+}

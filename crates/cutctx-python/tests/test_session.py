@@ -1,0 +1,283 @@
+"""cutctx.Session against ``cutctx session``: the same bytes, call for call, and its own
+promises (settings refused when it is made, state that persists and is checked, calls that
+serialize across threads, a summarizer's failure named).
+
+The equality runs every tau-bench run of ``../shared/realworld`` (each in one of the three
+formats, by turn) call by call through both, with ``target/release/cutctx`` (or
+``$CUTCTX_BIN``) keeping its state in a file and the session keeping it in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cutctx
+from cutctx.formats import FormatCompactionError
+from cutctx.session import Session
+
+ROOT = Path(__file__).resolve().parents[3]
+BIN = Path(os.environ.get("CUTCTX_BIN", ROOT / "target" / "release" / "cutctx"))
+RUNS = ROOT.parent / "shared" / "realworld" / "tau-bench"
+SUMMARY = "Earlier turns of this conversation, summarized."
+
+needs_cli = pytest.mark.skipif(
+    not BIN.is_file(), reason=f"the CLI binary is not built ({BIN}): cargo build --release -p cutctx-cli"
+)
+
+
+def _text(m: dict[str, Any]) -> str:
+    c = m.get("content")
+    return c if isinstance(c, str) else ""
+
+
+def to_anthropic(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat request as an Anthropic one, by position (as the Rust corpus test converts)."""
+    system: list[str] = []
+    messages: list[dict[str, Any]] = []
+    for m in chat["messages"]:
+        role = m["role"]
+        if role == "system":
+            system.append(_text(m))
+            continue
+        if role == "assistant":
+            blocks: list[dict[str, Any]] = []
+            if _text(m):
+                blocks.append({"type": "text", "text": _text(m)})
+            for c in m.get("tool_calls") or []:
+                try:
+                    args = json.loads(c["function"].get("arguments") or "{}")
+                except ValueError:
+                    args = {}
+                blocks.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                               "input": args if isinstance(args, dict) else {}})
+        elif role == "tool":
+            role = "user"
+            blocks = [{"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": _text(m)}]
+        else:
+            role = "user"
+            blocks = [{"type": "text", "text": _text(m)}]
+        if not blocks:
+            continue
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].extend(blocks)
+        else:
+            messages.append({"role": role, "content": blocks})
+    tools = [{"name": t["function"]["name"], "description": t["function"].get("description"),
+              "input_schema": t["function"].get("parameters")} for t in chat.get("tools") or []]
+    return {"model": "claude", "max_tokens": 1024, "system": "\n".join(system), "tools": tools,
+            "messages": messages}
+
+
+def to_responses(chat: dict[str, Any]) -> dict[str, Any]:
+    """A Chat request as a Responses one, by position."""
+    items: list[dict[str, Any]] = []
+    for m in chat["messages"]:
+        role = m["role"]
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": m["tool_call_id"],
+                          "output": _text(m)})
+        elif role == "assistant":
+            if _text(m):
+                items.append({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": _text(m)}]})
+            for c in m.get("tool_calls") or []:
+                items.append({"type": "function_call", "call_id": c["id"],
+                              "name": c["function"]["name"],
+                              "arguments": c["function"].get("arguments") or "{}"})
+        else:
+            items.append({"role": role, "content": _text(m)})
+    tools = [{"type": "function", **{k: t["function"].get(k) for k in ("name", "description", "parameters")}}
+             for t in chat.get("tools") or []]
+    return {"model": "gpt-4o", "tools": tools, "input": items}
+
+
+FORMATS = ("openai-chat", "openai-responses", "anthropic")
+KEY = {"openai-chat": "messages", "anthropic": "messages", "openai-responses": "input"}
+
+
+def _is_model(fmt: str, item: dict[str, Any]) -> bool:
+    if fmt == "openai-responses":
+        return item.get("role") == "assistant" or item.get("type") in ("function_call", "reasoning")
+    return item.get("role") == "assistant"
+
+
+def _calls(fmt: str, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """The request of every call of the run: the list before each model turn."""
+    items = request[KEY[fmt]]
+    points = [i for i, m in enumerate(items) if _is_model(fmt, m) and (i == 0 or not _is_model(fmt, items[i - 1]))]
+    return [{**request, KEY[fmt]: items[:i]} for i in points]
+
+
+def _cli_session(args: list[str], request: bytes, state: Path) -> tuple[bytes, dict[str, Any] | None]:
+    run = subprocess.run(
+        [str(BIN), "--error-format", "json", "session", *args, "--state", str(state), "-"],
+        input=request, capture_output=True, check=False,
+    )
+    if run.returncode != 0:
+        return b"", json.loads(run.stderr.decode().strip().splitlines()[-1])
+    return run.stdout, None
+
+
+def _summary_command(tmp: Path) -> str:
+    script = tmp / "summarize.py"
+    script.write_text(f"import sys\nsys.stdin.read()\nsys.stdout.write({SUMMARY!r})\n")
+    return f"{sys.executable} {script}"
+
+
+@needs_cli
+def test_the_session_gives_the_commands_bytes_over_the_tau_bench_runs(tmp_path: Path):
+    runs = sorted(RUNS.glob("*.chat.json")) if RUNS.is_dir() else []
+    if not runs:
+        pytest.skip("../shared/realworld/tau-bench is absent")
+    policies = ("drop_oldest", "observation_masking", "summarizing")
+    command = _summary_command(tmp_path)
+    calls = fired = errors = 0
+    for n, path in enumerate(runs):
+        chat = json.loads(path.read_bytes())
+        fmt = FORMATS[n % 3]
+        run = {"openai-chat": chat, "openai-responses": to_responses(chat),
+               "anthropic": to_anthropic(chat)}[fmt]
+        requests = _calls(fmt, run)
+        if not requests:
+            continue
+        policy = policies[(n // 3) % 3]
+        whole = len(json.dumps(run)) // 4
+        window = max(whole * 7 // 10, 1)
+        args = ["--format", fmt, "--window", str(window), "--policy", policy, "--repair",
+                "--summarize-with", command]
+        state = tmp_path / f"state-{n}.json"
+        session = Session(fmt, window, policy=policy, repair=True, summarize=lambda _: SUMMARY)
+        for k, request in enumerate(requests):
+            data = json.dumps(request).encode()
+            out, error = _cli_session(args, data, state)
+            case = (path.name, fmt, policy, k)
+            if error is not None:
+                with pytest.raises(FormatCompactionError) as e:
+                    session.prepare(data)
+                assert (e.value.code, e.value.details) == (error["code"], error["details"]), case
+                errors += 1
+                continue
+            assert session.prepare(data) == out, case
+            assert session.state() == state.read_bytes(), case
+            calls += 1
+            fired += session.fired
+    assert calls > 0 and fired > 0, (calls, fired, errors)
+
+
+def test_bad_settings_are_refused_when_the_session_is_made():
+    with pytest.raises(FormatCompactionError) as e:
+        Session("openai-chat", 1000, trigger=0.5, target=0.8)
+    assert e.value.code == "VALIDATION_ERROR"
+    with pytest.raises(FormatCompactionError) as e:
+        Session("openai-chat", 1000, policy="no_such_policy")
+    assert e.value.code == "VALIDATION_ERROR"
+    with pytest.raises(FormatCompactionError) as e:
+        Session("gemini", 1000)  # type: ignore[arg-type]
+    assert e.value.code == "FORMAT_UNSUPPORTED"
+    with pytest.raises(FormatCompactionError) as e:
+        Session("openai-chat", 1000, reasoning="drop")  # type: ignore[arg-type]
+    assert e.value.code == "FORMAT_UNSUPPORTED"
+
+
+def _history(exchanges: int, size: int = 400) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for i in range(exchanges):
+        messages.append({"role": "user", "content": f"question {i} " + "q" * size})
+        messages.append({"role": "assistant", "content": f"answer {i} " + "a" * size})
+    return {"model": "m", "messages": messages}
+
+
+def test_between_firings_each_request_is_the_last_with_the_new_messages_appended():
+    session = Session("openai-chat", 3000, policy="drop_oldest", protected_recent_turns=2)
+    previous: list[Any] | None = None
+    firings = 0
+    for n in range(1, 40):
+        sent = session.prepare(_history(n))["messages"]
+        if session.fired:
+            firings += 1
+        elif previous is not None:
+            assert sent[: len(previous)] == previous
+        previous = sent
+    assert firings >= 2
+
+
+def test_the_state_persists_restores_and_is_checked():
+    session = Session("openai-chat", 3000, policy="drop_oldest")
+    assert session.state() is None
+    for n in range(1, 20):
+        session.prepare(_history(n))
+    state = session.state()
+    assert state is not None and json.loads(state)
+    again = Session.from_state(state, "openai-chat", 3000, policy="drop_oldest")
+    data = json.dumps(_history(20)).encode()
+    assert again.prepare(data) == session.prepare(data)
+    with pytest.raises(FormatCompactionError) as e:
+        Session.from_state(state[:-5], "openai-chat", 3000)
+    assert e.value.code == "VALIDATION_ERROR"
+    with pytest.raises(FormatCompactionError) as e:
+        Session.from_state(state, "anthropic", 3000)
+    assert e.value.code == "VALIDATION_ERROR"
+    assert "q" * 20 not in e.value.message
+
+
+def test_a_request_that_fits_comes_back_byte_for_byte():
+    data = b'{"model":"m",  "messages":[{"role":"user","content":"Hi"}]}'
+    session = Session("openai-chat", 1000)
+    assert session.prepare(data) == data + b"\n"
+    assert session.prepare(data.decode()) == data + b"\n"
+    assert session.fired is False and session.notes == []
+
+
+def test_calls_from_many_threads_on_one_session_serialize():
+    session = Session("openai-chat", 3000, policy="drop_oldest")
+    data = json.dumps(_history(30)).encode()
+    expected = Session("openai-chat", 3000, policy="drop_oldest").prepare(data)
+    results: list[bytes] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def work() -> None:
+        try:
+            for _ in range(20):
+                out = session.prepare(data)
+                with lock:
+                    results.append(out)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    # The first call fires; every later one re-sends its prefix with nothing new.
+    assert len(results) == 80 and set(results) == {expected}
+
+
+def test_a_summarizer_that_raises_is_named_and_kept_as_the_cause():
+    def broken(_: dict[str, Any]) -> str:
+        raise RuntimeError("model down")
+
+    session = Session("openai-chat", 3000, policy="summarizing", summarize=broken)
+    with pytest.raises(FormatCompactionError) as e:
+        session.prepare(_history(30))
+    assert e.value.code == "SUMMARIZER_ERROR"
+    assert isinstance(e.value.__cause__, RuntimeError)
+    assert session.state() is None, "a failed call leaves the state as it was"
+    # Without a summarizer, a firing that needs summaries says which.
+    with pytest.raises(FormatCompactionError) as e:
+        Session("openai-chat", 3000, policy="summarizing").prepare(_history(30))
+    assert e.value.code == "COMPACTION_SUMMARY_MISSING"
+
+
+def test_the_session_is_exported_at_the_top():
+    assert cutctx.Session is Session
