@@ -190,6 +190,10 @@ pub(crate) struct SessionArgs {
     /// as `compact --repair` does; each drop is listed on standard error.
     #[arg(long)]
     repair: bool,
+    /// Keep the result of this tool call (and so the call) as it is if this call fires: a
+    /// result the model has just retrieved. Repeat for several.
+    #[arg(long = "pin", value_name = "CALL_ID")]
+    pin: Vec<String>,
 }
 
 impl SessionArgs {
@@ -202,6 +206,7 @@ impl SessionArgs {
             summarize_with: self.summarize_with.clone(),
             cache_breakpoints: self.cache_breakpoints,
             repair: self.repair,
+            pin: self.pin.clone(),
         }
     }
 }

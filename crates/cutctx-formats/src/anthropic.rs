@@ -79,6 +79,15 @@ fn block_type(b: &Value) -> &str {
     b.get("type").and_then(Value::as_str).unwrap_or("")
 }
 
+/// The `tool_use_id` of the call that block `block` of `message` answers, when it is a
+/// `tool_result` block.
+pub(crate) fn answered_call(message: &Value, block: usize) -> Option<&str> {
+    let b = blocks(message).get(block)?;
+    (block_type(b) == "tool_result")
+        .then(|| b.get("tool_use_id").and_then(Value::as_str))
+        .flatten()
+}
+
 /// The block types Anthropic signs and checks against the request's prefix: a `thinking` block
 /// (its `signature`) and a `redacted_thinking` block (its `data`).
 pub(crate) const REASONING_BLOCKS: [&str; 2] = ["thinking", "redacted_thinking"];

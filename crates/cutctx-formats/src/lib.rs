@@ -633,6 +633,87 @@ impl ProviderTranscript {
         self.changed_from = position;
     }
 
+    /// Pins the tool results that answer the calls `call_ids` (Chat `tool_call_id`, Responses
+    /// `call_id`, Anthropic `tool_use_id`): no policy masks, summarizes or drops them, and so
+    /// none removes their calls, which stand in one exchange with them. Returns how many
+    /// turns it pinned; an id no result answers pins nothing.
+    ///
+    /// For a result the model has just asked to see again (a retrieval of what a mask
+    /// replaced), which a firing must not take away at once.
+    ///
+    /// ```
+    /// use std::collections::BTreeSet;
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// use serde_json::json;
+    /// let request = json!({"messages": [
+    ///     {"role": "user", "content": "look"},
+    ///     {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+    ///         "function": {"name": "read", "arguments": "{}"}}]},
+    ///     {"role": "tool", "tool_call_id": "c1", "content": "a long result"}]});
+    /// let mut pt = ProviderTranscript::parse(Format::OpenAiChat, &request)?;
+    /// assert_eq!(pt.pin_results(&BTreeSet::from(["c1".to_owned()]))?, 1);
+    /// assert!(pt.transcript().turns()[2].pinned());
+    /// # Ok::<(), cutctx_formats::FormatError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `FORMAT_UNSUPPORTED` for a transcript read from text, which keeps no messages to read
+    /// the ids from; `VALIDATION_ERROR` should the pinned turns not make a transcript (they
+    /// always do: only the flag changes).
+    pub fn pin_results(&mut self, call_ids: &BTreeSet<String>) -> Result<usize, FormatError> {
+        if call_ids.is_empty() {
+            return Ok(0);
+        }
+        if self.layout.is_some() {
+            return Err(FormatError::unsupported(
+                "results can be pinned only in a request mapped from a value",
+                details! { "format" => self.format.as_str() },
+            ));
+        }
+        let list = mapping::messages_key(&self.document, list_key(self.format))
+            .0
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let answered = |source: &TurnSource| -> Option<&str> {
+            match (self.format, source) {
+                (Format::OpenAiChat, TurnSource::Message(i)) => {
+                    openai_chat::answered_call(list.get(*i)?)
+                }
+                (Format::OpenAiResponses, TurnSource::Message(i)) => {
+                    openai_responses::answered_call(list.get(*i)?)
+                }
+                (Format::Anthropic, TurnSource::Block { message, block }) => {
+                    anthropic::answered_call(list.get(*message)?, *block)
+                }
+                _ => None,
+            }
+        };
+        let pin: Vec<bool> = self
+            .sources
+            .iter()
+            .map(|s| answered(s).is_some_and(|id| call_ids.contains(id)))
+            .collect();
+        let count = pin.iter().filter(|p| **p).count();
+        if count > 0 {
+            let turns = self
+                .transcript
+                .turns()
+                .iter()
+                .zip(&pin)
+                .map(|(t, &p)| {
+                    if p {
+                        t.clone().with_pinned(true)
+                    } else {
+                        t.clone()
+                    }
+                })
+                .collect();
+            self.transcript = Transcript::new(turns)?;
+        }
+        Ok(count)
+    }
+
     /// As [`ProviderTranscript::render`], consuming the transcript: kept messages are moved
     /// into the output rather than copied, so a large request is not held twice.
     ///

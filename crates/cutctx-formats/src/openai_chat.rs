@@ -60,6 +60,14 @@ pub(crate) fn is_model_message(message: &Value) -> bool {
     message.get("role").and_then(Value::as_str) == Some("assistant")
 }
 
+/// The `tool_call_id` of the call `message` answers, when it is a `tool` message.
+pub(crate) fn answered_call(message: &Value) -> Option<&str> {
+    if message.get("role").and_then(Value::as_str) != Some("tool") {
+        return None;
+    }
+    message.get("tool_call_id").and_then(Value::as_str)
+}
+
 /// The message list of a Chat document: the array itself, or the request's `messages`.
 fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
     let (list, path) = messages_key(document, "messages");

@@ -108,6 +108,14 @@ pub(crate) fn is_output(item: &Value) -> bool {
     matches!(kind(0, item), Ok(Kind::Output(..)))
 }
 
+/// The `call_id` of the call `item` answers, when it is a call's output.
+pub(crate) fn answered_call(item: &Value) -> Option<&str> {
+    match kind(0, item) {
+        Ok(Kind::Output(_, call_id)) => Some(call_id),
+        _ => None,
+    }
+}
+
 /// The text a model reads of `item` when it is a reasoning item (its `summary` and `content`
 /// texts, one per line; empty for encrypted-only reasoning), `None` for any other item.
 pub(crate) fn reasoning_text(item: &Value) -> Option<String> {

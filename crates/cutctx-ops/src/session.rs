@@ -121,6 +121,9 @@ pub struct SessionOptions {
     /// Drop (never invent) what makes the history invalid for its provider before the step,
     /// as `compact --repair` does; each drop is listed on standard error.
     pub repair: bool,
+    /// The tool call ids whose results this call's firing keeps as they are, and so their
+    /// calls: a result the model has just retrieved, not to be masked again at once.
+    pub pin: Vec<String>,
 }
 
 /// What one `cutctx session` call produces.
@@ -169,6 +172,7 @@ fn config(
         estimator: spec.estimator().map_err(from_format)?,
         cache_breakpoints: breakpoints == Breakpoints::Auto,
         reasoning: tuning.reasoning,
+        pinned_results: std::collections::BTreeSet::new(),
     };
     config.check()?;
     Ok(config)
@@ -250,7 +254,8 @@ pub fn session_with(
     mut summarizer: Option<&mut dyn Summarizer>,
 ) -> Result<SessionOutput, OpsError> {
     let format = args.format;
-    let config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
+    let mut config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
+    config.pinned_results = args.pin.iter().cloned().collect();
     let mut request: Value = crate::error::parse_json("the request", request_text)?;
     let mut repairs = Vec::new();
     if args.repair {

@@ -74,7 +74,19 @@ impl SessionCore {
         py: Python<'_>,
         text: &str,
         summarize: Option<Py<PyAny>>,
+        pin: Vec<String>,
     ) -> Result<Prepared, Failure> {
+        // The pins are this call's alone, as `--pin` is one command's.
+        let pinned;
+        let options = if pin.is_empty() {
+            &self.options
+        } else {
+            pinned = SessionOptions {
+                pin,
+                ..self.options.clone()
+            };
+            &pinned
+        };
         py.detach(|| {
             let mut state = self.state.lock().map_err(|_| poisoned())?;
             let mut attaching = summarize.map(|callable| Attaching {
@@ -82,17 +94,19 @@ impl SessionCore {
                 raised: None,
             });
             let summarizer = attaching.as_mut().map(|a| a as &mut dyn Summarizer);
-            let out = ops::session_with(&self.options, text, state.as_deref(), summarizer)
-                .map_err(|e| match attaching.as_mut().and_then(|a| a.raised.take()) {
-                    Some(cause) => Failure::Callback(
-                        Coded {
-                            code: e.code,
-                            message: e.message,
-                            details: e.details,
-                        },
-                        cause,
-                    ),
-                    None => Failure::from(e),
+            let out =
+                ops::session_with(options, text, state.as_deref(), summarizer).map_err(|e| {
+                    match attaching.as_mut().and_then(|a| a.raised.take()) {
+                        Some(cause) => Failure::Callback(
+                            Coded {
+                                code: e.code,
+                                message: e.message,
+                                details: e.details,
+                            },
+                            cause,
+                        ),
+                        None => Failure::from(e),
+                    }
                 })?;
             // The command writes the state only after a call succeeds; so does this.
             *state = Some(out.state);
@@ -158,6 +172,7 @@ impl SessionCore {
                     Breakpoints::Off
                 },
                 repair,
+                pin: Vec::new(),
             };
             ops::check_options(&options)?;
             let state = match state {
@@ -176,18 +191,20 @@ impl SessionCore {
         build().map_err(|f| to_pyerr(py, f))
     }
 
-    /// `prepare_json(data, summarize=None)` → `(request bytes, fired, notes)`: one call of the
-    /// session on the whole history `data` (JSON as bytes or str).
-    #[pyo3(signature = (data, summarize = None))]
+    /// `prepare_json(data, summarize=None, pin=[])` → `(request bytes, fired, notes)`: one
+    /// call of the session on the whole history `data` (JSON as bytes or str); `pin` names the
+    /// tool calls whose results a firing at this call keeps as they are (`--pin`).
+    #[pyo3(signature = (data, summarize = None, pin = Vec::new()))]
     fn prepare_json<'py>(
         &self,
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
         summarize: Option<&Bound<'py, PyAny>>,
+        pin: Vec<String>,
     ) -> PyResult<(Bound<'py, PyBytes>, bool, Vec<String>)> {
         let run = || -> Result<Prepared, Failure> {
             let text = text_of(data)?;
-            self.run(py, text, summarize.map(|f| f.clone().unbind()))
+            self.run(py, text, summarize.map(|f| f.clone().unbind()), pin)
         };
         let (output, fired, notes) = run().map_err(|f| to_pyerr(py, f))?;
         Ok((PyBytes::new(py, &output), fired, notes))

@@ -24,6 +24,7 @@ fn config() -> SessionConfig {
         estimator: spec.estimator().expect("estimator"),
         cache_breakpoints: false,
         reasoning: cutctx_formats::ReasoningMode::Strip,
+        pinned_results: Default::default(),
     }
 }
 

@@ -39,6 +39,7 @@
 //!     estimator: EstimatorSpec::default().estimator()?,
 //!     cache_breakpoints: false,
 //!     reasoning: cutctx_formats::ReasoningMode::Strip,
+//!     pinned_results: Default::default(),
 //! };
 //! let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
 //! let mut state = None;

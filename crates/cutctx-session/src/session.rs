@@ -2,7 +2,7 @@
 //! once down to the target when it would, and otherwise re-send the earlier compaction's
 //! prefix byte for byte with the new messages appended.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use cutctx_formats::message_list as history;
 use cutctx_formats::{
@@ -45,6 +45,9 @@ pub struct SessionConfig {
     /// What a firing does with the thinking blocks and reasoning items after the first
     /// message it changes ([`ReasoningMode`]).
     pub reasoning: ReasoningMode,
+    /// The calls whose results a firing must keep as they are (and so their calls): tool
+    /// call ids ([`cutctx_formats::ProviderTranscript::pin_results`]). Empty for none.
+    pub pinned_results: BTreeSet<String>,
 }
 
 impl SessionConfig {
@@ -438,6 +441,7 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     let estimator = config.estimator.as_ref();
     let mut pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
     pt.set_reasoning(config.reasoning);
+    pt.pin_results(&config.pinned_results).map_err(E::from)?;
     let count = pt.prompt_count(config.reserve_output);
     let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);

@@ -280,6 +280,7 @@ fn a_session_asks_the_callers_summarizer_at_a_firing_and_without_one_says_what_i
         summarize_with: None,
         cache_breakpoints: Breakpoints::default(),
         repair: false,
+        pin: Vec::new(),
     };
     let request = chat(20, 200).to_string();
     let mut counting = Counting(0);

@@ -295,3 +295,49 @@ fn freeing_what_a_plan_does_not_keep_changes_nothing_rendered() {
     }
     assert!(released > 20, "only {released} plans freed any content");
 }
+
+#[test]
+fn results_are_pinned_by_call_id_in_every_format_and_never_silently_from_text() {
+    use std::collections::BTreeSet;
+    let requests = [
+        (
+            Format::OpenAiChat,
+            r#"{"messages":[{"role":"user","content":"go"},{"role":"assistant","content":null,"tool_calls":[{"id":"a","type":"function","function":{"name":"f","arguments":"{}"}},{"id":"b","type":"function","function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"x"},{"role":"tool","tool_call_id":"b","content":"y"}]}"#,
+        ),
+        (
+            Format::OpenAiResponses,
+            r#"{"input":[{"role":"user","content":"go"},{"type":"function_call","call_id":"a","name":"f","arguments":"{}"},{"type":"function_call","call_id":"b","name":"f","arguments":"{}"},{"type":"function_call_output","call_id":"a","output":"x"},{"type":"function_call_output","call_id":"b","output":"y"}]}"#,
+        ),
+        (
+            Format::Anthropic,
+            r#"{"messages":[{"role":"user","content":"go"},{"role":"assistant","content":[{"type":"tool_use","id":"a","name":"f","input":{}},{"type":"tool_use","id":"b","name":"f","input":{}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"a","content":"x"},{"type":"tool_result","tool_use_id":"b","content":"y"}]}]}"#,
+        ),
+    ];
+    let ids = BTreeSet::from(["b".to_owned(), "unknown".to_owned()]);
+    for (format, text) in requests {
+        let value: serde_json::Value = serde_json::from_str(text).expect("json");
+        let mut pt = ProviderTranscript::parse(format, &value).expect("valid");
+        assert_eq!(pt.pin_results(&ids).expect("pins"), 1, "{format}");
+        let pinned: Vec<&str> = pt
+            .transcript()
+            .turns()
+            .iter()
+            .filter(|t| t.pinned())
+            .map(|t| t.content())
+            .collect();
+        assert_eq!(pinned, ["y"], "{format}: the result answering b alone");
+        let estimator = cutctx_policies::CharRatioEstimator::default();
+        let mut from_text =
+            ProviderTranscript::from_text_with(format, text, &estimator).expect("plain");
+        let e = from_text
+            .pin_results(&ids)
+            .expect_err("text keeps no messages");
+        assert_eq!(e.code(), "FORMAT_UNSUPPORTED");
+        assert_eq!(
+            from_text
+                .pin_results(&BTreeSet::new())
+                .expect("nothing to pin"),
+            0
+        );
+    }
+}

@@ -25,7 +25,7 @@ released while the Rust core works. Failures raise
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any, Literal, overload
 
 from cutctx._core import session as _core
@@ -104,23 +104,34 @@ class Session:
         return cls(format, window, _state=state, **options)
 
     @overload
-    def prepare(self, request: Mapping[str, Any]) -> dict[str, Any]: ...
+    def prepare(
+        self, request: Mapping[str, Any], *, pin: Collection[str] = ()
+    ) -> dict[str, Any]: ...
     @overload
-    def prepare(self, request: list[Any]) -> list[Any]: ...
+    def prepare(self, request: list[Any], *, pin: Collection[str] = ()) -> list[Any]: ...
     @overload
-    def prepare(self, request: bytes | str) -> bytes: ...
-    def prepare(self, request: Mapping[str, Any] | list[Any] | bytes | str) -> Any:
+    def prepare(self, request: bytes | str, *, pin: Collection[str] = ()) -> bytes: ...
+    def prepare(
+        self, request: Mapping[str, Any] | list[Any] | bytes | str, *, pin: Collection[str] = ()
+    ) -> Any:
         """The request to send for the whole history ``request``.
 
         A dict (or a bare message list) gives a dict (or list); JSON ``bytes`` or ``str`` gives
         the JSON ``bytes`` ``cutctx session`` prints, without a Python object per message.
+        ``pin`` names tool calls (their ids) whose results, and so the calls, a firing at this
+        call keeps as they are (``cutctx session --pin``): a result the model just retrieved.
         """
+        if isinstance(pin, str):
+            raise TypeError("pin is a collection of tool call ids, not one string")
+        pins = list(pin)
         if isinstance(request, (bytes, str)):
-            return self._call(request)
-        return json.loads(self._call(json.dumps(request, ensure_ascii=False)))
+            return self._call(request, pins)
+        return json.loads(self._call(json.dumps(request, ensure_ascii=False), pins))
 
-    def _call(self, data: bytes | str) -> bytes:
-        result: tuple[bytes, bool, list[str]] = self._core.prepare_json(data, self._summarize)
+    def _call(self, data: bytes | str, pin: list[str]) -> bytes:
+        result: tuple[bytes, bool, list[str]] = self._core.prepare_json(
+            data, self._summarize, pin
+        )
         out, self.fired, self.notes = result
         return out
 

@@ -29,6 +29,7 @@ fn config(format: Format, window: u64, policy: &str) -> SessionConfig {
         estimator: spec.estimator().expect("estimator"),
         cache_breakpoints: false,
         reasoning: cutctx_formats::ReasoningMode::Strip,
+        pinned_results: Default::default(),
     }
 }
 
@@ -654,4 +655,37 @@ fn the_replay_counts_invalidated_reasoning_once_and_prices_it_at_the_output_pric
 /// Tokens of a text of `n` characters at four characters a token.
 fn estimator_tokens(n: usize) -> u64 {
     u64::try_from(n.div_ceil(4)).expect("small")
+}
+
+#[test]
+fn a_firing_keeps_the_results_it_is_told_to_pin_and_their_calls() {
+    for format in Format::ALL {
+        let mut messages = Vec::new();
+        for i in 0..12 {
+            messages.extend(exchange(format, i, 400));
+        }
+        let req = request(format, &messages);
+        let unpinned = config(format, 3_000, "default_chain");
+        let plain = step(&unpinned, None, &req, &mut stand_in).expect("a step");
+        let mut pinned = config(format, 3_000, "default_chain");
+        pinned.pinned_results = ["call_1".to_owned()].into();
+        let kept = step(&pinned, None, &req, &mut stand_in).expect("a step");
+        assert!(
+            plain.firing.is_some() && kept.firing.is_some(),
+            "{format}: both fire"
+        );
+        validate(format, &kept.request).expect("a valid request");
+        let result = &exchange(format, 1, 400)[2];
+        let call = &exchange(format, 1, 400)[1];
+        let sent = history(format, &kept.request);
+        assert!(
+            sent.contains(result),
+            "{format}: the pinned result is sent as it was"
+        );
+        assert!(sent.contains(call), "{format}: and its call");
+        assert!(
+            !history(format, &plain.request).contains(result),
+            "{format}: without the pin the firing takes it"
+        );
+    }
 }
