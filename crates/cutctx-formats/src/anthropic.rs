@@ -189,6 +189,14 @@ pub(crate) fn system_shape(document: &Value) -> Result<(), Violation> {
     Ok(())
 }
 
+/// What [`Check::rules`] reads of a content block, from either reader: a result or a call by
+/// its id (`None` when it has none), or any other block.
+enum BlockFact<'m> {
+    Result(Option<&'m str>),
+    Use(Option<&'m str>),
+    Other,
+}
+
 /// The rules, message by message: [`validate`] over a document, and the text path over one
 /// parsed message at a time.
 #[derive(Debug)]
@@ -224,7 +232,7 @@ impl Check {
         }
     }
 
-    /// Message `i`, in order.
+    /// Message `i`, in order: its value's shape, then [`Check::rules`].
     pub(crate) fn message(&mut self, i: usize, m: &Value) -> Result<(), Violation> {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
@@ -252,6 +260,47 @@ impl Check {
                 || format!("{}.content[{j}].type", path(i)),
             )?;
         }
+        let empty = match content {
+            Some(Value::String(s)) => s.is_empty(),
+            Some(Value::Array(b)) => b.is_empty(),
+            _ => false,
+        };
+        let facts = blocks(m).iter().map(|b| match block_type(b) {
+            "tool_result" => BlockFact::Result(b.get("tool_use_id").and_then(Value::as_str)),
+            "tool_use" => BlockFact::Use(b.get("id").and_then(Value::as_str)),
+            _ => BlockFact::Other,
+        });
+        self.rules(i, role, empty, facts)
+    }
+
+    /// Message `i`, in order, read as a [`Plain`] message: [`Check::rules`] over what it holds.
+    /// `None` when the message breaks a rule (the check's state is then as it was), and for an
+    /// empty message, which the value path reads (a final assistant prefill, allowed only when
+    /// the list's length is known): the caller checks its value, which says what is wrong.
+    pub(crate) fn plain(&mut self, i: usize, m: &Plain<'_>) -> Option<()> {
+        if m.content.is_empty() {
+            return None;
+        }
+        let facts = m.content.blocks().iter().map(|b| match b {
+            Block::ToolResult { id, .. } => BlockFact::Result(Some(id)),
+            Block::ToolUse { id, .. } => BlockFact::Use(Some(id)),
+            Block::Text(_) => BlockFact::Other,
+        });
+        self.rules(i, &m.role, false, facts).ok()
+    }
+
+    /// The format's rules on message `i`, whichever reader read it: roles `user` and
+    /// `assistant`, a `user` first; content unless it is the final assistant message; the
+    /// results of the previous message's calls first in a user message, each once, every
+    /// call answered; `tool_use` only from the assistant, its ids distinct. The state changes
+    /// only when the message passes.
+    fn rules<'m>(
+        &mut self,
+        i: usize,
+        role: &str,
+        empty: bool,
+        blocks: impl Iterator<Item = BlockFact<'m>>,
+    ) -> Result<(), Violation> {
         if role != "user" && role != "assistant" {
             return Err(Violation::new(
                 FORMAT,
@@ -268,11 +317,6 @@ impl Check {
                 format!("{}.role", path(0)),
             ));
         }
-        let empty = match content {
-            Some(Value::String(s)) => s.is_empty(),
-            Some(Value::Array(b)) => b.is_empty(),
-            _ => false,
-        };
         // The provider allows an empty final assistant message (a prefill to continue from).
         if empty && !(role == "assistant" && i + 1 == self.len) {
             return Err(Violation::new(
@@ -282,15 +326,14 @@ impl Check {
                 format!("{}.content", path(i)),
             ));
         }
-        let calls = self.open.take();
+        let calls = self.open.as_ref();
         let mut answered: Ids<&str> = Ids::default();
         let mut seen_other = false;
         let mut uses: Ids<String> = Ids::default();
-        for (j, b) in blocks(m).iter().enumerate() {
+        for (j, b) in blocks.enumerate() {
             let at = || format!("{}.content[{j}]", path(i));
-            match block_type(b) {
-                "tool_result" => {
-                    let id = b.get("tool_use_id").and_then(Value::as_str);
+            match b {
+                BlockFact::Result(id) => {
                     let Some(id) = id else {
                         return Err(Violation::new(
                             FORMAT,
@@ -299,8 +342,7 @@ impl Check {
                             format!("{}.tool_use_id", at()),
                         ));
                     };
-                    let known =
-                        role == "user" && calls.as_ref().is_some_and(|(_, set)| set.contains(id));
+                    let known = role == "user" && calls.is_some_and(|(_, set)| set.contains(id));
                     if !known {
                         return Err(
                             Violation::new(FORMAT, Rule::ResultWithoutCall, Some(i), at())
@@ -321,8 +363,7 @@ impl Check {
                         .with_id(id));
                     }
                 }
-                "tool_use" => {
-                    let id = b.get("id").and_then(Value::as_str);
+                BlockFact::Use(id) => {
                     let Some(id) = id else {
                         return Err(Violation::new(
                             FORMAT,
@@ -345,61 +386,18 @@ impl Check {
                     }
                     seen_other = true;
                 }
-                _ => seen_other = true,
+                BlockFact::Other => seen_other = true,
             }
         }
         if let Some((at, ids)) = calls
             && let Some(id) = ids.iter().find(|id| !answered.contains(id.as_str()))
         {
             return Err(
-                Violation::new(FORMAT, Rule::CallWithoutResult, Some(at), path(at)).with_id(id),
+                Violation::new(FORMAT, Rule::CallWithoutResult, Some(*at), path(*at)).with_id(id),
             );
         }
-        if !uses.is_empty() {
-            self.open = Some((i, uses));
-        }
-        Ok(())
-    }
-
-    /// Message `i`, in order, read as a [`Plain`] message: what [`Check::message`] does with
-    /// its value, when the message passes. `None` when it would not (the check's state is
-    /// then as it was): the caller checks its value, which says what is wrong.
-    pub(crate) fn plain(&mut self, i: usize, m: &Plain<'_>) -> Option<()> {
-        let assistant = match &*m.role {
-            "user" if m.content.is_empty() => return None,
-            "user" => false,
-            // An empty final assistant message is allowed: the value path takes it.
-            "assistant" if i > 0 && !m.content.is_empty() => true,
-            _ => return None,
-        };
-        let calls = self.open.as_ref();
-        let mut answered: Ids<&str> = Ids::default();
-        let mut seen_other = false;
-        let mut uses: Ids<String> = Ids::default();
-        for block in m.content.blocks() {
-            match block {
-                Block::ToolResult { id, .. } => {
-                    let known = !assistant && calls.is_some_and(|(_, set)| set.contains(id));
-                    if !known || !answered.insert(id) || seen_other {
-                        return None;
-                    }
-                }
-                Block::ToolUse { id, .. } => {
-                    if !assistant || !uses.insert(id.clone().into_owned()) {
-                        return None;
-                    }
-                    seen_other = true;
-                }
-                Block::Text(_) => seen_other = true,
-            }
-        }
-        if let Some((_, ids)) = calls
-            && ids.iter().any(|id| !answered.contains(id.as_str()))
-        {
-            return None;
-        }
         self.open = (!uses.is_empty()).then_some((i, uses));
-        Some(())
+        Ok(())
     }
 
     /// The end of the list: the last message's calls must have their results.

@@ -81,44 +81,58 @@ fn path(i: usize) -> String {
     format!("messages[{i}]")
 }
 
-/// The ids of an assistant message's calls, in order (empty when it has none).
+/// The ids of an assistant message's calls, in order (empty when it has none), as its value
+/// gives them.
 fn call_ids(i: usize, m: &Map<String, Value>) -> Result<Vec<&str>, Violation> {
-    let calls = match m.get("tool_calls") {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(calls)) => calls,
-        Some(_) => {
-            return Err(Violation::new(
-                FORMAT,
-                Rule::Malformed,
-                Some(i),
-                format!("{}.tool_calls", path(i)),
-            ));
-        }
-    };
-    let mut ids = Vec::with_capacity(calls.len());
+    match m.get("tool_calls") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(calls)) => distinct_calls(
+            i,
+            calls
+                .iter()
+                .map(|call| call.get("id").and_then(Value::as_str)),
+        ),
+        Some(_) => Err(Violation::new(
+            FORMAT,
+            Rule::Malformed,
+            Some(i),
+            format!("{}.tool_calls", path(i)),
+        )),
+    }
+}
+
+/// The rule on a message's call ids, from whichever reader: each present (`None` is one
+/// missing) and none given twice. The ids, in order.
+fn distinct_calls<'m>(
+    i: usize,
+    ids: impl ExactSizeIterator<Item = Option<&'m str>>,
+) -> Result<Vec<&'m str>, Violation> {
+    let mut out = Vec::with_capacity(ids.len());
     let mut seen = BTreeSet::new();
-    for (j, call) in calls.iter().enumerate() {
-        let id = call.get("id").and_then(Value::as_str);
+    for (j, id) in ids.enumerate() {
+        let at = || format!("{}.tool_calls[{j}].id", path(i));
         let Some(id) = id else {
-            return Err(Violation::new(
-                FORMAT,
-                Rule::Malformed,
-                Some(i),
-                format!("{}.tool_calls[{j}].id", path(i)),
-            ));
+            return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), at()));
         };
         if !seen.insert(id) {
-            return Err(Violation::new(
-                FORMAT,
-                Rule::DuplicateCallId,
-                Some(i),
-                format!("{}.tool_calls[{j}].id", path(i)),
-            )
-            .with_id(id));
+            return Err(Violation::new(FORMAT, Rule::DuplicateCallId, Some(i), at()).with_id(id));
         }
-        ids.push(id);
+        out.push(id);
     }
-    Ok(ids)
+    Ok(out)
+}
+
+/// What the rules read of one message, from its value ([`Check::message`]) or from its text
+/// ([`Check::plain`]).
+struct Facts<'m> {
+    role: &'m str,
+    /// A `tool` message's `tool_call_id` (`None` when it has none).
+    tool_call_id: Option<&'m str>,
+    /// Whether the content is absent, null or an empty array.
+    no_content: bool,
+    /// Whether the message carries a payload of its own in place of content: a refusal, an
+    /// audio reply, a legacy `function_call`.
+    own_payload: bool,
 }
 
 /// A run of tool messages being checked: the calling message's position, its call ids in
@@ -163,7 +177,7 @@ impl Check {
         Ok(Self { open: None })
     }
 
-    /// Message `i`, in order.
+    /// Message `i`, in order: its value's shape, then [`Check::rules`].
     pub(crate) fn message(&mut self, i: usize, m: &Value) -> Result<(), Violation> {
         let Value::Object(map) = m else {
             return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), path(i)));
@@ -184,61 +198,81 @@ impl Check {
                 || format!("{}.content", path(i)),
             )?;
         }
-        if role == "tool" {
-            let id = map.get("tool_call_id").and_then(Value::as_str);
-            let Some(id) = id else {
-                return Err(Violation::new(
-                    FORMAT,
-                    Rule::Malformed,
-                    Some(i),
-                    format!("{}.tool_call_id", path(i)),
-                ));
+        let facts = Facts {
+            role,
+            tool_call_id: map.get("tool_call_id").and_then(Value::as_str),
+            no_content: match map.get("content") {
+                None | Some(Value::Null) => true,
+                Some(Value::Array(parts)) => parts.is_empty(),
+                Some(_) => false,
+            },
+            own_payload: ["function_call", "refusal", "audio"]
+                .iter()
+                .any(|k| map.get(*k).is_some_and(|v| !v.is_null())),
+        };
+        self.rules(i, &facts, || call_ids(i, map))
+    }
+
+    /// Message `i`, in order, read as a [`Plain`] message: [`Check::rules`] over what it holds.
+    /// `None` when the message breaks a rule (the check's state is then as it was): the
+    /// caller checks its value, which says what is wrong.
+    pub(crate) fn plain(&mut self, i: usize, m: &Plain<'_>) -> Option<()> {
+        let facts = Facts {
+            role: &m.role,
+            tool_call_id: m.tool_call_id.as_deref(),
+            no_content: !matches!(m.content, Some(Some(_))),
+            // The reader takes none of those fields.
+            own_payload: false,
+        };
+        let calls = m.calls.as_deref().unwrap_or_default();
+        self.rules(i, &facts, || {
+            distinct_calls(i, calls.iter().map(|c| Some(&*c.id)))
+        })
+        .ok()
+    }
+
+    /// The format's rules on message `i`, whichever reader read it: a `tool` message answers
+    /// a call of the run open before it, once; any other message closes that run, every call
+    /// answered; an assistant message's call ids are distinct (`calls`, asked only of an
+    /// assistant message), and it has content unless it calls a tool or carries its own
+    /// payload. The state changes only when the message passes.
+    fn rules<'m>(
+        &mut self,
+        i: usize,
+        m: &Facts<'_>,
+        calls: impl FnOnce() -> Result<Vec<&'m str>, Violation>,
+    ) -> Result<(), Violation> {
+        let at_id = || format!("{}.tool_call_id", path(i));
+        if m.role == "tool" {
+            let Some(id) = m.tool_call_id else {
+                return Err(Violation::new(FORMAT, Rule::Malformed, Some(i), at_id()));
             };
             let Some((_, _, calls, answered)) = self.open.as_mut() else {
-                return Err(Violation::new(
-                    FORMAT,
-                    Rule::ResultWithoutCall,
-                    Some(i),
-                    format!("{}.tool_call_id", path(i)),
-                )
-                .with_id(id));
+                return Err(
+                    Violation::new(FORMAT, Rule::ResultWithoutCall, Some(i), at_id()).with_id(id),
+                );
             };
             if !calls.contains(id) {
-                return Err(Violation::new(
-                    FORMAT,
-                    Rule::ResultWithoutCall,
-                    Some(i),
-                    format!("{}.tool_call_id", path(i)),
-                )
-                .with_id(id));
+                return Err(
+                    Violation::new(FORMAT, Rule::ResultWithoutCall, Some(i), at_id()).with_id(id),
+                );
             }
-            if !answered.insert(id.to_owned()) {
-                return Err(Violation::new(
-                    FORMAT,
-                    Rule::DuplicateResult,
-                    Some(i),
-                    format!("{}.tool_call_id", path(i)),
-                )
-                .with_id(id));
+            if answered.contains(id) {
+                return Err(
+                    Violation::new(FORMAT, Rule::DuplicateResult, Some(i), at_id()).with_id(id),
+                );
             }
+            answered.insert(id.to_owned());
             return Ok(());
         }
-        close(self.open.take())?;
-        match openai_role(role) {
-            Some(Role::System | Role::User) => {}
+        close(self.open.as_ref())?;
+        match openai_role(m.role) {
+            Some(Role::System | Role::User) => self.open = None,
             Some(Role::Assistant) => {
-                let ids = call_ids(i, map)?;
-                let no_content = match map.get("content") {
-                    None | Some(Value::Null) => true,
-                    Some(Value::Array(parts)) => parts.is_empty(),
-                    Some(_) => false,
-                };
+                let ids = calls()?;
                 // Content is required unless the message calls a tool (or is a refusal or
                 // an audio reply, which carry their own payload).
-                let other = ["function_call", "refusal", "audio"]
-                    .iter()
-                    .any(|k| map.get(*k).is_some_and(|v| !v.is_null()));
-                if no_content && ids.is_empty() && !other {
+                if m.no_content && ids.is_empty() && !m.own_payload {
                     return Err(Violation::new(
                         FORMAT,
                         Rule::EmptyContent,
@@ -246,11 +280,11 @@ impl Check {
                         format!("{}.content", path(i)),
                     ));
                 }
-                if !ids.is_empty() {
+                self.open = (!ids.is_empty()).then(|| {
                     let ids: Vec<String> = ids.into_iter().map(str::to_owned).collect();
-                    let calls = ids.iter().cloned().collect();
-                    self.open = Some((i, ids, calls, BTreeSet::new()));
-                }
+                    let set = ids.iter().cloned().collect();
+                    (i, ids, set, BTreeSet::new())
+                });
             }
             // A tool message was checked above.
             Some(Role::Tool) | None => {
@@ -265,57 +299,15 @@ impl Check {
         Ok(())
     }
 
-    /// Message `i`, in order, read as a [`Plain`] message: what [`Check::message`] does with
-    /// its value, when the message passes. `None` when it would not (the check's state is
-    /// then as it was): the caller checks its value, which says what is wrong.
-    pub(crate) fn plain(&mut self, i: usize, m: &Plain<'_>) -> Option<()> {
-        let role = &*m.role;
-        if role == "tool" {
-            let id = m.tool_call_id.as_deref()?;
-            let (_, _, calls, answered) = self.open.as_mut()?;
-            if !calls.contains(id) || answered.contains(id) {
-                return None;
-            }
-            answered.insert(id.to_owned());
-            return Some(());
-        }
-        if let Some((_, ids, _, answered)) = &self.open
-            && ids.iter().any(|id| !answered.contains(id))
-        {
-            return None;
-        }
-        match openai_role(role) {
-            Some(Role::System | Role::User) => self.open = None,
-            Some(Role::Assistant) => {
-                // An assistant message without `tool_calls` calls nothing.
-                let calls = m.calls.as_deref().unwrap_or_default();
-                let ids: Vec<String> = calls.iter().map(|c| c.id.clone().into_owned()).collect();
-                let set: BTreeSet<String> = ids.iter().cloned().collect();
-                if set.len() != ids.len() {
-                    return None;
-                }
-                if ids.is_empty() {
-                    // Content is required unless the message calls a tool.
-                    m.content.as_ref()?.as_ref()?;
-                    self.open = None;
-                } else {
-                    self.open = Some((i, ids, set, BTreeSet::new()));
-                }
-            }
-            _ => return None,
-        }
-        Some(())
-    }
-
     /// The end of the list: the last calls must have been answered.
     pub(crate) fn finish(self) -> Result<(), Violation> {
-        close(self.open)
+        close(self.open.as_ref())
     }
 }
 
 /// Every call of the closing run must have been answered.
-fn close(open: Option<OpenRun>) -> Result<(), Violation> {
-    if let Some((i, ids, _, answered)) = open
+fn close(open: Option<&OpenRun>) -> Result<(), Violation> {
+    if let Some(&(i, ref ids, _, ref answered)) = open
         && let Some((j, id)) = ids
             .iter()
             .enumerate()
