@@ -141,13 +141,31 @@ fn usage(message: &str, option: &str) -> Coded {
     }
 }
 
-impl From<OpsError> for Failure {
+impl From<OpsError> for Coded {
     fn from(e: OpsError) -> Self {
-        Self::Cli(Coded {
+        Self {
             code: e.code,
             message: e.message,
             details: e.details,
-        })
+        }
+    }
+}
+
+impl From<OpsError> for Failure {
+    fn from(e: OpsError) -> Self {
+        Self::Cli(Coded::from(e))
+    }
+}
+
+/// The failure of an operation that called a `summarize` callable: the operations' error `e`
+/// with its code, message and details, and, when the callable raised (`raised`), that
+/// exception kept as the cause of the `FormatCompactionError` raised in its place. Used by
+/// `compact_json` and by `SessionCore`'s calls alike, so both name a summarizer's failure the
+/// same way.
+pub(crate) fn summarizer_failure(e: OpsError, raised: Option<PyErr>) -> Failure {
+    match raised {
+        Some(cause) => Failure::Callback(Coded::from(e), cause),
+        None => Failure::from(e),
     }
 }
 
@@ -222,17 +240,7 @@ fn run_summarize(
         raised: None,
     };
     p.summaries_from(&mut summarizer, text)
-        .map_err(|e| match summarizer.raised.take() {
-            Some(cause) => Failure::Callback(
-                Coded {
-                    code: e.code,
-                    message: e.message,
-                    details: e.details,
-                },
-                cause,
-            ),
-            None => Failure::from(e),
-        })
+        .map_err(|e| summarizer_failure(e, summarizer.raised.take()))
 }
 
 /// The UTF-8 text of a request given as bytes or str, borrowed: never copied into a Python str.

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use serde_json::Value;
 
-use crate::formats::{CallableSummarizer, Coded, Failure, text_of, to_pyerr};
+use crate::formats::{CallableSummarizer, Coded, Failure, summarizer_failure, text_of, to_pyerr};
 
 /// One conversation's session: its settings and its state (`None` before the first call).
 #[pyclass(module = "cutctx._core.session", name = "SessionCore", frozen)]
@@ -96,17 +96,7 @@ impl SessionCore {
             let summarizer = attaching.as_mut().map(|a| a as &mut dyn Summarizer);
             let out =
                 ops::session_with(options, text, state.as_deref(), summarizer).map_err(|e| {
-                    match attaching.as_mut().and_then(|a| a.raised.take()) {
-                        Some(cause) => Failure::Callback(
-                            Coded {
-                                code: e.code,
-                                message: e.message,
-                                details: e.details,
-                            },
-                            cause,
-                        ),
-                        None => Failure::from(e),
-                    }
+                    summarizer_failure(e, attaching.as_mut().and_then(|a| a.raised.take()))
                 })?;
             // The command writes the state only after a call succeeds; so does this.
             *state = Some(out.state);
