@@ -299,3 +299,34 @@ def test_a_summarizer_that_raises_is_named_and_kept_as_the_cause():
 
 def test_the_session_is_exported_at_the_top():
     assert cutctx.Session is Session
+
+
+def _tool_history(exchanges: int, size: int = 400) -> dict[str, Any]:
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "Be brief."}]
+    for i in range(exchanges):
+        call = {"id": f"call_{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        messages.append({"role": "user", "content": f"question {i} " + "q" * size})
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"call_{i}", "content": f"result {i} " + "r" * size})
+        messages.append({"role": "assistant", "content": f"answer {i} " + "a" * size})
+    return {"model": "m", "messages": messages}
+
+
+@needs_cli
+def test_a_pinned_result_survives_a_firing_as_the_commands_pin_keeps_it(tmp_path: Path):
+    history = _tool_history(12)
+    pinned = history["messages"][7]  # the result of call_1
+    assert pinned["tool_call_id"] == "call_1"
+    plain = Session("openai-chat", 3000).prepare(history)
+    assert pinned not in plain["messages"], "without the pin the firing takes it"
+    session = Session("openai-chat", 3000)
+    kept = session.prepare(history, pin=["call_1"])
+    assert session.fired
+    assert pinned in kept["messages"] and history["messages"][6] in kept["messages"]
+    out, error = _cli_session(
+        ["--format", "openai-chat", "--window", "3000", "--pin", "call_1"],
+        json.dumps(history).encode(), tmp_path / "state.json",
+    )
+    assert error is None and json.loads(out) == kept
+    with pytest.raises(TypeError):
+        session.prepare(history, pin="call_1")  # type: ignore[arg-type]
