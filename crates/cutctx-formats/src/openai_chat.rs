@@ -224,6 +224,7 @@ impl Check {
             // The reader takes none of those fields.
             own_payload: false,
         };
+        // An assistant message without `tool_calls` calls nothing.
         let calls = m.calls.as_deref().unwrap_or_default();
         self.rules(i, &facts, || {
             distinct_calls(i, calls.iter().map(|c| Some(&*c.id)))
