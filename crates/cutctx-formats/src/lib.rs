@@ -671,6 +671,7 @@ impl ProviderTranscript {
                 details! { "format" => self.format.as_str() },
             ));
         }
+        // A request without a list (a Responses `input` string) holds no results to pin.
         let list = mapping::messages_key(&self.document, list_key(self.format))
             .0
             .and_then(Value::as_array)
