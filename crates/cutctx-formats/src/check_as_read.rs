@@ -11,6 +11,7 @@
 use cutctx_policies::TokenEstimator;
 
 use crate::FormatError;
+use crate::provider_format::ProviderFormat;
 
 /// A format's check and turns, taking the readings of its hand-written reader (`P`) in order.
 pub(crate) trait MapsAsRead<P> {
@@ -24,11 +25,24 @@ pub(crate) trait MapsAsRead<P> {
     ) -> Option<Result<(), FormatError>>;
 }
 
-/// A format's check and turn builder, side by side: what a [`Mapper`] drives (each format says
-/// how, as [`MapsAsRead`]).
-pub(crate) struct Mapping<C, B> {
-    pub(crate) check: C,
-    pub(crate) build: B,
+/// A format's check and turn builder, side by side: what a [`Mapper`] drives.
+pub(crate) struct Mapping<F: ProviderFormat> {
+    pub(crate) check: F::Check,
+    pub(crate) build: F::Build,
+}
+
+/// Each reading checked by the format's rules, and mapped when they take it: the one step of
+/// every format ([`ProviderFormat::check_plain`], [`ProviderFormat::build_plain`]).
+impl<'a, F: ProviderFormat> MapsAsRead<F::Plain<'a>> for Mapping<F> {
+    fn plain(
+        &mut self,
+        i: usize,
+        reading: &F::Plain<'a>,
+        estimator: &dyn TokenEstimator,
+    ) -> Option<Result<(), FormatError>> {
+        F::check_plain(&mut self.check, i, reading)?;
+        Some(F::build_plain(&mut self.build, i, reading, estimator))
+    }
 }
 
 /// The messages of a list mapped as the scan reads them (see the module's documentation).

@@ -10,7 +10,7 @@
 //!   `messages` array ([`anthropic`]).
 //!
 //! [`ProviderTranscript::parse`] checks the document against the format's structural rules
-//! ([`validate`]) and builds one turn per message (per item; per `tool_result` block for
+//! ([`validate()`]) and builds one turn per message (per item; per `tool_result` block for
 //! Anthropic), ids `m{index}`. An assistant message (or model step) with tool calls and every
 //! result of every one of its calls share one exchange key, so cutctx keeps them together or
 //! removes them together, parallel calls included; reasoning items and thinking blocks travel
@@ -79,7 +79,6 @@
 )]
 
 pub mod anthropic;
-mod anthropic_one_walk;
 #[cfg(feature = "bpe")]
 mod bpe;
 mod check_as_read;
@@ -94,6 +93,7 @@ pub mod openai_chat;
 pub mod openai_responses;
 mod policies;
 mod prompt;
+mod provider_format;
 mod read_ahead;
 #[cfg(test)]
 mod readers_agree;
@@ -115,6 +115,8 @@ use cutctx_invariants::CompactionPlan;
 use cutctx_model::{CompactionReport, Parallelism, SummarizationRequest, Transcript, details};
 use cutctx_policies::{CharRatioEstimator, TokenEstimator};
 use serde_json::{Map, Value};
+
+use crate::provider_format::{ProviderFormat, per_format};
 
 #[cfg(feature = "bpe")]
 pub use bpe::BpeEstimator;
@@ -369,7 +371,7 @@ impl ProviderTranscript {
     /// # Errors
     ///
     /// `FORMAT_ERROR` for a document without the format's shape, `FORMAT_INVALID_REQUEST` for
-    /// one the provider would refuse (see [`validate`]), both naming the rule and the path.
+    /// one the provider would refuse (see [`validate()`]), both naming the rule and the path.
     pub fn parse(format: Format, document: &Value) -> Result<Self, FormatError> {
         Self::parse_with(format, document, &CharRatioEstimator::default())
     }
@@ -400,11 +402,7 @@ impl ProviderTranscript {
         estimator: &dyn TokenEstimator,
     ) -> Result<Self, FormatError> {
         validate(format, &document).map_err(FormatError::from_violation)?;
-        let built = match format {
-            Format::OpenAiChat => openai_chat::build(&document, estimator)?,
-            Format::OpenAiResponses => openai_responses::build(&document, estimator)?,
-            Format::Anthropic => anthropic::build(&document, estimator)?,
-        };
+        let built = per_format!(format, F => F::build(&document, estimator))?;
         let tools_tokens = prompt::tools_tokens(format, &document, estimator);
 
         let transcript = Transcript::new(built.turns)?;
@@ -570,7 +568,7 @@ impl ProviderTranscript {
     }
 
     /// Maps a view derived from [`ProviderTranscript::transcript`] (by `cutctx_executor::apply`) back to
-    /// a document of the input's format and shape, and checks it with [`validate`].
+    /// a document of the input's format and shape, and checks it with [`validate()`].
     ///
     /// # Errors
     ///
@@ -958,19 +956,7 @@ impl ProviderTranscript {
             },
         };
         let turns = self.transcript.turns();
-        match self.format {
-            Format::OpenAiChat => {
-                let list = list.ok_or_else(|| no_list(self.format, document))?;
-                openai_chat::render(document, list, &self.sources, items)
-            }
-            Format::OpenAiResponses => {
-                openai_responses::render(document, list, turns, &self.sources, items)
-            }
-            Format::Anthropic => {
-                let list = list.ok_or_else(|| no_list(self.format, document))?;
-                anthropic::render(document, list, turns, &self.sources, items)
-            }
-        }
+        per_format!(self.format, F => F::render(document, list, turns, &self.sources, items))
     }
 
     /// The list a rendering reads kept messages from; an empty one for a Responses `input`
@@ -1077,68 +1063,42 @@ enum Pass {
 }
 
 /// Checks the messages of a request read from text, one parsed message at a time, against
-/// the format's rules (the validators' own steps), and with an estimator maps them to turns.
+/// the format's rules (the validators' own steps), and with an estimator maps them to turns
+/// (`None` without one).
 fn each_message(
     format: Format,
     shell: &Value,
     layout: &text::Layout,
     text: &str,
     estimator: Option<&dyn TokenEstimator>,
-) -> Result<mapping::Built, Pass> {
+) -> Result<Option<mapping::Built>, Pass> {
     let n = layout.items.len();
-    let invalid = Pass::Invalid;
-    let mapped = Pass::Format;
     let each = |f: &mut dyn FnMut(usize, Value) -> Result<(), Pass>| {
         text::each_value(text, list_key(format), f).map_err(|e| e.unwrap_or(Pass::Unreadable))
     };
-    match format {
-        Format::OpenAiChat => {
-            let mut check = openai_chat::Check::start(n).map_err(invalid)?;
-            let mut build = openai_chat::Build::default();
-            each(&mut |i, m| {
-                check.message(i, &m).map_err(invalid)?;
-                if let Some(e) = estimator {
-                    build.message(i, &m, e).map_err(mapped)?;
-                }
-                Ok(())
-            })?;
-            check.finish().map_err(invalid)?;
-            Ok(build.built)
-        }
-        Format::OpenAiResponses => {
-            let mut check = openai_responses::Check::start(shell).map_err(invalid)?;
-            let mut build = match estimator {
-                Some(e) => openai_responses::Build::start(shell, e).map_err(mapped)?,
-                None => openai_responses::Build::default(),
-            };
-            each(&mut |i, m| {
-                check.item(i, &m).map_err(invalid)?;
-                if let Some(e) = estimator {
-                    build.item(i, &m, e).map_err(mapped)?;
-                }
-                Ok(())
-            })?;
-            check.finish().map_err(invalid)?;
-            Ok(build.built)
-        }
-        Format::Anthropic => {
-            anthropic::system_shape(shell).map_err(invalid)?;
-            let mut check = anthropic::Check::start(n).map_err(invalid)?;
-            let mut build = match estimator {
-                Some(e) => anthropic::Build::start(shell, e).map_err(mapped)?,
-                None => anthropic::Build::default(),
-            };
-            each(&mut |i, m| {
-                check.message(i, &m).map_err(invalid)?;
-                if let Some(e) = estimator {
-                    build.message(i, &m, e).map_err(mapped)?;
-                }
-                Ok(())
-            })?;
-            check.finish().map_err(invalid)?;
-            Ok(build.built)
-        }
+    /// The one walk, for the format `F`.
+    fn walk<F: ProviderFormat>(
+        shell: &Value,
+        n: usize,
+        estimator: Option<&dyn TokenEstimator>,
+        each: impl FnOnce(&mut dyn FnMut(usize, Value) -> Result<(), Pass>) -> Result<(), Pass>,
+    ) -> Result<Option<mapping::Built>, Pass> {
+        let mut check = F::check_start(shell, n).map_err(Pass::Invalid)?;
+        let mut build = match estimator {
+            Some(e) => Some(F::build_start(shell, n, e).map_err(Pass::Format)?),
+            None => None,
+        };
+        each(&mut |i, m| {
+            F::check_value(&mut check, i, &m).map_err(Pass::Invalid)?;
+            if let (Some(build), Some(e)) = (&mut build, estimator) {
+                F::build_value(build, i, &m, e).map_err(Pass::Format)?;
+            }
+            Ok(())
+        })?;
+        F::check_finish(check).map_err(Pass::Invalid)?;
+        Ok(build.map(F::built))
     }
+    per_format!(format, F => walk::<F>(shell, n, estimator, each))
 }
 
 /// serde_json's nesting limit: a value nested this deep (counting the arrays and objects
@@ -1159,19 +1119,17 @@ fn depth(v: &Value) -> usize {
 enum Plains<'a> {
     /// None read: each message is read from its span.
     None,
-    /// Messages mapped as they were read, the rest waiting ([`fused`]).
+    /// Messages mapped as they were read, the rest waiting ([`check_as_read`]).
     Chat(ChatMapper<'a>),
     Responses(ResponsesMapper<'a>),
 }
 
 /// A Chat list mapped as the scan reads it.
-type ChatMapper<'a> = check_as_read::Mapper<
-    check_as_read::Mapping<openai_chat::Check, openai_chat::Build>,
-    openai_chat::Plain<'a>,
->;
+type ChatMapper<'a> =
+    check_as_read::Mapper<check_as_read::Mapping<openai_chat::Chat>, openai_chat::Plain<'a>>;
 /// A Responses list mapped as the scan reads it.
 type ResponsesMapper<'a> = check_as_read::Mapper<
-    check_as_read::Mapping<openai_responses::Check, openai_responses::Build>,
+    check_as_read::Mapping<openai_responses::Responses>,
     openai_responses::Plain<'a>,
 >;
 
@@ -1182,8 +1140,8 @@ const MESSAGE_BYTES: usize = 64;
 
 /// The request `text` read ([`text::read`]) and its messages checked and mapped
 /// ([`map_messages`]): the common messages read by hand as the scan of the list finds them,
-/// so that each is walked once (Chat and Responses messages mapped there too, [`fused`]),
-/// most of a list of `ahead_from` bytes or more read ahead on another core ([`ahead`]).
+/// so that each is walked once (Chat and Responses messages mapped there too, [`check_as_read`]),
+/// most of a list of `ahead_from` bytes or more read ahead on another core ([`read_ahead`]).
 fn read_and_map(
     format: Format,
     text: &str,
@@ -1192,10 +1150,10 @@ fn read_and_map(
     ahead_from: usize,
 ) -> Option<(text::Read, mapping::Built)> {
     /// Reads the list with `read` taking each message it can, each reading checked and mapped
-    /// by `mapping` as the scan has it ([`fused`]); the mapper, unless the scan did not read
+    /// by `mapping` as the scan has it ([`check_as_read`]); the mapper, unless the scan did not read
     /// the whole list, every message of it taken (then the readings were of a scan given up
     /// for the parser's). A large list's messages from a tenth of the way in are read ahead
-    /// on another core ([`ahead`]), to the same readings: about where reading and mapping on
+    /// on another core ([`read_ahead`]), to the same readings: about where reading and mapping on
     /// this thread take as long as reading on the other. The helper's readings go back to it
     /// to be freed.
     fn scan_mapping<S: check_as_read::MapsAsRead<P>, P: Send>(
@@ -1238,7 +1196,7 @@ fn read_and_map(
     let (read, plains) = match (reading, format) {
         (Reading::Values, _) => (text::read(text, key)?, Plains::None),
         (_, Format::OpenAiChat) => {
-            let mapping = check_as_read::Mapping {
+            let mapping = check_as_read::Mapping::<openai_chat::Chat> {
                 check: openai_chat::Check::default(),
                 build: openai_chat::Build::growing(text.len() / MESSAGE_BYTES),
             };
@@ -1247,7 +1205,7 @@ fn read_and_map(
             (read, mapper.map_or(Plains::None, Plains::Chat))
         }
         (_, Format::OpenAiResponses) => {
-            let mapping = check_as_read::Mapping {
+            let mapping = check_as_read::Mapping::<openai_responses::Responses> {
                 check: openai_responses::Check::default(),
                 build: openai_responses::Build::growing(text.len() / MESSAGE_BYTES),
             };
@@ -1258,11 +1216,11 @@ fn read_and_map(
         // An Anthropic message read by hand holds its blocks (a tool's input as a value),
         // several times the room of a Chat or Responses one: held for the whole list, they
         // would raise the run's peak by most of the input's size. Each is checked and mapped
-        // as the scan finds it instead, and dropped there ([`one_walk`]); what that walk does
+        // as the scan finds it instead, and dropped there ([`anthropic::one_walk`]); what that walk does
         // not take is read from the scan's spans, each message as the builder takes it.
         (_, Format::Anthropic) => {
             if let Some(done) =
-                anthropic_one_walk::anthropic(text, key, estimator, defer, ahead_from)
+                anthropic::one_walk::anthropic(text, key, estimator, defer, ahead_from)
             {
                 return Some(done);
             }
@@ -1286,7 +1244,7 @@ fn read_and_map(
 enum Reading {
     /// Each parsed as a value.
     Values,
-    /// The common shapes by hand ([`quick`]), the others as values.
+    /// The common shapes by hand ([`hand_read`]), the others as values.
     Hand,
     /// As `Hand`, each turn made of one string of the request left as written there (see
     /// [`ProviderTranscript::from_text_deferred`]).
@@ -1294,7 +1252,7 @@ enum Reading {
 }
 
 /// Checks and maps the messages of a request read from text, each from its own span: a
-/// message of a common shape is read by hand ([`quick`], with `quick`), any other parsed as
+/// message of a common shape is read by hand ([`hand_read`]), any other parsed as
 /// a value and checked and mapped as [`each_message`] does. `None` exactly when
 /// [`each_message`] fails: a rule broken, a turn that cannot be made, or a message (or other
 /// field) the value parse refuses, its nesting counted from the document's top as there.
@@ -1324,104 +1282,75 @@ fn map_messages(
         let v: Value = serde_json::from_str(text.get(span.clone())?).ok()?;
         (around + depth(&v) < NESTING_LIMIT).then_some(v)
     };
-    let n = layout.items.len();
-    match format {
-        Format::OpenAiChat => {
-            // At least one message (the check's first rule), whether mapped as read or not.
-            let fresh = openai_chat::Check::start(n).ok()?;
-            let (mut check, mut build, from, mut taken) = match plains {
-                Plains::Chat(mapper) => {
-                    debug_assert_eq!(mapper.taken(), n, "a mapper is kept only for a whole list");
-                    let (mapping, from, rest) = mapper.finish()?;
-                    (mapping.check, mapping.build, from, Some(rest.into_iter()))
-                }
-                _ => (fresh, openai_chat::Build::of(n), 0, None),
+    /// The messages mapped for the format `F`, those the scan already mapped (`mapped`, a
+    /// whole list's, Chat and Responses only) taken up where they stop.
+    fn each_span<'a, F: ProviderFormat>(
+        shell: &Value,
+        layout: &text::Layout,
+        text: &'a str,
+        estimator: &dyn TokenEstimator,
+        (hand, defer): (bool, bool),
+        value: &dyn Fn(&std::ops::Range<usize>) -> Option<Value>,
+        mapped: Option<check_as_read::Mapper<check_as_read::Mapping<F>, F::Plain<'a>>>,
+    ) -> Option<mapping::Built> {
+        let n = layout.items.len();
+        // The request's own fields and the list's length checked (at least one message, for
+        // Chat), whether its messages were mapped as read or not.
+        let fresh = F::check_start(shell, n).ok()?;
+        let (mut check, mut build, from, mut taken) = match mapped {
+            Some(mapper) => {
+                debug_assert_eq!(mapper.taken(), n, "a mapper is kept only for a whole list");
+                let (mapping, from, rest) = mapper.finish()?;
+                let build = F::build_resume(mapping.build, shell, estimator).ok()?;
+                (mapping.check, build, from, Some(rest.into_iter()))
+            }
+            None => (fresh, F::build_start(shell, n, estimator).ok()?, 0, None),
+        };
+        for (i, span) in layout.items.iter().enumerate().skip(from) {
+            let plain = match &mut taken {
+                Some(taken) => taken.next().flatten(),
+                None => hand
+                    .then(|| F::Plain::read(text.get(span.clone())?, span.start, defer))
+                    .flatten(),
             };
-            for (i, span) in layout.items.iter().enumerate().skip(from) {
-                let plain = match &mut taken {
-                    Some(taken) => taken.next().flatten(),
-                    None => hand
-                        .then(|| {
-                            openai_chat::Plain::read(text.get(span.clone())?, span.start, defer)
-                        })
-                        .flatten(),
-                };
-                if let Some(m) = plain
-                    && check.plain(i, &m).is_some()
-                {
-                    build.plain(i, &m, estimator).ok()?;
-                    continue;
-                }
-                let m = value(span)?;
-                check.message(i, &m).ok()?;
-                build.message(i, &m, estimator).ok()?;
+            if let Some(m) = plain
+                && F::check_plain(&mut check, i, &m).is_some()
+            {
+                F::build_plain(&mut build, i, &m, estimator).ok()?;
+                continue;
             }
-            check.finish().ok()?;
-            Some(build.built)
+            let m = value(span)?;
+            F::check_value(&mut check, i, &m).ok()?;
+            F::build_value(&mut build, i, &m, estimator).ok()?;
         }
-        Format::OpenAiResponses => {
-            // The request's top-level fields checked, whether its items were mapped as read
-            // or not; their turn goes first.
-            let fresh = openai_responses::Check::start(shell).ok()?;
-            let (mut check, mut build, from, mut taken) = match plains {
-                Plains::Responses(mapper) => {
-                    debug_assert_eq!(mapper.taken(), n, "a mapper is kept only for a whole list");
-                    let (mapping, from, rest) = mapper.finish()?;
-                    let build = mapping.build.finish_growing(shell, estimator).ok()?;
-                    (mapping.check, build, from, Some(rest.into_iter()))
-                }
-                _ => {
-                    let build = openai_responses::Build::start(shell, estimator)
-                        .ok()?
-                        .sized(n);
-                    (fresh, build, 0, None)
-                }
-            };
-            for (i, span) in layout.items.iter().enumerate().skip(from) {
-                let plain = match &mut taken {
-                    Some(taken) => taken.next().flatten(),
-                    None => hand
-                        .then(|| {
-                            openai_responses::Plain::read(
-                                text.get(span.clone())?,
-                                span.start,
-                                defer,
-                            )
-                        })
-                        .flatten(),
-                };
-                if let Some(item) = plain {
-                    check.plain(i, &item);
-                    build.plain(i, &item, estimator).ok()?;
-                    continue;
-                }
-                let m = value(span)?;
-                check.item(i, &m).ok()?;
-                build.item(i, &m, estimator).ok()?;
-            }
-            check.finish().ok()?;
-            Some(build.built)
+        F::check_finish(check).ok()?;
+        Some(F::built(build))
+    }
+    let how = (hand, defer);
+    match plains {
+        Plains::Chat(mapped) => {
+            debug_assert_eq!(format, Format::OpenAiChat, "a Chat mapper for {format}");
+            each_span::<openai_chat::Chat>(
+                shell,
+                layout,
+                text,
+                estimator,
+                how,
+                &value,
+                Some(mapped),
+            )
         }
-        Format::Anthropic => {
-            anthropic::system_shape(shell).ok()?;
-            let mut check = anthropic::Check::start(n).ok()?;
-            let mut build = anthropic::Build::start(shell, estimator).ok()?;
-            for (i, span) in layout.items.iter().enumerate() {
-                let plain = hand
-                    .then(|| anthropic::Plain::read(text.get(span.clone())?, span.start, defer))
-                    .flatten();
-                if let Some(m) = plain
-                    && check.plain(i, &m).is_some()
-                {
-                    build.plain(i, &m, estimator).ok()?;
-                    continue;
-                }
-                let m = value(span)?;
-                check.message(i, &m).ok()?;
-                build.message(i, &m, estimator).ok()?;
-            }
-            check.finish().ok()?;
-            Some(build.built)
+        Plains::Responses(mapped) => {
+            debug_assert_eq!(
+                format,
+                Format::OpenAiResponses,
+                "a Responses mapper for {format}"
+            );
+            let f = each_span::<openai_responses::Responses>;
+            f(shell, layout, text, estimator, how, &value, Some(mapped))
+        }
+        Plains::None => {
+            per_format!(format, F => each_span::<F>(shell, layout, text, estimator, how, &value, None))
         }
     }
 }
@@ -1463,7 +1392,7 @@ fn unwritable(format: Format, e: &serde_json::Error) -> FormatError {
 }
 
 /// The error of a document with no message list where the format needs one.
-fn no_list(format: Format, document: &Value) -> FormatError {
+pub(crate) fn no_list(format: Format, document: &Value) -> FormatError {
     let path = mapping::messages_key(document, list_key(format)).1;
     FormatError::Malformed(Violation::new(
         format,

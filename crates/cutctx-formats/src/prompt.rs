@@ -8,6 +8,7 @@
 //! and `developer` messages, the Responses `instructions`, the Anthropic `system`) is already
 //! made of system turns, which policies never touch.
 
+use crate::provider_format::{ProviderFormat, per_format};
 use cutctx_model::{CompactionError, Role, Transcript, details};
 use cutctx_policies::TokenEstimator;
 use serde_json::{Map, Value};
@@ -402,11 +403,7 @@ fn turn_tokens(
     document: &Value,
     estimator: &dyn TokenEstimator,
 ) -> Result<u64, FormatError> {
-    let built = match format {
-        Format::OpenAiChat => crate::openai_chat::build(document, estimator)?,
-        Format::OpenAiResponses => crate::openai_responses::build(document, estimator)?,
-        Format::Anthropic => crate::anthropic::build(document, estimator)?,
-    };
+    let built = per_format!(format, F => F::build(document, estimator))?;
     Ok(built
         .turns
         .iter()

@@ -39,9 +39,11 @@ fn read_in(mut built: Built, text: &str) -> Built {
 fn agreed(format: Format, text: &str) -> Option<Built> {
     let estimator = CharRatioEstimator::default();
     let read = text::read(text, list_key(format));
-    let reference = read
-        .as_ref()
-        .and_then(|r| each_message(format, &r.shell, &r.layout, text, Some(&estimator)).ok());
+    let reference = read.as_ref().and_then(|r| {
+        each_message(format, &r.shell, &r.layout, text, Some(&estimator))
+            .ok()
+            .flatten()
+    });
     // Each message read from its span, as the reading says.
     let map = |reading| {
         read.as_ref().and_then(|r| {

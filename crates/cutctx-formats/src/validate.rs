@@ -1,6 +1,7 @@
 //! The structural validators' vocabulary: the rules a provider request obeys, and the
 //! [`Violation`] that names the first one broken, where, and for which id.
 
+use crate::provider_format::{ProviderFormat, per_format};
 use std::fmt;
 
 use cutctx_model::Details;
@@ -186,11 +187,7 @@ impl std::error::Error for Violation {}
 ///
 /// The first [`Violation`].
 pub fn validate(format: Format, document: &Value) -> Result<(), Violation> {
-    match format {
-        Format::OpenAiChat => crate::openai_chat::validate(document),
-        Format::OpenAiResponses => crate::openai_responses::validate(document),
-        Format::Anthropic => crate::anthropic::validate(document),
-    }
+    per_format!(format, F => F::validate(document))
 }
 
 /// A shape check: `Err(malformed)` at `path` unless `ok`.

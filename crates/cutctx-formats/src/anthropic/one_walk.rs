@@ -5,7 +5,7 @@
 //! reader lets the scan find each message's end first and reads each message afterwards,
 //! walking every string twice.
 //!
-//! [`anthropic`] walks once: it checks and maps each message as the scan finds it, then drops
+//! [`anthropic()`] walks once: it checks and maps each message as the scan finds it, then drops
 //! its reading (most of a large list's readings made on another core, [`crate::read_ahead`], and
 //! given back to it to be freed). Two things are not known yet at that point. One is the
 //! list's length, which the check needs for one rule (a final assistant message may be

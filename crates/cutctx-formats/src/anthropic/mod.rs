@@ -1,0 +1,244 @@
+//! Anthropic Messages: a request object with `messages` and optionally a top-level `system`,
+//! or a bare `messages` array.
+//!
+//! # Mapping
+//!
+//! * the top-level `system` (a string or text blocks) is the system turn `system`;
+//! * one turn per message, id `m{index}`, except user messages holding `tool_result` blocks:
+//!   each such block is its own tool turn `m{index}.{block}`, and the message's other blocks
+//!   (text after the results, images) one user turn `m{index}.{first block}`;
+//! * an assistant message with `tool_use` blocks (one or several; its `thinking` blocks are in
+//!   the same turn) opens an exchange keyed by its turn id; the turns of the next user message,
+//!   which holds the results, join it;
+//! * the content is the text the model reads: text blocks, thinking, tool names and inputs,
+//!   tool results; images and documents count
+//!   [`MEDIA_TOKEN_ESTIMATE`](crate::MEDIA_TOKEN_ESTIMATE) tokens each, redacted thinking and
+//!   signatures nothing.
+//!
+//! Rendering re-emits each kept message as it was (blocks, `cache_control` marks, unknown
+//! fields); a masked `tool_result` keeps `tool_use_id`, `is_error` and `cache_control` and
+//! carries the stub as its `content`; a summary is a user message with string content. Where
+//! compaction makes two messages of one role meet (a removal between them, or a summary next to
+//! a user message), they are merged into one message, their blocks in order, so roles alternate
+//! wherever cutctx changed something; when the first remaining message would be an assistant
+//! message, the user message [`LEAD_IN_TEXT`](crate::LEAD_IN_TEXT) opens the request.
+//!
+//! # Rules ([`validate`])
+//!
+//! `system` is a string or an array of text blocks; there is at least one message; messages
+//! are `user` or `assistant` messages with string or block-array content, the first a user
+//! message. Every `tool_use` of an assistant message has a `tool_result` with its id in the
+//! next message, a user message; every `tool_result` answers a `tool_use` of the message right
+//! before it, once; `tool_result` blocks open their message. Consecutive messages of one role
+//! are accepted, as the provider accepts them (it combines them).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cutctx_model::{Role, TranscriptTurn};
+use cutctx_policies::TokenEstimator;
+use serde_json::{Map, Value};
+
+use crate::content::Text;
+use crate::hand_read::{Lex, ReadMessage, Str, once};
+use crate::ids::Ids;
+use crate::mapping::{Built, Patch, Piece, Rendered, Source, TurnSource, ViewItem, message_id};
+use crate::openai_chat::with_field;
+use crate::provider_format::ProviderFormat;
+use crate::tool_input;
+use crate::validate::{Rule, Violation, shape};
+use crate::{Format, FormatError};
+
+const FORMAT: Format = Format::Anthropic;
+
+mod build;
+pub(crate) mod one_walk;
+mod plain;
+mod render;
+mod repair;
+mod rules;
+
+pub(crate) use build::{Build, build};
+pub(crate) use plain::Plain;
+use plain::{Block, Content, Input};
+pub(crate) use render::render;
+pub(crate) use rules::Check;
+
+/// Anthropic Messages, as the readers see it ([`ProviderFormat`]).
+pub(crate) enum Anthropic {}
+
+impl ProviderFormat for Anthropic {
+    type Check = Check;
+    type Build = Build;
+    type Plain<'a> = Plain<'a>;
+
+    fn validate(document: &Value) -> Result<(), Violation> {
+        validate(document)
+    }
+    fn build(document: &Value, estimator: &dyn TokenEstimator) -> Result<Built, FormatError> {
+        build(document, estimator)
+    }
+    fn check_start(shell: &Value, n: usize) -> Result<Check, Violation> {
+        system_shape(shell)?;
+        Check::start(n)
+    }
+    fn check_value(check: &mut Check, i: usize, message: &Value) -> Result<(), Violation> {
+        check.message(i, message)
+    }
+    fn check_plain(check: &mut Check, i: usize, message: &Plain<'_>) -> Option<()> {
+        check.plain(i, message)
+    }
+    fn build_start(
+        shell: &Value,
+        _n: usize,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<Build, FormatError> {
+        Build::start(shell, estimator)
+    }
+    fn build_value(
+        build: &mut Build,
+        i: usize,
+        message: &Value,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        build.message(i, message, estimator)
+    }
+    fn render(
+        document: &Value,
+        list: Option<Source<'_>>,
+        turns: &[TranscriptTurn],
+        sources: &[TurnSource],
+        items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
+    ) -> Result<Rendered, FormatError> {
+        let list = list.ok_or_else(|| crate::no_list(FORMAT, document))?;
+        render(document, list, turns, sources, items)
+    }
+    fn check_finish(check: Check) -> Result<(), Violation> {
+        check.finish()
+    }
+    fn build_plain(
+        build: &mut Build,
+        i: usize,
+        message: &Plain<'_>,
+        estimator: &dyn TokenEstimator,
+    ) -> Result<(), FormatError> {
+        build.plain(i, message, estimator)
+    }
+    fn repair(items: Vec<Value>, repairs: &mut Vec<crate::Repair>) -> Vec<Value> {
+        repair::repair(items, repairs)
+    }
+    fn built(build: Build) -> Built {
+        build.built
+    }
+}
+pub(crate) use rules::system_shape;
+pub use rules::validate;
+
+/// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
+pub(crate) fn is_model_message(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("assistant")
+}
+
+fn path(i: usize) -> String {
+    format!("messages[{i}]")
+}
+
+fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
+    let (list, path) = crate::mapping::messages_key(document, "messages");
+    match list {
+        Some(Value::Array(items)) => Ok(items),
+        _ => Err(Violation::new(FORMAT, Rule::Malformed, None, path)),
+    }
+}
+
+/// The blocks of a message's content (none for string content).
+fn blocks(m: &Value) -> &[Value] {
+    m.get("content")
+        .and_then(Value::as_array)
+        .map_or(&[], Vec::as_slice)
+}
+
+fn block_type(b: &Value) -> &str {
+    b.get("type").and_then(Value::as_str).unwrap_or("")
+}
+
+/// The `tool_use_id` of the call that block `block` of `message` answers, when it is a
+/// `tool_result` block.
+pub(crate) fn answered_call(message: &Value, block: usize) -> Option<&str> {
+    let b = blocks(message).get(block)?;
+    (block_type(b) == "tool_result")
+        .then(|| b.get("tool_use_id").and_then(Value::as_str))
+        .flatten()
+}
+
+/// The block types Anthropic signs and checks against the request's prefix: a `thinking` block
+/// (its `signature`) and a `redacted_thinking` block (its `data`).
+pub(crate) const REASONING_BLOCKS: [&str; 2] = ["thinking", "redacted_thinking"];
+
+/// Whether `block` is a thinking or redacted thinking block, whose bytes and place the
+/// provider checks against the request's prefix (and on which no `cache_control` may sit).
+///
+/// ```
+/// use cutctx_formats::anthropic::is_reasoning_block;
+/// assert!(is_reasoning_block(&serde_json::json!({"type": "redacted_thinking", "data": "x"})));
+/// assert!(!is_reasoning_block(&serde_json::json!({"type": "text", "text": "x"})));
+/// ```
+#[must_use]
+pub fn is_reasoning_block(block: &Value) -> bool {
+    REASONING_BLOCKS.contains(&block_type(block))
+}
+
+/// The reasoning blocks of `message`, in order: index, type, and the text a model reads (a
+/// thinking block's `thinking`; nothing of a redacted one).
+pub(crate) fn reasoning_blocks(
+    message: &Value,
+) -> impl Iterator<Item = (usize, &'static str, String)> + '_ {
+    blocks(message).iter().enumerate().filter_map(|(j, b)| {
+        let kind = REASONING_BLOCKS.into_iter().find(|t| *t == block_type(b))?;
+        let text = b
+            .get("thinking")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        Some((j, kind, text.to_owned()))
+    })
+}
+
+/// `message` without its reasoning blocks, every other block as it was; `None` when nothing is
+/// left of its content.
+pub(crate) fn without_reasoning(mut message: Value) -> Option<Value> {
+    if let Some(Value::Array(content)) = message.get_mut("content") {
+        content.retain(|b| !REASONING_BLOCKS.contains(&block_type(b)));
+        if content.is_empty() {
+            return None;
+        }
+    }
+    Some(message)
+}
+
+/// Whether `document` asks for manual extended thinking (`"thinking": {"type": "enabled"}`),
+/// under which Anthropic requires the final assistant turn of a tool loop in progress to start
+/// with a thinking block ("a final `assistant` message must start with a thinking block");
+/// adaptive thinking does not ("no assistant turn needs to start with one", *Building with
+/// extended thinking*).
+pub(crate) fn thinking_first_required(document: &Value) -> bool {
+    document
+        .get("thinking")
+        .and_then(|t| t.get("type"))
+        .and_then(Value::as_str)
+        == Some("enabled")
+}
+
+/// Whether `message` is a user message answering tool calls: one with a `tool_result` block,
+/// which continues the assistant turn before it (a tool loop in progress).
+pub(crate) fn answers_tools(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some("user")
+        && blocks(message)
+            .iter()
+            .any(|b| block_type(b) == "tool_result")
+}
+
+/// Whether `message` starts with a thinking or redacted thinking block.
+pub(crate) fn starts_with_thinking(message: &Value) -> bool {
+    blocks(message).first().is_some_and(is_reasoning_block)
+}
