@@ -334,6 +334,18 @@ def wrap(
         :class:`WrapControl`. It is not an instance of the client's class.
     """
     sdk = _sdk(client)
+    if store is None:
+        store = MemoryMaskStore()
+    # Bad settings fail here (ValueError naming them), not at the first model call.
+    Compactors(
+        "openai-chat" if sdk == "openai" else "anthropic",
+        window,
+        store=store,
+        retrieval=retrieval,
+        keep_retrieved_for=keep_retrieved_for,
+        max_conversations=max_conversations,
+        **options,
+    )
     control_ = WrapControl(
         window,
         conversation_id,

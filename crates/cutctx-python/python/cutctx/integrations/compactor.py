@@ -41,9 +41,11 @@ from dataclasses import dataclass
 from os import PathLike, fspath
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
+from cutctx.formats import FormatCompactionError
 from cutctx.session import Session
 
 __all__ = [
+    "DEFAULT_POLICY",
     "TOOL_NAME",
     "Compactor",
     "Compactors",
@@ -446,6 +448,34 @@ def _has_tool(format: str, tools: list[Any], name: str) -> bool:
     return False
 
 
+DEFAULT_POLICY: Final = (
+    '{"name": "chain", "policies": [{"name": "observation_masking"}, {"name": "drop_oldest"}]}'
+)
+"""The policy of a compactor given neither ``policy`` nor ``summarize``: mask old tool results,
+then drop the oldest turns (the session's own default chain also summarizes, which needs a
+``summarize`` callable)."""
+
+
+def _check_settings(format: Any, window: Any, store: Any, keep_retrieved_for: Any) -> None:
+    """``ValueError`` for a setting that cannot work, naming it."""
+    if format not in _FORMATS:
+        raise ValueError(f"unknown format {format!r}: one of {', '.join(_FORMATS)}")
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise ValueError(f"window must be a positive number of tokens, not {window!r}")
+    if isinstance(keep_retrieved_for, bool) or not isinstance(keep_retrieved_for, int) or (
+        keep_retrieved_for < 0
+    ):
+        raise ValueError(
+            f"keep_retrieved_for must be a non-negative integer, not {keep_retrieved_for!r}"
+        )
+    if store is not None and not (
+        callable(getattr(store, "put", None)) and callable(getattr(store, "get", None))
+    ):
+        raise ValueError(
+            f"store must be a MaskStore (with put and get), not {type(store).__name__}"
+        )
+
+
 class Compactor:
     """One conversation's compaction: a :class:`cutctx.Session`, its mask store and the
     retrieval tool.
@@ -458,7 +488,12 @@ class Compactor:
         keep_retrieved_for: For how many calls, the one that first sends it included, a
             ``cutctx_retrieve`` result is pinned (kept as it is by a firing).
         **session_options: :class:`cutctx.Session`'s other settings (``trigger``, ``target``,
-            ``policy``, ``reasoning``, ``reserve_output``, ``summarize``, ...).
+            ``policy``, ``reasoning``, ``reserve_output``, ``summarize``, ...). Given neither
+            ``policy`` nor ``summarize``, the policy is :data:`DEFAULT_POLICY`.
+
+    A setting that cannot work (an unknown format, a window that is not a positive integer,
+    ``keep_retrieved_for`` below 0, a store without ``put``/``get``, a setting the session
+    refuses) raises ``ValueError`` naming it.
 
     Call :meth:`prepare` with the conversation's whole history before every model call and
     send what it returns. When the model calls ``cutctx_retrieve``, answer the call with
@@ -500,15 +535,16 @@ class Compactor:
         keep_retrieved_for: int = 3,
         **session_options: Any,
     ) -> None:
-        if format not in _FORMATS:
-            raise ValueError(f"unknown format {format!r}: one of {', '.join(_FORMATS)}")
-        if isinstance(keep_retrieved_for, bool) or not isinstance(keep_retrieved_for, int) or (
-            keep_retrieved_for < 0
-        ):
-            raise ValueError("keep_retrieved_for must be a non-negative integer")
+        _check_settings(format, window, store, keep_retrieved_for)
+        if session_options.get("policy") is None and session_options.get("summarize") is None:
+            # The default chain summarizes, which needs `summarize`: without one, mask, then drop.
+            session_options = dict(session_options, policy=DEFAULT_POLICY)
         self.format: Format = format
         """The requests' format."""
-        self.session: Session = Session(format, window, **session_options)
+        try:
+            self.session: Session = Session(format, window, **session_options)
+        except FormatCompactionError as error:  # a bad setting: say which, as ValueError
+            raise ValueError(f"bad compaction settings: {error}") from error
         """The conversation's session."""
         self.store: MaskStore = MemoryMaskStore() if store is None else store
         """Where the originals of masked results are kept."""
@@ -625,6 +661,30 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def _opening(value: Any) -> Any:
+    """A system prompt or first message as its words: a message as its role and content, a
+    content of text parts as their text, so that the spellings a client moves between (a
+    Responses ``input`` string, then the same text as a user message; ``type: message`` or
+    not; a string or one text part) read alike."""
+    if isinstance(value, str):
+        return {"role": "user", "content": value}
+    if isinstance(value, Mapping) and "role" in value:
+        return {"role": value.get("role"), "content": _opening_content(value.get("content"))}
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], Mapping) and (
+        "role" in value[0]
+    ):
+        return _opening(value[0])
+    return _opening_content(value)
+
+
+def _opening_content(content: Any) -> Any:
+    if isinstance(content, list) and all(
+        isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in content
+    ):
+        return "\n".join(p["text"] for p in content)
+    return _canonical(content)
+
+
 def conversation_key(format: Format, request: Mapping[str, Any] | list[Any]) -> str:
     """A key for the conversation ``request`` belongs to, read from its history: the SHA-256
     of the canonical JSON of the format, the system prompt (or instructions) and the first
@@ -666,7 +726,7 @@ def conversation_key(format: Format, request: Mapping[str, Any] | list[Any]) -> 
                     (m for m in items if isinstance(m, Mapping) and m.get("role") == "developer"),
                     None,
                 )
-    doc = {"format": format, "system": _canonical(system), "first_user": _canonical(first)}
+    doc = {"format": format, "system": _opening(system), "first_user": _opening(first)}
     text = json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -702,8 +762,14 @@ class Compactors:
         max_conversations: int | None = 1024,
         **session_options: Any,
     ) -> None:
-        if max_conversations is not None and max_conversations < 1:
-            raise ValueError("max_conversations must be positive or None")
+        if max_conversations is not None and (
+            isinstance(max_conversations, bool)
+            or not isinstance(max_conversations, int)
+            or max_conversations < 1
+        ):
+            raise ValueError(
+                f"max_conversations must be a positive integer or None, not {max_conversations!r}"
+            )
         self.format: Format = format
         """The requests' format."""
         self.window: int = window
