@@ -84,7 +84,7 @@ def tool_schema(tool: BaseTool | Mapping[str, Any], format: Format = "openai-cha
         return retrieval_tool(format)
     if format == "anthropic" and isinstance(tool, Mapping) and "input_schema" in tool:
         return dict(tool)
-    spec = convert_to_openai_tool(tool)  # type: ignore[arg-type]
+    spec = convert_to_openai_tool(tool)
     if format == "openai-chat":
         return spec
     fn = spec["function"]
@@ -222,8 +222,12 @@ def _units(messages: Sequence[BaseMessage], format: str) -> list[tuple[dict[str,
 
 
 def _calls_of(m: AIMessage) -> list[tuple[str, str, Any]]:
-    calls = [(c["id"], c["name"], c["args"]) for c in m.tool_calls if c.get("id")]
-    calls += [(c["id"], c.get("name") or "", c.get("args")) for c in m.invalid_tool_calls if c.get("id")]
+    calls: list[tuple[str, str, Any]] = [
+        (str(c["id"]), c["name"], c["args"]) for c in m.tool_calls if c.get("id")
+    ]
+    calls += [
+        (str(c["id"]), c.get("name") or "", c.get("args")) for c in m.invalid_tool_calls if c.get("id")
+    ]
     return calls
 
 
@@ -363,7 +367,7 @@ def _ai_back(item: Mapping[str, Any], original: AIMessage | None, format: str) -
     content = _content_back(item.get("content"), original, format, "assistant", skip_tool_use=True)
     if original is None:
         return AIMessage(content=content, tool_calls=calls)
-    by_id = {c["id"]: c for c in original.tool_calls}
+    by_id: dict[Any, Any] = {c["id"]: c for c in original.tool_calls}
     kept = [by_id.get(c["id"], c) if by_id.get(c["id"], {}).get("args") == c["args"] else c for c in calls]
     return original.model_copy(update={"content": content, "tool_calls": kept})
 
@@ -508,7 +512,7 @@ def _model_name(model: Any) -> str:
     return type(model).__name__
 
 
-class CutctxMiddleware(AgentMiddleware):  # type: ignore[type-arg]
+class CutctxMiddleware(AgentMiddleware):
     """Compacts what a ``create_agent`` agent sends its model, one session per conversation.
 
     Args:
@@ -536,7 +540,7 @@ class CutctxMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         store: MaskStore | None = None,
         retrieval: bool = True,
         keep_retrieved_for: int = 3,
-        key: Callable[[ModelRequest], str | None] | None = None,  # type: ignore[type-arg]
+        key: Callable[[ModelRequest], str | None] | None = None,
         max_conversations: int | None = 1024,
         **session_options: Any,
     ) -> None:
@@ -559,17 +563,17 @@ class CutctxMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         self.tools = [self.retrieval_tool] if retrieval else []
         self._key = key
 
-    def key_of(self, request: ModelRequest) -> str | None:  # type: ignore[type-arg]
+    def key_of(self, request: ModelRequest) -> str | None:
         """The conversation key of ``request`` (``None``: the history's own)."""
         if self._key is not None:
             return self._key(request)
         return _thread_id()
 
-    def compactor(self, request: ModelRequest, provider: Mapping[str, Any]) -> Compactor:  # type: ignore[type-arg]
+    def compactor(self, request: ModelRequest, provider: Mapping[str, Any]) -> Compactor:
         """The compactor of ``request``'s conversation."""
         return self.compactors.for_request(provider, self.key_of(request))
 
-    def compact(self, request: ModelRequest) -> ModelRequest:  # type: ignore[type-arg]
+    def compact(self, request: ModelRequest) -> ModelRequest:
         """``request`` with its messages (and tools) as the compactor prepares them."""
         others = [t for t in request.tools if _tool_name(t) != TOOL_NAME]
         provider = to_request(
@@ -593,18 +597,22 @@ class CutctxMiddleware(AgentMiddleware):  # type: ignore[type-arg]
         tools: list[Any] = list(others)
         if any(_tool_name(t) == TOOL_NAME for t in out.get("tools") or []):
             tools.append(self.retrieval_tool)
-        return request.override(messages=messages, system_message=system, tools=tools)
+        return request.override(
+            messages=messages,  # type: ignore[arg-type]
+            system_message=system,
+            tools=tools,
+        )
 
     def wrap_model_call(
         self,
-        request: ModelRequest,  # type: ignore[type-arg]
-        handler: Callable[[ModelRequest], ModelResponse],  # type: ignore[type-arg]
-    ) -> ModelResponse:  # type: ignore[type-arg]
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], ModelResponse],
+    ) -> ModelResponse:
         return handler(self.compact(request))
 
     async def awrap_model_call(
         self,
-        request: ModelRequest,  # type: ignore[type-arg]
-        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],  # type: ignore[type-arg]
-    ) -> ModelResponse:  # type: ignore[type-arg]
+        request: ModelRequest,
+        handler: Callable[[ModelRequest], Awaitable[ModelResponse]],
+    ) -> ModelResponse:
         return await handler(self.compact(request))
