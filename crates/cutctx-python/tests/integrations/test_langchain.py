@@ -188,3 +188,42 @@ def test_retrieval_unknown_digest_is_an_error_message() -> None:
 
 
 _: Callable[..., Any] = run
+
+
+def test_async_agent_compacts_too() -> None:
+    import asyncio
+
+    middleware = CutctxMiddleware(16000, policy=POLICY)
+    script = Script("openai-chat", 16000, middleware, "thread-a", 30)
+    model = ScriptedModel(script=script, received=[])
+    agent = create_agent(model, [read_file], system_prompt="You read files.",
+                         middleware=[middleware], checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "thread-a"}, "recursion_limit": 1000}
+    asyncio.run(agent.ainvoke({"messages": [HumanMessage("Read the files.")]}, config))
+    assert script.checks.calls == 30 and script.checks.firings >= 2
+
+
+def test_conversion_keeps_what_langchain_models() -> None:
+    image = {"type": "image", "url": "https://example.com/a.png"}
+    human = HumanMessage(content=[{"type": "text", "text": "Look."}, image], id="h1", name="ann")
+    ai = AIMessage(content="", id="a1", tool_calls=[{"id": "c1", "name": "read_file",
+                                                      "args": {"path": "p", "size": 1}}],
+                   additional_kwargs={"k": 1}, response_metadata={"model": "x"})
+    result = ToolMessage("x" * 50, tool_call_id="c1", id="t1", name="read_file")
+    for fmt in ("openai-chat", "anthropic"):
+        request = to_request([human, ai, result], format=fmt, system="Sys.")  # type: ignore[arg-type]
+        # A changed tool result comes back as a copy of its message with the new content.
+        items = request["messages"]
+        if fmt == "openai-chat":
+            assert items[1]["content"][1] == {"type": "image_url",
+                                              "image_url": {"url": "https://example.com/a.png"}}
+            items[-1]["content"] = "short"
+        else:
+            assert items[0]["content"][1]["source"] == {"type": "url",
+                                                        "url": "https://example.com/a.png"}
+            items[-1]["content"][0]["content"] = "short"
+        back = from_request(request, format=fmt, originals=[human, ai, result])  # type: ignore[arg-type]
+        assert back[-3] is human and back[-2] is ai
+        assert isinstance(back[-1], ToolMessage) and back[-1].content == "short"
+        assert (back[-1].id, back[-1].tool_call_id, back[-1].name) == ("t1", "c1", "read_file")
+        assert back[0].content == "Sys."
