@@ -11,7 +11,9 @@ clients too) whose model calls compact their request first, with one
   as it is),
 * ``messages.create`` / ``stream`` (``anthropic``).
 
-Everything else (``models``, ``files``, ``beta``, ``with_options``, ...) is the client's own.
+``with_raw_response`` and ``with_streaming_response`` of those resources compact too, and
+``with_options(...)`` / ``copy(...)`` return a client wrapped alike that shares the
+conversations. Everything else (``models``, ``files``, ``beta``, ...) is the client's own.
 Send the conversation's whole history at every call, as without cutctx; the stand-in sends
 what the conversation's session says (see :class:`cutctx.Session`).
 
@@ -94,6 +96,10 @@ _LIST_KEY: Final[dict[str, str]] = {
     "anthropic": "messages",
 }
 _COMPACTED: Final = ("create", "parse", "stream")
+# The views of a resource whose methods are the resource's own with another return type.
+_VIEWS: Final = ("with_raw_response", "with_streaming_response")
+# The client's methods that return a new client, wrapped again with the same compactors.
+_CLIENT_COPIES: Final = ("with_options", "copy")
 
 
 class WrapControl:
@@ -201,6 +207,25 @@ def _split(kwargs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return request, aside
 
 
+def _restore_tools(out: dict[str, Any], given: Mapping[str, Any]) -> dict[str, Any]:
+    """``out`` with the caller's own tool objects where its tools are theirs unchanged: the
+    SDKs' ``parse`` knows a ``pydantic_function_tool`` by the type of its ``function`` (a dict
+    subclass that carries the model), which plain JSON would lose."""
+    tools, originals = out.get("tools"), given.get("tools")
+    if not isinstance(tools, list) or not isinstance(originals, (list, tuple)):
+        return out
+    restored = list(tools)
+    for index, original in enumerate(originals):
+        if index < len(restored) and isinstance(original, Mapping):
+            try:
+                same = _json_value(original) == restored[index]
+            except TypeError:
+                same = False
+            if same:
+                restored[index] = original
+    return {**out, "tools": restored}
+
+
 class _Endpoint:
     """A resource whose ``create``/``parse``/``stream`` compact; the rest is the resource's."""
 
@@ -227,14 +252,22 @@ class _Endpoint:
         compactor = self._control.compactor(self._format, request, key)
         return compactor, request, aside
 
+    def _found(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[Compactor, dict[str, Any], dict[str, Any]] | None:
+        if args:  # the SDKs' calls take keywords only: let the SDK say what is wrong
+            kwargs.pop(CONVERSATION_ARG, None)
+            return None
+        return self._prepared(kwargs)
+
     def _sync(self, method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         def call(*args: Any, **kwargs: Any) -> Any:
-            found = None if args else self._prepared(kwargs)
+            found = self._found(args, kwargs)
             if found is None:
                 return method(*args, **kwargs)
             compactor, request, aside = found
-            out = compactor.prepare(request)
+            out = _restore_tools(compactor.prepare(request), kwargs)
             self._control.last = compactor
             return method(**out, **aside)
 
@@ -243,12 +276,12 @@ class _Endpoint:
     def _async_call(self, method: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(method)
         async def call(*args: Any, **kwargs: Any) -> Any:
-            found = None if args else self._prepared(kwargs)
+            found = self._found(args, kwargs)
             if found is None:
                 return await method(*args, **kwargs)
             compactor, request, aside = found
             # The core releases the interpreter lock; a thread keeps the event loop free.
-            out = await asyncio.to_thread(compactor.prepare, request)
+            out = _restore_tools(await asyncio.to_thread(compactor.prepare, request), kwargs)
             self._control.last = compactor
             return await method(**out, **aside)
 
@@ -256,6 +289,10 @@ class _Endpoint:
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self._target, name)
+        if name in _VIEWS:
+            # An async client's streaming view returns its manager at once, as `stream` does.
+            is_async = self._async and name != "with_streaming_response"
+            return _Endpoint(value, self._format, self._control, is_async)
         if name not in _COMPACTED or not callable(value):
             return value
         # An async client's `stream` returns its manager at once (used with `async with`).
@@ -292,6 +329,19 @@ class _Wrapped(_Through):
         super().__init__(target, children)
         self.cutctx: WrapControl = control
         """The compactors and the retrieval answers."""
+
+    def __getattr__(self, name: str) -> Any:
+        value = super().__getattr__(name)
+        if name in _CLIENT_COPIES and callable(value):
+            children, control = self._children, self.cutctx
+
+            @functools.wraps(value)
+            def copied(*args: Any, **kwargs: Any) -> Any:
+                # The copy (other options, same conversations) compacts too.
+                return _Wrapped(value(*args, **kwargs), children, control)
+
+            return copied
+        return value
 
 
 def _sdk(client: Any) -> Literal["openai", "anthropic"]:

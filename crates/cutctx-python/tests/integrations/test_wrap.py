@@ -389,3 +389,33 @@ def test_wrap_refuses_other_clients_and_bad_settings() -> None:
         wrap(client, window=0)
     with pytest.raises(ValueError, match="keep_retrieved_for"):
         wrap(client, window=1000, keep_retrieved_for=-1)
+
+
+def test_raw_responses_copies_and_parse_compact_too() -> None:
+    """``with_raw_response``, ``with_options`` and ``parse`` with a pydantic tool go through
+    the same conversations."""
+    import pydantic
+
+    class ReadFile(pydantic.BaseModel):
+        path: str
+
+    model = Model("openai-chat")
+    with FakeProvider(model.respond) as server:
+        wrapped = wrap(client_for("openai-chat", server, False), window=WINDOW)
+        history: list[Any] = [{"role": "user", "content": "Read a file."}]
+        raw = wrapped.chat.completions.with_raw_response.create(
+            model="m", messages=history, tools=TOOLS["openai-chat"])
+        first = control(wrapped).last
+        assert raw.parse().choices[0].message.tool_calls[0].function.name == "read_file"
+        history.append(raw.parse().choices[0].message)
+        history.append({"role": "tool", "tool_call_id": "call_0", "content": tool_output(0)})
+        copy = wrapped.with_options(timeout=5.0)
+        assert control(copy) is control(wrapped)
+        parsed = copy.chat.completions.parse(
+            model="m", messages=history, tools=[openai.pydantic_function_tool(ReadFile, name="read_file")])
+        assert control(wrapped).last is first  # the same conversation
+        call = parsed.choices[0].message.tool_calls[0]
+        assert call.function.parsed_arguments == ReadFile(path="file-1.txt")
+        bodies = [body for _, body in server.requests]
+    assert [tool_names("openai-chat", b) for b in bodies] == [["read_file", TOOL]] * 2
+    assert bodies[1]["messages"][:2] == bodies[0]["messages"] + [bodies[1]["messages"][1]]
