@@ -35,6 +35,7 @@ Importing this package imports no framework.
 from __future__ import annotations
 
 from cutctx.integrations.compactor import (
+    DEFAULT_POLICY,
     TOOL_NAME,
     Compactor,
     Compactors,
@@ -43,10 +44,13 @@ from cutctx.integrations.compactor import (
     RetrievalResult,
     SQLiteMaskStore,
     conversation_key,
+    is_retrieval_call,
     retrieval_tool,
+    tool_result,
 )
 
 __all__ = [
+    "DEFAULT_POLICY",
     "TOOL_NAME",
     "Compactor",
     "Compactors",
@@ -55,5 +59,7 @@ __all__ = [
     "RetrievalResult",
     "SQLiteMaskStore",
     "conversation_key",
+    "is_retrieval_call",
     "retrieval_tool",
+    "tool_result",
 ]
