@@ -186,10 +186,10 @@ impl ProviderTranscript {
         Ok(policy.decide(&self.transcript, budget)?)
     }
 
-    /// `FORMAT_VIEW_MISMATCH` unless `text` has the length of the text read.
+    /// `FORMAT_VIEW_MISMATCH` unless `text` is the text read (its length and hash).
     fn require_text(&self, text: &str) -> Result<(), FormatError> {
         match &self.layout {
-            Some(layout) if layout.text_len == text.len() => Ok(()),
+            Some(layout) if layout.text.is(text) => Ok(()),
             _ => Err(not_the_text(self.format)),
         }
     }

@@ -799,9 +799,9 @@ impl ProviderTranscript {
         let Some(layout) = &self.layout else {
             let (out, outcome) = self.render_settled(view)?;
             let written = serde_json::to_string(&out).map_err(|e| unwritable(self.format, &e))?;
-            return Ok((TextParts::whole(written, text.len()), outcome));
+            return Ok((TextParts::whole(written, text::TextId::of(text)), outcome));
         };
-        if layout.text_len != text.len() {
+        if !layout.text.is(text) {
             return Err(not_the_text(self.format));
         }
         let source = Source::Text {
@@ -831,7 +831,7 @@ impl ProviderTranscript {
                 }
                 let written =
                     serde_json::to_string(&document).map_err(|e| unwritable(self.format, &e))?;
-                TextParts::whole(written, text.len())
+                TextParts::whole(written, layout.text)
             }
         };
         // Every piece is a message the check accepted (kept, or masked in the payload the

@@ -123,3 +123,35 @@ macro_rules! per_format {
     };
 }
 pub(crate) use per_format;
+
+/// The methods of a [`ProviderFormat`] implementation that every format writes alike: each
+/// names the format's own `validate`, `build`, `repair`, `Check::finish`, `Build::plain` and
+/// `Build::built`, in scope where the macro is used (the format's `mod.rs`).
+macro_rules! delegations {
+    () => {
+        fn validate(document: &Value) -> Result<(), Violation> {
+            validate(document)
+        }
+        fn build(document: &Value, estimator: &dyn TokenEstimator) -> Result<Built, FormatError> {
+            build(document, estimator)
+        }
+        fn repair(items: Vec<Value>, repairs: &mut Vec<crate::Repair>) -> Vec<Value> {
+            repair::repair(items, repairs)
+        }
+        fn check_finish(check: Check) -> Result<(), Violation> {
+            check.finish()
+        }
+        fn build_plain(
+            build: &mut Build,
+            i: usize,
+            message: &Plain<'_>,
+            estimator: &dyn TokenEstimator,
+        ) -> Result<(), FormatError> {
+            build.plain(i, message, estimator)
+        }
+        fn built(build: Build) -> Built {
+            build.built
+        }
+    };
+}
+pub(crate) use delegations;

@@ -21,8 +21,64 @@ use crate::mapping::{Patch, Piece, Rendered};
 pub(crate) struct Layout {
     /// Each message (item), in order.
     pub(crate) items: Vec<Range<usize>>,
-    /// The length of the text read, to recognise it when it is given back.
-    pub(crate) text_len: usize,
+    /// The text read, to recognise it when it is given back.
+    pub(crate) text: TextId,
+}
+
+/// A text's identity, to recognise the text a reading or a rendering was made from when a
+/// caller gives it back: its length and a 64-bit hash of every byte. Not a digest: it guards
+/// against handing over the wrong text (another request, an edited copy), not against one
+/// made to collide, and costs a small fraction of reading the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TextId {
+    len: usize,
+    hash: u64,
+}
+
+impl TextId {
+    /// The identity of `text`.
+    pub(crate) fn of(text: &str) -> Self {
+        Self {
+            len: text.len(),
+            hash: fold_hash(text.as_bytes()),
+        }
+    }
+
+    /// Whether `text` is the text this identifies: the length first, the hash only then.
+    pub(crate) fn is(self, text: &str) -> bool {
+        self.len == text.len() && self.hash == fold_hash(text.as_bytes())
+    }
+}
+
+/// A 64-bit hash of `bytes`: four lanes of eight-byte words, each multiplied and rotated in,
+/// folded together with the tail and the length. Fast enough to run over a whole request at
+/// each hand-back; any changed byte changes it but with a chance of 2^-64.
+fn fold_hash(bytes: &[u8]) -> u64 {
+    const K: [u64; 4] = [
+        0x9E37_79B9_7F4A_7C15,
+        0xC2B2_AE3D_27D4_EB4F,
+        0x1656_67B1_9E37_79F9,
+        0x85EB_CA77_C2B2_AE63,
+    ];
+    let word = |c: &[u8]| {
+        let mut w = [0u8; 8];
+        w[..c.len()].copy_from_slice(c);
+        u64::from_le_bytes(w)
+    };
+    let mut lanes = K;
+    let mut blocks = bytes.chunks_exact(32);
+    for block in &mut blocks {
+        for (lane, (k, c)) in lanes.iter_mut().zip(K.iter().zip(block.chunks_exact(8))) {
+            *lane = (*lane ^ word(c)).wrapping_mul(*k).rotate_left(29);
+        }
+    }
+    let mut h = lanes.iter().fold(bytes.len() as u64, |h, l| {
+        (h ^ l).wrapping_mul(K[0]).rotate_left(31)
+    });
+    for c in blocks.remainder().chunks(8) {
+        h = (h ^ word(c)).wrapping_mul(K[1]).rotate_left(27);
+    }
+    h ^ (h >> 32)
 }
 
 /// A request read from its text: its fields but the list, and where the list lies.
@@ -63,7 +119,7 @@ pub(crate) fn read_with(
 pub(crate) fn scanned(text: &str, top: crate::scan::Top<'_>) -> Option<Read> {
     let layout = |items| Layout {
         items,
-        text_len: text.len(),
+        text: TextId::of(text),
     };
     match top {
         crate::scan::Top::List(items) => Some(Read {
@@ -112,7 +168,7 @@ pub(crate) fn parsed(text: &str, key: &str) -> Option<Read> {
 fn layout(text: &str, items: &[&RawValue]) -> Layout {
     Layout {
         items: items.iter().map(|r| span(text, r.get())).collect(),
-        text_len: text.len(),
+        text: TextId::of(text),
     }
 }
 
@@ -260,8 +316,8 @@ pub(crate) fn field_span_parsed(message: &str, key: &str) -> Option<Range<usize>
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TextParts {
     parts: Vec<Part>,
-    /// The length of the text the ranges refer to, to recognise it when it is given back.
-    text_len: usize,
+    /// The text the ranges refer to, to recognise it when it is given back.
+    text: TextId,
 }
 
 /// One part of a [`TextParts`].
@@ -275,10 +331,10 @@ enum Part {
 
 impl TextParts {
     /// The parts of text written whole (a request written from a value).
-    pub(crate) fn whole(written: String, text_len: usize) -> Self {
+    pub(crate) fn whole(written: String, text: TextId) -> Self {
         Self {
             parts: vec![Part::New(written)],
-            text_len,
+            text,
         }
     }
 
@@ -302,11 +358,11 @@ impl TextParts {
 
     /// The output's parts as strings, in order; `None` when `text` is not the text they were
     /// made from, and a `None` part where a range does not lie in `text` on character
-    /// boundaries (which only another text of the same length can cause).
+    /// boundaries (which only another text of the same identity could cause).
     fn strs<'a>(&'a self, text: &'a str) -> Option<impl Iterator<Item = Option<&'a str>>> {
-        // Every range lies inside the text it was made from, on character boundaries; a text
-        // of that length is the one checked at the start of the rendering.
-        (text.len() == self.text_len).then(|| {
+        // Every range lies inside the text it was made from, on character boundaries: the
+        // text the rendering began with, recognised by its identity.
+        self.text.is(text).then(|| {
             self.parts.iter().map(move |p| match p {
                 Part::Input(r) => text.get(r.clone()),
                 Part::New(s) => Some(s.as_str()),
@@ -399,7 +455,7 @@ pub(crate) fn write(
     }
     let mut out = TextParts {
         parts: Vec::new(),
-        text_len: text.len(),
+        text: layout.text,
     };
     let Some(pieces) = &rendered.list else {
         out.input(0..text.len());

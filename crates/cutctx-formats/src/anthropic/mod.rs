@@ -63,7 +63,8 @@ pub(crate) use build::{Build, build};
 pub(crate) use plain::Plain;
 use plain::{Block, Content, Input};
 pub(crate) use render::render;
-pub(crate) use rules::Check;
+pub use rules::validate;
+pub(crate) use rules::{Check, system_shape};
 
 /// Anthropic Messages, as the readers see it ([`ProviderFormat`]).
 pub(crate) enum Anthropic {}
@@ -73,12 +74,8 @@ impl ProviderFormat for Anthropic {
     type Build = Build;
     type Plain<'a> = Plain<'a>;
 
-    fn validate(document: &Value) -> Result<(), Violation> {
-        validate(document)
-    }
-    fn build(document: &Value, estimator: &dyn TokenEstimator) -> Result<Built, FormatError> {
-        build(document, estimator)
-    }
+    crate::provider_format::delegations!();
+
     fn check_start(shell: &Value, n: usize) -> Result<Check, Violation> {
         system_shape(shell)?;
         Check::start(n)
@@ -114,26 +111,7 @@ impl ProviderFormat for Anthropic {
         let list = list.ok_or_else(|| crate::no_list(FORMAT, document))?;
         render(document, list, turns, sources, items)
     }
-    fn check_finish(check: Check) -> Result<(), Violation> {
-        check.finish()
-    }
-    fn build_plain(
-        build: &mut Build,
-        i: usize,
-        message: &Plain<'_>,
-        estimator: &dyn TokenEstimator,
-    ) -> Result<(), FormatError> {
-        build.plain(i, message, estimator)
-    }
-    fn repair(items: Vec<Value>, repairs: &mut Vec<crate::Repair>) -> Vec<Value> {
-        repair::repair(items, repairs)
-    }
-    fn built(build: Build) -> Built {
-        build.built
-    }
 }
-pub(crate) use rules::system_shape;
-pub use rules::validate;
 
 /// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
 pub(crate) fn is_model_message(message: &Value) -> bool {

@@ -1,10 +1,6 @@
 //! The Anthropic hand reader: [`Plain`], a message of the common shapes read from its text without
 //! building a value; anything else is declined and read as a value.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// An Anthropic message of the shapes most requests are made of, read from its text without

@@ -1,9 +1,5 @@
 //! The Anthropic rendering: a compacted view's items back to the provider's messages.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// One message of the output, before roles are reconciled.

@@ -1,10 +1,6 @@
 //! The Anthropic rules: [`validate`] over a document, and [`Check`], the one site
 //! of every rule, which each reader feeds (a value, or a hand-read [`Plain`]).
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// Checks an Anthropic document against the provider's structural rules.

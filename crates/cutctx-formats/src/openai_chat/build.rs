@@ -1,10 +1,6 @@
 //! The Chat turns: [`Build`] maps each message (as a value, or as a hand-read
 //! [`Plain`]) to cutctx turns and the sources they came from.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// Maps a valid Chat document to turns.

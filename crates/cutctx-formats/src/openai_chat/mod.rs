@@ -53,6 +53,7 @@ pub(crate) use build::{Build, build};
 pub(crate) use plain::Plain;
 pub(crate) use render::{render, with_field};
 pub(crate) use rules::Check;
+pub use rules::validate;
 
 /// Chat Completions, as the readers see it ([`ProviderFormat`]).
 pub(crate) enum Chat {}
@@ -62,12 +63,8 @@ impl ProviderFormat for Chat {
     type Build = Build;
     type Plain<'a> = Plain<'a>;
 
-    fn validate(document: &Value) -> Result<(), Violation> {
-        validate(document)
-    }
-    fn build(document: &Value, estimator: &dyn TokenEstimator) -> Result<Built, FormatError> {
-        build(document, estimator)
-    }
+    crate::provider_format::delegations!();
+
     fn check_start(_shell: &Value, n: usize) -> Result<Check, Violation> {
         Check::start(n)
     }
@@ -102,25 +99,7 @@ impl ProviderFormat for Chat {
         let list = list.ok_or_else(|| crate::no_list(FORMAT, document))?;
         render(document, list, sources, items)
     }
-    fn check_finish(check: Check) -> Result<(), Violation> {
-        check.finish()
-    }
-    fn build_plain(
-        build: &mut Build,
-        i: usize,
-        message: &Plain<'_>,
-        estimator: &dyn TokenEstimator,
-    ) -> Result<(), FormatError> {
-        build.plain(i, message, estimator)
-    }
-    fn repair(items: Vec<Value>, repairs: &mut Vec<crate::Repair>) -> Vec<Value> {
-        repair::repair(items, repairs)
-    }
-    fn built(build: Build) -> Built {
-        build.built
-    }
 }
-pub use rules::validate;
 
 /// The error of message `i` lacking `field`, which the check requires of it: a builder given
 /// a message the check did not accept says so as the check would, never building a turn of

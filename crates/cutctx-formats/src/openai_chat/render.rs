@@ -1,9 +1,5 @@
 //! The Chat rendering: a compacted view's items back to the provider's messages.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// Renders the view items of a Chat transcript: each kept message as it was, a masked one

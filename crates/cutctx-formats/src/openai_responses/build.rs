@@ -1,10 +1,6 @@
 //! The Responses turns: [`Build`] maps each message (as a value, or as a hand-read
 //! [`Plain`]) to cutctx turns and the sources they came from.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// The model step being read: its key, whether it began with reasoning, and the kind of its

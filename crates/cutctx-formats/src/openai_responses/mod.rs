@@ -55,6 +55,7 @@ pub(crate) use build::{Build, build};
 pub(crate) use plain::Plain;
 pub(crate) use render::render;
 pub(crate) use rules::Check;
+pub use rules::validate;
 
 /// Responses, as the readers see it ([`ProviderFormat`]).
 pub(crate) enum Responses {}
@@ -64,12 +65,8 @@ impl ProviderFormat for Responses {
     type Build = Build;
     type Plain<'a> = Plain<'a>;
 
-    fn validate(document: &Value) -> Result<(), Violation> {
-        validate(document)
-    }
-    fn build(document: &Value, estimator: &dyn TokenEstimator) -> Result<Built, FormatError> {
-        build(document, estimator)
-    }
+    crate::provider_format::delegations!();
+
     fn check_start(shell: &Value, _n: usize) -> Result<Check, Violation> {
         Check::start(shell)
     }
@@ -113,25 +110,7 @@ impl ProviderFormat for Responses {
     ) -> Result<Rendered, FormatError> {
         render(document, list, turns, sources, items)
     }
-    fn check_finish(check: Check) -> Result<(), Violation> {
-        check.finish()
-    }
-    fn build_plain(
-        build: &mut Build,
-        i: usize,
-        message: &Plain<'_>,
-        estimator: &dyn TokenEstimator,
-    ) -> Result<(), FormatError> {
-        build.plain(i, message, estimator)
-    }
-    fn repair(items: Vec<Value>, repairs: &mut Vec<crate::Repair>) -> Vec<Value> {
-        repair::repair(items, repairs)
-    }
-    fn built(build: Build) -> Built {
-        build.built
-    }
 }
-pub use rules::validate;
 
 /// The call item types whose results are `{type}_output` items with the same `call_id`.
 pub const CALL_TYPES: [&str; 5] = [

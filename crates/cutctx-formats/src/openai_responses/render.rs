@@ -1,9 +1,5 @@
 //! The Responses rendering: a compacted view's items back to the provider's messages.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the format's shared imports and helpers"
-)]
 use super::*;
 
 /// Renders the view items of a Responses transcript: each kept item as it was, a masked

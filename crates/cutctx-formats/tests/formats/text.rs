@@ -182,6 +182,22 @@ fn a_transcript_read_from_text_renders_only_against_its_text() {
             .code(),
         "FORMAT_VIEW_MISMATCH"
     );
+    // A text of the same length is not the text: one byte changed, inside a message or in
+    // the request's own fields, is refused too, by render_text and by the parts it makes.
+    for (from, to) in [("Read the log", "Read the LOG"), ("gpt-4.1", "gpt-4.2")] {
+        let edited = CHAT.replacen(from, to, 1);
+        assert_eq!(edited.len(), CHAT.len());
+        assert_eq!(
+            pt.render_text(&view, &edited)
+                .expect_err("an edited copy")
+                .code(),
+            "FORMAT_VIEW_MISMATCH",
+            "{to}"
+        );
+        let (parts, _) = pt.render_parts(&view, CHAT).expect("renders");
+        assert_eq!(parts.to_text(&edited), None, "{to}");
+        assert_eq!(parts.to_text(CHAT).as_deref(), Some(CHAT));
+    }
     assert_eq!(pt.render_text(&view, CHAT).expect("renders"), CHAT);
 }
 
