@@ -422,3 +422,23 @@ def test_raw_responses_copies_and_parse_compact_too() -> None:
         bodies = [body for _, body in server.requests]
     assert [tool_names("openai-chat", b) for b in bodies] == [["read_file", TOOL]] * 2
     assert bodies[1]["messages"][:2] == bodies[0]["messages"] + [bodies[1]["messages"][1]]
+
+
+def test_responses_opened_with_a_string_stays_one_conversation() -> None:
+    model = Model("openai-responses")
+    model.n = 5  # a text answer
+    with FakeProvider(model.respond) as server:
+        wrapped = wrap(client_for("openai-responses", server, False), window=WINDOW)
+        first = wrapped.responses.create(model="m", input="Hi")
+        opened = control(wrapped).last
+        history: list[Any] = [{"role": "user", "content": "Hi"}, *first.output,
+                              {"role": "user", "content": "And then?"}]
+        wrapped.responses.create(model="m", input=history)
+        assert control(wrapped).last is opened
+        # A call continuing a conversation the server holds is sent as it is.
+        wrapped.responses.create(model="m", input=[{"role": "user", "content": "More"}],
+                                 previous_response_id=first.id, cutctx_conversation="x")
+        assert control(wrapped).last is opened
+        bodies = [body for _, body in server.requests]
+    assert bodies[2] == {"model": "m", "input": [{"role": "user", "content": "More"}],
+                         "previous_response_id": "resp_5"}
