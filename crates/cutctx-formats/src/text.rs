@@ -26,9 +26,14 @@ pub(crate) struct Layout {
 }
 
 /// A text's identity, to recognise the text a reading or a rendering was made from when a
-/// caller gives it back: its length and a 64-bit hash of every byte. Not a digest: it guards
-/// against handing over the wrong text (another request, an edited copy), not against one
-/// made to collide, and costs a small fraction of reading the text.
+/// caller gives it back: its length and a 64-bit hash of its bytes, every byte of a text of up
+/// to [`TextId::WHOLE`] bytes, and of a longer one its first and last windows and
+/// [`TextId::WINDOWS`] evenly spaced between them. It is checked at every hand-back (each
+/// rendering, each write of its parts), so it reads a fixed amount whatever the text's size:
+/// it tells another request, a truncated or extended copy, and an edited short text from the
+/// one read; an edit of a long text that leaves its length and every window alone passes (the
+/// rendering stays valid UTF-8 and the output is checked as the format's, but would carry the
+/// edit). Not a digest: nothing here defends against a text made to collide.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct TextId {
     len: usize,
@@ -36,47 +41,50 @@ pub(crate) struct TextId {
 }
 
 impl TextId {
+    /// A text up to this many bytes is hashed whole.
+    pub(crate) const WHOLE: usize = 8 * 1024;
+    /// How many windows of a longer text are hashed, the first and last included.
+    pub(crate) const WINDOWS: usize = 128;
+    /// The bytes of one window.
+    const WINDOW: usize = 64;
+
     /// The identity of `text`.
     pub(crate) fn of(text: &str) -> Self {
         Self {
             len: text.len(),
-            hash: fold_hash(text.as_bytes()),
+            hash: Self::hash(text.as_bytes()),
         }
     }
 
     /// Whether `text` is the text this identifies: the length first, the hash only then.
     pub(crate) fn is(self, text: &str) -> bool {
-        self.len == text.len() && self.hash == fold_hash(text.as_bytes())
+        self.len == text.len() && self.hash == Self::hash(text.as_bytes())
+    }
+
+    fn hash(bytes: &[u8]) -> u64 {
+        let n = bytes.len();
+        if n <= Self::WHOLE {
+            return fold_hash(n as u64, bytes);
+        }
+        // Window k starts at k/(WINDOWS-1) of the way to the last window's start.
+        let last = n - Self::WINDOW;
+        (0..Self::WINDOWS).fold(n as u64, |h, k| {
+            let start = last / (Self::WINDOWS - 1) * k
+                + last % (Self::WINDOWS - 1) * k / (Self::WINDOWS - 1);
+            fold_hash(h, &bytes[start..start + Self::WINDOW])
+        })
     }
 }
 
-/// A 64-bit hash of `bytes`: four lanes of eight-byte words, each multiplied and rotated in,
-/// folded together with the tail and the length. Fast enough to run over a whole request at
-/// each hand-back; any changed byte changes it but with a chance of 2^-64.
-fn fold_hash(bytes: &[u8]) -> u64 {
-    const K: [u64; 4] = [
-        0x9E37_79B9_7F4A_7C15,
-        0xC2B2_AE3D_27D4_EB4F,
-        0x1656_67B1_9E37_79F9,
-        0x85EB_CA77_C2B2_AE63,
-    ];
-    let word = |c: &[u8]| {
+/// `seed` with `bytes` folded in, eight bytes at a time (the tail zero-padded, its length
+/// folded too): a multiply-rotate mix whose every input bit reaches the result.
+fn fold_hash(seed: u64, bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut h = seed ^ (bytes.len() as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
+    for c in bytes.chunks(8) {
         let mut w = [0u8; 8];
         w[..c.len()].copy_from_slice(c);
-        u64::from_le_bytes(w)
-    };
-    let mut lanes = K;
-    let mut blocks = bytes.chunks_exact(32);
-    for block in &mut blocks {
-        for (lane, (k, c)) in lanes.iter_mut().zip(K.iter().zip(block.chunks_exact(8))) {
-            *lane = (*lane ^ word(c)).wrapping_mul(*k).rotate_left(29);
-        }
-    }
-    let mut h = lanes.iter().fold(bytes.len() as u64, |h, l| {
-        (h ^ l).wrapping_mul(K[0]).rotate_left(31)
-    });
-    for c in blocks.remainder().chunks(8) {
-        h = (h ^ word(c)).wrapping_mul(K[1]).rotate_left(27);
+        h = (h ^ u64::from_le_bytes(w)).wrapping_mul(K).rotate_left(29);
     }
     h ^ (h >> 32)
 }
@@ -691,5 +699,43 @@ where
             i += 1;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TextId;
+
+    #[test]
+    fn a_text_is_known_by_its_length_and_its_bytes_whole_or_sampled() {
+        let short = "a".repeat(TextId::WHOLE);
+        let id = TextId::of(&short);
+        assert!(id.is(&short));
+        // Every byte of a short text counts, the middle one too.
+        let mut edited = short.clone().into_bytes();
+        edited[TextId::WHOLE / 2] = b'b';
+        assert!(!id.is(std::str::from_utf8(&edited).expect("ASCII")));
+
+        let long: String = (0..200_000)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let id = TextId::of(&long);
+        assert!(id.is(&long));
+        assert!(!id.is(&long[1..]), "a shorter copy");
+        // The first byte, the last, and the first of the sixth window.
+        let last = long.len() - 64;
+        let sixth = last / (TextId::WINDOWS - 1) * 5
+            + last % (TextId::WINDOWS - 1) * 5 / (TextId::WINDOWS - 1);
+        for at in [0, long.len() - 1, sixth] {
+            let mut edited = long.clone().into_bytes();
+            edited[at] = b'#';
+            let edited = String::from_utf8(edited).expect("ASCII");
+            assert!(!id.is(&edited), "an edit at {at}, in a window");
+        }
+        // Another request of the same length.
+        let other: String = (0..200_000)
+            .map(|i| char::from(b'a' + (i % 25) as u8))
+            .collect();
+        assert!(!id.is(&other));
     }
 }
