@@ -10,7 +10,7 @@
 # crates/cutctx-python/tests/integrations (each adapter's scripted agent loop against the
 # framework's own test model, or a loopback server shaped from the provider's documented
 # responses for the SDK clients) and mypy --strict on the example that uses every adapter.
-# With NAMEs, only those requirement files and test_NAME*.py run.
+# With NAMEs, only those requirement files and test_NAME*.py run; without, every test does.
 #
 # A missing Python or an index that cannot be reached prints "SKIP: ..." and exits 0; every
 # test failure exits non-zero.
@@ -27,15 +27,19 @@ elif command -v python3.12 >/dev/null 2>&1; then py=$(command -v python3.12); fi
 if [[ -z "$py" ]]; then echo "SKIP: no Python 3.12"; exit 0; fi
 
 names=("$@")
+reqs=(); selected=()
 if [[ ${#names[@]} -eq 0 ]]; then
+    # Every adapter's pins, and every test (the shared core's too, which needs no framework).
     for f in "$tests"/requirements-*.txt; do
         n=${f##*/requirements-}; names+=("${n%.txt}")
     done
+    for t in "$tests"/test_*.py; do selected+=("$t"); done
 fi
-reqs=(); selected=()
 for n in "${names[@]}"; do
     reqs+=(-r "$tests/requirements-$n.txt")
-    for t in "$tests"/test_"$n"*.py; do [[ -f "$t" ]] && selected+=("$t"); done
+    if [[ $# -gt 0 ]]; then
+        for t in "$tests"/test_"$n"*.py; do [[ -f "$t" ]] && selected+=("$t"); done
+    fi
 done
 
 echo "== one venv with the wheel and the pinned frameworks: ${names[*]}"

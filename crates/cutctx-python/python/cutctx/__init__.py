@@ -33,8 +33,9 @@ A turn loop with the default chain: plan, write the requested summaries, apply.
     (('s', 'summary:span-c5171129abd094ab'), 117)
 
 Anything not in ``__all__`` is private, ``cutctx._invariants`` included, except
-``cutctx.Session`` (:mod:`cutctx.session`), kept out of ``__all__`` so that the package's
-public list stays the reference's.
+``cutctx.Session`` (:mod:`cutctx.session`) and ``cutctx.wrap`` (:func:`cutctx.wrap.wrap`, the
+SDK clients' compaction), kept out of ``__all__`` so that the package's public list stays the
+reference's.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from cutctx.policies import (
     default_chain,
 )
 from cutctx.session import Session
+from cutctx.wrap import wrap
 from cutctx.types import (
     EMPTY_METADATA,
     SUMMARY_TURN_ID_PREFIX,
