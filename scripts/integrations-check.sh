@@ -56,6 +56,12 @@ echo "== the adapters' tests (scripted loops through each framework)"
 cd "$work"  # the installed package, never the source tree, is imported
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "${selected[@]}"
 
+if [[ $# -eq 0 ]]; then
+    echo "== mypy --strict on the whole package, its adapters against the frameworks they import"
+    (cd "$root/crates/cutctx-python/python" && "$work/venv/bin/python" -m mypy --strict \
+        --warn-unused-ignores --no-incremental -p cutctx)
+fi
+
 if [[ $# -eq 0 && -f "$tests/example_every_adapter.py" ]]; then
     echo "== mypy --strict on the example that uses every adapter"
     "$work/venv/bin/python" -m mypy --strict --no-incremental "$tests/example_every_adapter.py"

@@ -71,11 +71,10 @@ _FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
 _STUB: Final = re.compile(r"\(original: \d+ tokens, sha256:([0-9a-f]{64})\)\Z")
 _DIGEST: Final = re.compile(r"(?:sha256:)?([0-9a-f]{64})")
 
+# Kept under the reference's 120-character bound on literal text (its ADR-0012): the stub itself
+# tells the model what it replaced, and the parameter's description says where the digest is.
 _DESCRIPTION: Final = (
-    "Read back the full text of an earlier tool result that was shortened to save context. "
-    "Such a result reads '[tool result masked by cutctx] (original: N tokens, "
-    "sha256:DIGEST)'; call this tool with that DIGEST (64 hexadecimal characters) to get the "
-    "original text. Call it only when you need the details of that result."
+    "Read back the full text of a tool result that was masked to save context, by its digest."
 )
 _PARAMETERS: Final[dict[str, Any]] = {
     "type": "object",
