@@ -89,6 +89,7 @@ mod hand_read;
 mod ids;
 mod left_in_text;
 mod mapping;
+mod open_validation;
 pub mod openai_chat;
 pub mod openai_responses;
 mod policies;
@@ -126,6 +127,7 @@ pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
 use hand_read::ReadMessage;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
+pub use open_validation::OpenValidation;
 use mapping::{Messages, Rendered, Source};
 pub use policies::policy_named;
 pub use prompt::{

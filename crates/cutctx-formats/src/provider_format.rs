@@ -20,8 +20,9 @@ use crate::validate::Violation;
 
 /// One provider format: its rules, its turn builder, its hand reader and its rendering.
 pub(crate) trait ProviderFormat {
-    /// The rules' state over a list, message by message (the format's `Check`).
-    type Check;
+    /// The rules' state over a list, message by message (the format's `Check`); a copy
+    /// checks a longer list on from where the original stands ([`crate::OpenValidation`]).
+    type Check: Clone;
     /// The turns being built, message by message (the format's `Build`).
     type Build;
     /// A message of the common shapes, read from its text without a value (the format's
@@ -48,6 +49,11 @@ pub(crate) trait ProviderFormat {
 
     /// The rules that need the whole list.
     fn check_finish(check: Self::Check) -> Result<(), Violation>;
+
+    /// The rules' state told that its list is now `n` long (it grew after
+    /// [`ProviderFormat::check_start`]): only a rule about the list's last message reads the
+    /// length, and a format without one ignores it.
+    fn check_len(_check: &mut Self::Check, _n: usize) {}
 
     /// The builder for a list of `n` messages of the request `shell`, the turns of the
     /// request's own fields (a system prompt, instructions) first.

@@ -86,6 +86,9 @@ impl ProviderFormat for Anthropic {
     fn check_plain(check: &mut Check, i: usize, message: &Plain<'_>) -> Option<()> {
         check.plain(i, message)
     }
+    fn check_len(check: &mut Check, n: usize) {
+        check.len = n;
+    }
     fn build_start(
         shell: &Value,
         _n: usize,

@@ -43,7 +43,7 @@ pub(super) enum BlockFact<'m> {
 
 /// The rules, message by message: [`validate`] over a document, and the text path over one
 /// parsed message at a time.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Check {
     /// How many messages the list holds: a final assistant message may be empty.
     pub(super) len: usize,

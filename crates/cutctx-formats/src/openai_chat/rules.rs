@@ -60,7 +60,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
 
 /// The rules, message by message: [`validate`] over a document, and the text path over one
 /// parsed message at a time.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Check {
     /// The calls the current run of tool messages may answer (in order, and as a set, so that
     /// a message of many parallel calls costs no more than its length), and those answered.

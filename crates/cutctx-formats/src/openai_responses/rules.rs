@@ -25,7 +25,7 @@ pub fn validate(document: &Value) -> Result<(), Violation> {
 /// An item's shape (its kind) is checked before any pairing rule of any item: a malformed
 /// item is reported wherever it is, and the first broken pairing rule only when every item is
 /// well formed.
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default)]
 pub(crate) struct Check {
     /// Calls awaiting their output since the last prompt: call_id -> (type, index).
     pub(super) pending: BTreeMap<String, (&'static str, usize)>,

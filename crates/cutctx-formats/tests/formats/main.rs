@@ -13,6 +13,7 @@
 //! * `reasoning`: signed thinking and reasoning items after a compaction, on the providers'
 //!   documented shapes (tool loops, redacted thinking, encrypted reasoning);
 //! * `repairs`: whole-prompt counts and `repair`, rule by rule;
+//! * `open_validation`: a validation kept open and appended says what `validate` says;
 //! * `repair_equivalence`: `repair` equals its definition (`repair_oracle`, the
 //!   drop-and-revalidate loop) on random broken histories;
 //! * `text`: the text path (`from_text_with`, `apply_text`) maps and renders what the value
@@ -24,6 +25,7 @@
 mod compaction;
 mod errors;
 mod left_in_text;
+mod open_validation;
 mod properties;
 mod realworld;
 mod reasoning;

@@ -22,7 +22,7 @@ fn ids() -> impl Strategy<Value = Vec<&'static str>> {
 }
 
 /// A Chat message.
-fn chat_message() -> impl Strategy<Value = Value> {
+pub(crate) fn chat_message() -> impl Strategy<Value = Value> {
     prop_oneof![
         2 => prop::sample::select(&["system", "developer", "user"][..])
             .prop_map(|role| json!({"role": role, "content": "hi"})),
@@ -61,7 +61,7 @@ fn chat_message() -> impl Strategy<Value = Value> {
 }
 
 /// A Responses item, with a null status now and then.
-fn responses_item() -> impl Strategy<Value = Value> {
+pub(crate) fn responses_item() -> impl Strategy<Value = Value> {
     let item = prop_oneof![
         2 => prop::sample::select(&["system", "developer", "user", "assistant"][..])
             .prop_map(|role| json!({"type": "message", "role": role, "content": "hi"})),
@@ -96,7 +96,7 @@ fn responses_item() -> impl Strategy<Value = Value> {
 }
 
 /// An Anthropic message.
-fn anthropic_message() -> impl Strategy<Value = Value> {
+pub(crate) fn anthropic_message() -> impl Strategy<Value = Value> {
     let user_block = prop_oneof![
         4 => id().prop_map(|id| json!({"type": "tool_result", "tool_use_id": id, "content": "42"})),
         2 => Just(json!({"type": "text", "text": "hi"})),
@@ -127,7 +127,7 @@ fn anthropic_message() -> impl Strategy<Value = Value> {
 }
 
 /// The list, bare or in a request object.
-fn wrap(format: Format, list: Vec<Value>, bare: bool) -> Value {
+pub(crate) fn wrap(format: Format, list: Vec<Value>, bare: bool) -> Value {
     if bare {
         return Value::Array(list);
     }
