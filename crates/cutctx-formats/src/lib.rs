@@ -127,8 +127,8 @@ pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
 use hand_read::ReadMessage;
 pub use mapping::{LEAD_IN_TEXT, TurnSource};
-pub use open_validation::OpenValidation;
 use mapping::{Messages, Rendered, Source};
+pub use open_validation::OpenValidation;
 pub use policies::policy_named;
 pub use prompt::{
     PromptCount, TurnCount, fixed_tokens, list_key, message_list, message_tokens, report_text,

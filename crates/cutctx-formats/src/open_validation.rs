@@ -67,7 +67,9 @@ impl<F: ProviderFormat> Clone for Sitting<F> {
 
 impl<F: ProviderFormat> std::fmt::Debug for Sitting<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sitting").field("len", &self.len).finish_non_exhaustive()
+        f.debug_struct("Sitting")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
     }
 }
 
@@ -75,7 +77,10 @@ impl<F: ProviderFormat> Sitting<F> {
     /// Validates `document`, whose list is `list` (not empty), keeping the state open.
     fn over(document: &Value, list: &[Value]) -> Result<Self, Violation> {
         let Some((first, last)) = list.first().zip(list.last()) else {
-            debug_assert!(false, "a validation is kept open only over a list that holds messages");
+            debug_assert!(
+                false,
+                "a validation is kept open only over a list that holds messages"
+            );
             return Err(no_list());
         };
         // A state before the first message, whose "last message" is that first one: finishing
@@ -212,16 +217,23 @@ mod tests {
     fn an_empty_final_assistant_message_is_accepted_only_while_it_is_last() {
         let doc = json!({"messages": [{"role": "user", "content": "Hi"},
                                       {"role": "assistant", "content": ""}]});
-        let mut open = OpenValidation::over(Format::Anthropic, &doc).unwrap().unwrap();
+        let mut open = OpenValidation::over(Format::Anthropic, &doc)
+            .expect("the history is valid")
+            .expect("the history has a list");
         let more = [json!({"role": "user", "content": "And?"})];
         let whole = json!({"messages": [{"role": "user", "content": "Hi"},
                                         {"role": "assistant", "content": ""},
                                         {"role": "user", "content": "And?"}]});
         assert_eq!(
-            open.append(&more).unwrap_err(),
-            crate::validate(Format::Anthropic, &whole).unwrap_err()
+            open.append(&more)
+                .expect_err("the empty assistant is no longer last"),
+            crate::validate(Format::Anthropic, &whole).expect_err("the whole history is refused")
         );
-        assert_eq!(open.len(), 2, "a refused append leaves the validation as it was");
+        assert_eq!(
+            open.len(),
+            2,
+            "a refused append leaves the validation as it was"
+        );
     }
 
     #[test]
@@ -229,7 +241,7 @@ mod tests {
         let doc = json!({"model": "m", "input": "Hi"});
         assert!(
             OpenValidation::over(Format::OpenAiResponses, &doc)
-                .unwrap()
+                .expect("a string input is valid")
                 .is_none()
         );
     }

@@ -14,7 +14,10 @@ fn with_list(format: Format, doc: &Value, list: &[Value]) -> Value {
     match &mut out {
         Value::Array(l) => *l = list.to_vec(),
         Value::Object(m) => {
-            m.insert(cutctx_formats::list_key(format).to_owned(), Value::Array(list.to_vec()));
+            m.insert(
+                cutctx_formats::list_key(format).to_owned(),
+                Value::Array(list.to_vec()),
+            );
         }
         _ => unreachable!("wrap makes an array or an object"),
     }
