@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.models.function import AgentInfo, DeltaToolCall, FunctionModel
 from pydantic_ai.usage import UsageLimits
 
 from cutctx.integrations.compactor import TOOL_NAME
@@ -215,6 +216,30 @@ def test_async_run_compacts_too() -> None:
     agent = Agent(FunctionModel(script), tools=[read_file], capabilities=[processor])
     asyncio.run(agent.run("Read the files.", usage_limits=UNLIMITED))
     assert script.checks.calls == 30 and script.checks.firings >= 2
+
+
+def test_streamed_run_compacts_too() -> None:
+    processor = CutctxHistoryProcessor(16000, key="s", policy=POLICY)
+    script = Script("anthropic", 16000, processor, "s", 30)
+
+    async def stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[Any]:
+        response = script(messages, info)
+        for part in response.parts:
+            if isinstance(part, ToolCallPart):
+                yield {0: DeltaToolCall(name=part.tool_name, json_args=part.args_as_json_str(),
+                                        tool_call_id=part.tool_call_id)}
+            elif isinstance(part, TextPart) and len(response.parts) == 1:
+                # A streamed text is the run's output: sent only as the last answer.
+                yield part.content
+
+    agent = Agent(FunctionModel(stream_function=stream), tools=[read_file], capabilities=[processor])
+
+    async def main() -> str:
+        async with agent.run_stream("Read the files.", usage_limits=UNLIMITED) as streamed:
+            return await streamed.get_output()
+
+    assert asyncio.run(main()) == "Done."
+    assert script.checks.calls == 30 and script.checks.firings >= 2 and script.retrieved_seen
 
 
 def test_conversation_id_is_the_default_key() -> None:
