@@ -212,3 +212,37 @@ def test_compacting_session_returns_a_compacted_history() -> None:
     checks.see(to_request(got), fired=True)
     kept = [i for i in got if any(i is w for w in whole)]
     assert kept  # unchanged items are the inner session's own objects
+
+
+def test_conversion_keeps_what_the_sdk_sends() -> None:
+    image = {"type": "input_image", "image_url": "https://example.com/a.png", "detail": "auto"}
+    user = {"role": "user", "content": [{"type": "input_text", "text": "Look."}, image]}
+    reasoning = {"type": "reasoning", "id": "rs-1", "summary": [], "encrypted_content": "enc-1"}
+    fc = {"type": "function_call", "id": "fc-1", "call_id": "c1", "name": "read_file",
+          "arguments": '{"path": "p", "size": 1}'}
+    result = {"type": "function_call_output", "call_id": "c1", "output": "x" * 50}
+    items: list[Any] = [user, reasoning, fc, result]
+    request = to_request(items, instructions="Sys.", tools=[read_file])
+    assert request["input"] == items and request["instructions"] == "Sys."
+    assert request["tools"][0]["name"] == "read_file"
+    assert request["input"][0]["content"][1] is not image  # the request is a copy
+    request["input"][-1]["output"] = "short"
+    back = from_request(request, items)
+    assert back[0] is user and back[1] is reasoning and back[2] is fc
+    assert back[3] is not result and back[3] == {**result, "output": "short"}
+    assert result["output"] == "x" * 50
+
+
+def test_bad_settings_raise_value_error() -> None:
+    for bad in ({"window": 0}, {"window": 1000, "key": "k"}, {"window": 1000, "keep_retrieved_for": -1}):
+        try:
+            CutctxInputFilter(**bad)  # type: ignore[arg-type]
+        except ValueError:
+            continue
+        raise AssertionError(f"accepted {bad}")
+    try:
+        CompactingSession(object(), 1000)  # type: ignore[arg-type]
+    except ValueError as error:
+        assert "inner" in str(error)
+    else:
+        raise AssertionError("accepted a non-session")
