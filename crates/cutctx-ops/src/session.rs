@@ -17,6 +17,9 @@ use crate::OpsError;
 use crate::formats::{from_format, named_policy};
 use crate::summarizer::{CommandSummarizer, Summarizer, summarize_one};
 
+mod open;
+pub use open::{Appended, OpenSession};
+
 /// Whether `cutctx session` marks the compacted prefix for Anthropic's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Breakpoints {
@@ -127,7 +130,7 @@ pub struct SessionOptions {
 }
 
 /// What one `cutctx session` call produces.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct SessionOutput {
     /// The request to send, for standard output.
     pub output: String,
@@ -143,6 +146,10 @@ pub struct SessionOutput {
     /// `--reasoning` did with it; or when a firing was held off so as not to invalidate the
     /// reasoning of a tool loop in progress.
     pub reasoning: Option<String>,
+    /// The session held open for a next call that hands over only its appended messages
+    /// (a front end that keeps the session in memory); `None` when the request has no message
+    /// list or was repaired.
+    pub open: Option<OpenSession>,
 }
 
 fn estimator_spec(text: Option<&str>) -> Result<EstimatorSpec, OpsError> {
@@ -325,13 +332,28 @@ pub fn session_with(
             )
         })? + "\n"
     };
+    let state = step.state.to_json();
+    let open = match step.validation {
+        Some(validation) if !args.repair => {
+            // The pins were this call's; an append never fires, so they are not kept.
+            config.pinned_results.clear();
+            Some(OpenSession {
+                config,
+                state: step.state,
+                fixed_tokens: step.fixed_tokens,
+                validation,
+            })
+        }
+        _ => None,
+    };
     Ok(SessionOutput {
         output,
-        state: step.state.to_json(),
+        state,
         notice,
         firing: step.firing,
         repairs: repairs.iter().map(crate::formats::repair_line).collect(),
         reasoning,
+        open,
     })
 }
 

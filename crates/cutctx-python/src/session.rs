@@ -13,7 +13,9 @@ use std::sync::Mutex;
 use cutctx::formats::Format;
 use cutctx::model::details;
 use cutctx_ops::OpsError;
-use cutctx_ops::session::{self as ops, Breakpoints, SessionOptions, Tuning};
+use cutctx_ops::session::{
+    self as ops, Appended, Breakpoints, OpenSession, SessionOptions, Tuning,
+};
 use cutctx_ops::summarizer::Summarizer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -21,11 +23,33 @@ use serde_json::Value;
 
 use crate::formats::{CallableSummarizer, Coded, Failure, summarizer_failure, text_of, to_pyerr};
 
-/// One conversation's session: its settings and its state (`None` before the first call).
+/// One conversation's session: its settings and its state.
 #[pyclass(module = "cutctx._core.session", name = "SessionCore", frozen)]
 pub(crate) struct SessionCore {
     options: SessionOptions,
-    state: Mutex<Option<String>>,
+    state: Mutex<Held>,
+}
+
+/// The state a session holds between calls.
+enum Held {
+    /// Before the first call.
+    Fresh,
+    /// The state file's text: restored, or after a call that left nothing open (a repaired
+    /// request, a Responses `input` that is one string).
+    Text(String),
+    /// After a call: the state with the request's validation open, for an append.
+    Open(Box<OpenSession>),
+}
+
+impl Held {
+    /// The state file's text, `None` before the first call.
+    fn text(&self) -> Option<String> {
+        match self {
+            Self::Fresh => None,
+            Self::Text(t) => Some(t.clone()),
+            Self::Open(o) => Some(o.state_json()),
+        }
+    }
 }
 
 /// What one call produced: the request to send, whether it compacted, and the lines the
@@ -94,12 +118,16 @@ impl SessionCore {
                 raised: None,
             });
             let summarizer = attaching.as_mut().map(|a| a as &mut dyn Summarizer);
+            let previous = state.text();
             let out =
-                ops::session_with(options, text, state.as_deref(), summarizer).map_err(|e| {
+                ops::session_with(options, text, previous.as_deref(), summarizer).map_err(|e| {
                     summarizer_failure(e, attaching.as_mut().and_then(|a| a.raised.take()))
                 })?;
             // The command writes the state only after a call succeeds; so does this.
-            *state = Some(out.state);
+            *state = match out.open {
+                Some(open) => Held::Open(Box::new(open)),
+                None => Held::Text(out.state),
+            };
             let notes = out
                 .repairs
                 .into_iter()
@@ -166,11 +194,11 @@ impl SessionCore {
             };
             ops::check_options(&options)?;
             let state = match state {
-                None => None,
+                None => Held::Fresh,
                 Some(data) => {
                     let text = text_of(data)?;
                     ops::check_state(format, text)?;
-                    Some(text.to_owned())
+                    Held::Text(text.to_owned())
                 }
             };
             Ok(Self {
@@ -200,10 +228,33 @@ impl SessionCore {
         Ok((PyBytes::new(py, &output), fired, notes))
     }
 
+    /// `append_json(data)` → `True`, `False` or `None`: the session's next call, given only
+    /// the messages appended to the last call's history (`data`, a JSON array as bytes or
+    /// str). `True`: send the last request sent with them appended (the state has taken them
+    /// in); `False`: they cross the trigger, so make the full call with `prepare_json` (the
+    /// state is as it was); `None`: the last call left nothing open (none yet, a repaired
+    /// request, a Responses `input` that is one string), so make the full call.
+    fn append_json(&self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<Option<bool>> {
+        let run = || -> Result<Option<bool>, Failure> {
+            let text = text_of(data)?;
+            py.detach(|| {
+                let mut state = self.state.lock().map_err(|_| poisoned())?;
+                let Held::Open(open) = &mut *state else {
+                    return Ok(None);
+                };
+                Ok(Some(matches!(
+                    open.append_text(text)?,
+                    Appended::Send { .. }
+                )))
+            })
+        };
+        run().map_err(|f| to_pyerr(py, f))
+    }
+
     /// The state as `cutctx session` writes it to its file, or `None` before the first call.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let text = py
-            .detach(|| self.state.lock().map(|s| s.clone()).map_err(drop))
+            .detach(|| self.state.lock().map(|s| s.text()).map_err(drop))
             .map_err(|_| to_pyerr(py, Failure::from(poisoned())))?;
         Ok(text.map(|s| PyBytes::new(py, s.as_bytes())))
     }

@@ -156,6 +156,12 @@ pub struct Step {
     /// loop in progress starts whose reasoning a firing would invalidate (the request still
     /// fitting the window). See [`step`].
     pub held_off: Option<usize>,
+    /// The estimate of everything in the request but its messages, for [`push`].
+    pub fixed_tokens: u64,
+    /// The request's validation, open at the end of its history, so that the next call's
+    /// appended messages are checked alone; `None` when the request has no message list (a
+    /// Responses `input` that is one string).
+    pub validation: Option<cutctx_formats::OpenValidation>,
 }
 
 /// What [`push`] says about new messages.
@@ -202,7 +208,9 @@ pub fn step<E: From<FormatError>>(
 ) -> Result<Step, E> {
     config.check().map_err(FormatError::from)?;
     let format = config.format;
-    cutctx_formats::validate(format, request).map_err(FormatError::from)?;
+    // The one validation of the request, kept open for a caller that appends next.
+    let validation =
+        cutctx_formats::OpenValidation::over(format, request).map_err(FormatError::from)?;
     let messages = history(format, request);
     let (mut state, restarted) = continue_from(format, previous, messages)?;
     let new = messages.get(state.messages..).unwrap_or(&[]);
@@ -222,6 +230,8 @@ pub fn step<E: From<FormatError>>(
             restarted,
             prompt_tokens: prompt,
             held_off,
+            fixed_tokens: fixed,
+            validation,
         });
     }
     let fitted = compact_to(config, request, config.target, summarize)?;
@@ -251,6 +261,8 @@ pub fn step<E: From<FormatError>>(
         restarted,
         prompt_tokens: prompt,
         held_off: None,
+        fixed_tokens: fixed,
+        validation,
     })
 }
 
@@ -279,8 +291,8 @@ fn loop_with_reasoning(config: &SessionConfig, messages: &[Value]) -> Option<usi
 /// over `new` and says whether the request still fits under the trigger. Costs time in
 /// proportion to `new` alone: the history is neither hashed nor counted again.
 ///
-/// On [`Decision::Fire`] the state has absorbed `new` all the same; the caller then calls
-/// [`step`] with the full history and this state.
+/// On [`Decision::Fire`] the state is left as it was; the caller then calls [`step`] with the
+/// full history and this state, as a caller without this path would have.
 ///
 /// # Errors
 ///
@@ -291,14 +303,16 @@ pub fn push(
     fixed_tokens: u64,
     new: &[Value],
 ) -> Result<Decision, FormatError> {
-    state.message_tokens += messages_tokens(config.format, new, config.estimator.as_ref())?;
+    let message_tokens =
+        state.message_tokens + messages_tokens(config.format, new, config.estimator.as_ref())?;
+    let prompt_tokens = fixed_tokens + message_tokens + config.reserve_output;
+    if prompt_tokens > config.trigger_tokens() {
+        // Left for step, which reads the whole history from this same state.
+        return Ok(Decision::Fire { prompt_tokens });
+    }
+    state.message_tokens = message_tokens;
     state.absorb(new);
-    let prompt_tokens = fixed_tokens + state.message_tokens + config.reserve_output;
-    Ok(if prompt_tokens <= config.trigger_tokens() {
-        Decision::Append { prompt_tokens }
-    } else {
-        Decision::Fire { prompt_tokens }
-    })
+    Ok(Decision::Append { prompt_tokens })
 }
 
 /// The state to continue from: `previous` when `messages` extends the history it describes,

@@ -334,3 +334,115 @@ fn a_firing_strips_the_thinking_it_invalidates_and_says_so_on_standard_error() {
         "one line on standard error: {err}"
     );
 }
+
+fn open_options() -> cutctx_ops::session::SessionOptions {
+    use cutctx_ops::session::{Breakpoints, SessionOptions, Tuning};
+    SessionOptions {
+        format: cutctx::formats::Format::OpenAiChat,
+        window: 2000,
+        tuning: Tuning {
+            trigger: None,
+            target: None,
+            policy: Some("drop_oldest".into()),
+            prompt_id: None,
+            estimator: None,
+            protected_recent: None,
+            reserve_output: 0,
+            reasoning: cutctx::formats::ReasoningMode::Strip,
+        },
+        summarize_with: None,
+        cache_breakpoints: Breakpoints::default(),
+        repair: false,
+        pin: Vec::new(),
+    }
+}
+
+#[test]
+fn a_session_held_open_answers_appended_messages_as_the_full_call_would() {
+    use cutctx_ops::session::{Appended, session_with};
+    let options = open_options();
+    let whole = chat(40, 200);
+    let messages = whole["messages"].as_array().expect("messages").clone();
+    let mut out = session_with(
+        &options,
+        &json!({"model": "m", "messages": messages[..5]}).to_string(),
+        None,
+        None,
+    )
+    .expect("the first call");
+    let (mut sent, mut at, mut appended, mut fired) = (5, 5, 0, 0);
+    while at < messages.len() {
+        let next = (at + 4).min(messages.len());
+        let request = json!({"model": "m", "messages": messages[..next]}).to_string();
+        let full = session_with(&options, &request, Some(&out.state), None).expect("the full call");
+        let mut open = out.open.take().expect("a chat request is held open");
+        match open.append(&messages[at..next]).expect("valid messages") {
+            Appended::Send { .. } => {
+                appended += 1;
+                assert!(full.firing.is_none(), "no firing at {next}");
+                // The full call sends what was sent last time with the new messages.
+                let last: Value = serde_json::from_str(&out.output).expect("json");
+                let now: Value = serde_json::from_str(&full.output).expect("json");
+                let now = now["messages"].as_array().expect("messages");
+                assert_eq!(now.len(), sent + next - at);
+                assert_eq!(
+                    now[..sent],
+                    last["messages"].as_array().expect("messages")[..]
+                );
+                assert_eq!(
+                    open.state_json(),
+                    full.state,
+                    "the state the full call writes"
+                );
+                assert_eq!(open.messages(), next);
+                sent += next - at;
+                out = full;
+                out.open = Some(open);
+            }
+            Appended::Full => {
+                fired += 1;
+                assert!(full.firing.is_some(), "the full call fires at {next}");
+                let now: Value = serde_json::from_str(&full.output).expect("json");
+                sent = now["messages"].as_array().expect("messages").len();
+                out = full;
+            }
+        }
+        at = next;
+    }
+    assert!(
+        appended >= 5 && fired >= 1,
+        "{appended} appended, {fired} fired"
+    );
+}
+
+#[test]
+fn a_session_held_open_refuses_a_message_its_provider_would_and_stays_as_it_was() {
+    use cutctx_ops::session::{Appended, session_with};
+    let request = chat(1, 10).to_string();
+    let mut open = session_with(&open_options(), &request, None, None)
+        .expect("a call")
+        .open
+        .expect("held open");
+    let before = open.state_json();
+    let orphan = json!({"role": "tool", "tool_call_id": "nowhere", "content": "x"});
+    let e = open
+        .append(&[orphan])
+        .expect_err("a result without its call");
+    assert!(e.code.starts_with("FORMAT_"), "{}", e.code);
+    assert!(!e.to_string().contains("\"x\""), "no content in the error");
+    assert_eq!(open.state_json(), before);
+    assert_eq!(open.messages(), 5);
+    let fine = json!({"role": "user", "content": "and then?"});
+    assert!(matches!(
+        open.append(&[fine]).expect("valid"),
+        Appended::Send { .. }
+    ));
+    assert_eq!(open.messages(), 6);
+    let e = open
+        .append_text("{\"not\": \"a list\"}")
+        .expect_err("not an array");
+    assert_eq!(e.code, "VALIDATION_ERROR");
+    let e = open.append_text("[{\"role\"").expect_err("torn");
+    assert_eq!(e.code, "INPUT_ERROR");
+    assert_eq!(open.messages(), 6);
+}

@@ -17,6 +17,15 @@ True
 >>> session.fired
 False
 
+An agent loop that keeps its history itself can hand over only what it appended since the
+last call: :meth:`Session.prepare_appended` costs time in proportion to those messages, not to
+the history, until a call must fire, and gives what :meth:`Session.prepare` would.
+
+>>> reply = {"role": "assistant", "content": "Hello."}
+>>> sent = session.prepare_appended([reply, {"role": "user", "content": "Bye"}])
+>>> [m["content"] for m in sent["messages"]]
+['Hi', 'Hello.', 'Bye']
+
 A session may be shared between threads: its calls are serialized, and the interpreter lock is
 released while the Rust core works. Failures raise
 :class:`cutctx.formats.FormatCompactionError` with the command's stable code.
@@ -25,7 +34,8 @@ released while the Rust core works. Failures raise
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Mapping
+import threading
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from cutctx._core import session as _core
@@ -35,6 +45,13 @@ __all__ = ["Session"]
 Format = Literal["openai-chat", "openai-responses", "anthropic"]
 Reasoning = Literal["strip", "keep", "refuse"]
 Summarize = Callable[[dict[str, Any]], str]
+
+# Where each format keeps its history in a request.
+_LIST_KEY: dict[str, str] = {
+    "openai-chat": "messages",
+    "anthropic": "messages",
+    "openai-responses": "input",
+}
 
 
 class Session:
@@ -51,7 +68,7 @@ class Session:
     summary, for policies that summarize. Bad settings are refused here, not at the first call.
     """
 
-    __slots__ = ("_core", "_summarize", "fired", "notes")
+    __slots__ = ("_core", "_given", "_lock", "_sent", "_summarize", "fired", "notes")
 
     def __init__(
         self,
@@ -87,6 +104,11 @@ class Session:
             state=_state,
         )
         self._summarize = summarize
+        # The last dict (or list) call's history and the request sent for it, each with a list
+        # of its own, for prepare_appended; None after a call that gave JSON text.
+        self._given: tuple[dict[str, Any] | None, list[Any]] | None = None
+        self._sent: tuple[dict[str, Any] | None, list[Any]] | None = None
+        self._lock = threading.Lock()
         self.fired: bool = False
         """Whether the last call compacted."""
         self.notes: list[str] = []
@@ -121,12 +143,51 @@ class Session:
         ``pin`` names tool calls (their ids) whose results, and so the calls, a firing at this
         call keeps as they are (``cutctx session --pin``): a result the model just retrieved.
         """
-        if isinstance(pin, str):
-            raise TypeError("pin is a collection of tool call ids, not one string")
-        pins = list(pin)
-        if isinstance(request, (bytes, str)):
-            return self._call(request, pins)
-        return json.loads(self._call(json.dumps(request, ensure_ascii=False), pins))
+        pins = _pins(pin)
+        with self._lock:
+            if isinstance(request, (bytes, str)):
+                self._given = self._sent = None
+                return self._call(request, pins)
+            return self._prepare_value(request, pins)
+
+    def prepare_appended(self, messages: Sequence[Any], *, pin: Collection[str] = ()) -> Any:
+        """The request to send for the last call's history with ``messages`` appended.
+
+        The same request :meth:`prepare` gives for that longer history, and the same state,
+        read from the new messages alone: the request sent last time with them appended, until
+        they cross the trigger; then the whole history is prepared (and may fire). The rest of
+        the request (model, tools, system) is the last call's. The last call must have given a
+        dict or a list with a message list (a ``ValueError`` otherwise: none yet, JSON text, a
+        Responses ``input`` that is one string). The messages of the request returned are
+        shared with the last one's (its list is its own): treat them as read-only.
+        """
+        pins = _pins(pin)
+        new = list(messages)
+        with self._lock:
+            if self._given is None or self._sent is None:
+                raise ValueError(
+                    "prepare_appended continues the history of a prepare call given a dict or "
+                    "a list with a message list; call prepare with the whole history first"
+                )
+            fields, given = self._given
+            appended: bool | None = self._core.append_json(json.dumps(new, ensure_ascii=False))
+            if not appended:
+                return self._prepare_value(_request(fields, self._key, [*given, *new]), pins)
+            given.extend(new)
+            sent_fields, sent = self._sent
+            sent.extend(new)
+            self.fired, self.notes = False, []
+            return _request(sent_fields, self._key, list(sent))
+
+    @property
+    def _key(self) -> str:
+        return _LIST_KEY[self.format]
+
+    def _prepare_value(self, request: Mapping[str, Any] | list[Any], pins: list[str]) -> Any:
+        out = json.loads(self._call(json.dumps(request, ensure_ascii=False), pins))
+        self._given = _parts(request, self._key)
+        self._sent = _parts(out, self._key)
+        return out
 
     def _call(self, data: bytes | str, pin: list[str]) -> bytes:
         result: tuple[bytes, bool, list[str]] = self._core.prepare_json(
@@ -151,3 +212,28 @@ class Session:
         """The window, in tokens."""
         window: int = self._core.window
         return window
+
+
+def _pins(pin: Collection[str]) -> list[str]:
+    if isinstance(pin, str):
+        raise TypeError("pin is a collection of tool call ids, not one string")
+    return list(pin)
+
+
+def _parts(request: Mapping[str, Any] | list[Any], key: str) -> tuple[dict[str, Any] | None, list[Any]] | None:
+    """A request as its other fields and a copy of its history's list; ``None`` when it has no
+    list to append to (a Responses ``input`` that is one string)."""
+    if isinstance(request, list):
+        return None, list(request)
+    history = request.get(key)
+    if not isinstance(history, list):
+        return None
+    # The list's key stays among the fields, so a request rebuilt from them keeps its order.
+    return dict(request), list(history)
+
+
+def _request(fields: dict[str, Any] | None, key: str, history: list[Any]) -> Any:
+    """The request of ``fields`` with ``history`` as its list, at the list's place."""
+    if fields is None:
+        return history
+    return {**fields, key: history}

@@ -338,6 +338,16 @@ fn push_decides_as_step_does_on_new_messages_alone() {
             Decision::Fire { prompt_tokens } => {
                 assert!(by_step.firing.is_some());
                 assert_eq!(prompt_tokens, by_step.prompt_tokens);
+                // Left as it was: step from it over the whole history is the firing itself.
+                let again = step(
+                    &cfg,
+                    Some(&state),
+                    &request(Format::OpenAiChat, &messages),
+                    &mut stand_in,
+                )
+                .expect("step");
+                assert_eq!(again.state, by_step.state);
+                assert_eq!(again.request, by_step.request);
                 return;
             }
         }
