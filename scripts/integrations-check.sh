@@ -6,7 +6,7 @@
 # Builds the package's abi3 wheel once (maturin through pip; cargo's target/ is reused), makes
 # one throwaway venv of Python 3.12 with the wheel, pytest, mypy and every framework at the
 # versions pinned in crates/cutctx-python/tests/integrations/requirements-*.txt (one file per
-# adapter; the pins are the versions docs/INTEGRATIONS.md names), then runs
+# adapter; the pins are the versions docs/PYTHON.md names), then runs
 # crates/cutctx-python/tests/integrations (each adapter's scripted agent loop against the
 # framework's own test model, or a loopback server shaped from the provider's documented
 # responses for the SDK clients) and mypy --strict on the example that uses every adapter.

@@ -58,8 +58,8 @@ from cutctx.policies import (
     SummarizingPolicy,
     default_chain,
 )
-from cutctx.session import Session
-from cutctx.wrap import wrap
+from cutctx.session import Session as Session  # the class, over the module of its name
+from cutctx.wrap import wrap as wrap  # the function, over the module of its name
 from cutctx.types import (
     EMPTY_METADATA,
     SUMMARY_TURN_ID_PREFIX,

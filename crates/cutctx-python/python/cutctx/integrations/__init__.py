@@ -24,7 +24,7 @@ module                                      what it wraps                   extr
 :mod:`cutctx.integrations.litellm`          LiteLLM's SDK and proxy         ``litellm``
                                             (a ``CustomLogger``)
 :mod:`cutctx.integrations.langchain`        LangChain chat models           ``langchain``
-:mod:`cutctx.integrations.langgraph`        LangGraph agents                ``langchain``
+:mod:`cutctx.integrations.langgraph`        LangGraph agents                ``langgraph``
 :mod:`cutctx.integrations.openai_agents`    the OpenAI Agents SDK           ``openai-agents``
 :mod:`cutctx.integrations.pydantic_ai`      PydanticAI agents               ``pydantic-ai``
 ==========================================  ==============================  =================
