@@ -300,3 +300,76 @@ impl BatchArgs {
         }
     }
 }
+
+/// The options of `cutctx serve`.
+#[derive(Debug, Clone, clap::Args)]
+#[command(mut_arg("policy", |a| a.help(
+    "drop_oldest, observation_masking, summarizing, default_chain, or a policy object (default: \
+     masking then drop_oldest; the proxy has no summarizer)"
+)))]
+pub(crate) struct ServeArgs {
+    /// HOST:PORT to listen on; port 0 picks a free one.
+    #[arg(long)]
+    listen: String,
+    /// The OpenAI base URL: /v1/chat/completions, /v1/responses and every other path but
+    /// /v1/messages* go to URL + path (default https://api.openai.com).
+    #[arg(long)]
+    openai_upstream: Option<String>,
+    /// The Anthropic base URL: /v1/messages* go to URL + path (default https://api.anthropic.com).
+    #[arg(long)]
+    anthropic_upstream: Option<String>,
+    /// Where the sessions are kept: sqlite:PATH or memory.
+    #[arg(long, default_value = "sqlite:cutctx-serve.db")]
+    state: String,
+    /// The window of every model, in tokens, over the shipped table and the config.
+    #[arg(long)]
+    window: Option<u64>,
+    /// A JSON config file: {"windows": {MODEL: N}, "openai_upstream": URL, "anthropic_upstream": URL}.
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Append a receipt of each firing to this ledger (arcaeon's format).
+    #[arg(long)]
+    ledger: Option<PathBuf>,
+    /// The session settings.
+    #[command(flatten)]
+    tuning: TuningArgs,
+    /// The largest request body read, in bytes; a larger one gets 413.
+    #[arg(long, default_value_t = 33_554_432)]
+    max_body: usize,
+    /// The timeout of connecting and of the response's headers, and the longest wait between
+    /// two chunks of a response, in milliseconds; past it 504 (or a cut stream).
+    #[arg(long, default_value_t = 600_000)]
+    upstream_timeout_ms: u64,
+    /// Refuse (400) a request the proxy cannot read or compact instead of forwarding it.
+    #[arg(long)]
+    fail_closed: bool,
+    /// Forget sessions unused for this many seconds.
+    #[arg(long, default_value_t = 86_400)]
+    max_age_secs: u64,
+    /// Keep at most this many sessions (the least recently used go first).
+    #[arg(long, default_value_t = 10_000)]
+    max_sessions: u64,
+}
+
+impl ServeArgs {
+    /// The options as the serve library takes them, with the config file's text.
+    pub(crate) fn options(
+        &self,
+        config_text: Option<String>,
+    ) -> Result<cutctx_serve::ServeOptions, cutctx_ops::OpsError> {
+        let mut o = cutctx_serve::ServeOptions::new(&self.listen);
+        o.openai_upstream.clone_from(&self.openai_upstream);
+        o.anthropic_upstream.clone_from(&self.anthropic_upstream);
+        o.state = self.state.parse()?;
+        o.window = self.window;
+        o.config_text = config_text;
+        o.ledger.clone_from(&self.ledger);
+        o.tuning = self.tuning.options();
+        o.max_body = self.max_body;
+        o.upstream_timeout = std::time::Duration::from_millis(self.upstream_timeout_ms);
+        o.fail_closed = self.fail_closed;
+        o.max_age_secs = self.max_age_secs;
+        o.max_sessions = self.max_sessions;
+        Ok(o)
+    }
+}

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
-use args::{BatchArgs, FormatArgs, ReplayArgs, SessionArgs};
+use args::{BatchArgs, FormatArgs, ReplayArgs, ServeArgs, SessionArgs};
 
 use cutctx_ops::output::{self, Delivery};
 use cutctx_ops::{OpsError, USAGE_ERROR};
@@ -111,6 +111,10 @@ enum Command {
     /// Compact a JSONL file of provider requests, one per line, on every core: one output line
     /// per input line, in order (`null` for a line that failed). Exit 1 when any line failed.
     Batch(BatchArgs),
+    /// Run a compacting HTTP proxy in front of the OpenAI and Anthropic APIs: one session per
+    /// conversation, requests forwarded byte for byte until they no longer fit the model's
+    /// window. See docs/SERVE.md.
+    Serve(ServeArgs),
     /// Compaction receipts for any compactor's work.
     Receipt {
         #[command(subcommand)]
@@ -226,6 +230,9 @@ fn command_line() -> ExitCode {
             &cutctx::ledger::SystemClock,
         );
         return status.map_or_else(|err| fail(cli.error_format, &err), ExitCode::from);
+    }
+    if let Command::Serve(args) = &cli.command {
+        return serve(args).map_or_else(|err| fail(cli.error_format, &err), |()| ExitCode::SUCCESS);
     }
     let delivered = run(&cli.command).and_then(|(status, mut out)| {
         let mut stdout = output::Stdout::new();
@@ -403,6 +410,8 @@ fn run(command: &Command) -> Result<(u8, Output), OpsError> {
         // Streams its own output; `main` runs it before this.
         Command::Batch(args) => cutctx_ops::batch::run_command(&args.options(), false, &clock)
             .map(|s| (s, Output::Text(String::new()))),
+        // Runs until stopped; `main` runs it before this.
+        Command::Serve(args) => serve(args).map(|()| (0, Output::Text(String::new()))),
     }
 }
 
@@ -462,6 +471,16 @@ fn session(
         let _ = writeln!(std::io::stderr().lock(), "{line}");
     }
     Ok(out.output)
+}
+
+/// `serve`: reads the config file, then runs the proxy until SIGINT or SIGTERM.
+fn serve(args: &ServeArgs) -> Result<(), OpsError> {
+    let config = args
+        .config
+        .as_deref()
+        .map(|p| read_text(p, "the config file"))
+        .transpose()?;
+    cutctx_serve::run(args.options(config)?)
 }
 
 /// `replay`: reads the run (and a price table file), writes the SVG atomically when asked,

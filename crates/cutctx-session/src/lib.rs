@@ -79,4 +79,4 @@ pub use replay::{
     Marking, Replay, ReplayOptions, StrategyReport, call_points, replay, replay_with,
 };
 pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
-pub use state::{PrefixItem, STATE_VERSION, SessionState};
+pub use state::{PrefixItem, STATE_VERSION, SessionState, history_digests};

@@ -270,6 +270,32 @@ pub(crate) fn message_digest(message: &Value) -> [u8; 32] {
     Sha256::digest(message.to_string().as_bytes()).into()
 }
 
+/// The chained digests of every leading part of the history `messages` of `format`, in hex:
+/// entry `k` names the first `k` messages exactly as [`SessionState::history_digest`] names a
+/// state that has seen them. A front end that keeps many sessions finds the one a request
+/// extends by looking up entry `k` for the state of `k` messages (`messages.len() + 1`
+/// entries, the empty history first).
+///
+/// ```
+/// use cutctx_formats::Format;
+/// use cutctx_session::{SessionState, history_digests};
+/// let messages = [serde_json::json!({"role": "user", "content": "hi"})];
+/// let digests = history_digests(Format::OpenAiChat, &messages);
+/// assert_eq!(digests.len(), 2);
+/// assert_eq!(digests[0], SessionState::new(Format::OpenAiChat).history_digest());
+/// ```
+#[must_use]
+pub fn history_digests(format: Format, messages: &[Value]) -> Vec<String> {
+    let mut digest = seed(format);
+    let mut out = Vec::with_capacity(messages.len() + 1);
+    out.push(hex(&digest));
+    for m in messages {
+        digest = chain(&digest, m);
+        out.push(hex(&digest));
+    }
+    out
+}
+
 /// The chained digest of `messages` from the empty history of `format`.
 pub(crate) fn digest_of(format: Format, messages: &[Value]) -> [u8; 32] {
     messages.iter().fold(seed(format), |d, m| chain(&d, m))

@@ -1,0 +1,341 @@
+//! The proxy's settings: what `cutctx serve` takes on its command line and in its config
+//! file, checked once at startup so that a bad setting stops it before it listens.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use cutctx::formats::Format;
+use cutctx::model::details;
+use cutctx_ops::OpsError;
+use cutctx_ops::session::{Breakpoints, SessionOptions, Tuning};
+use hyper::Uri;
+use serde::Deserialize;
+
+use crate::windows::Windows;
+
+/// The policy the proxy compacts with when none is named: mask old tool results, then drop
+/// the oldest turns. It needs no summarizer (the proxy has no model of its own to write
+/// summaries with), and masking first keeps the conversation's turns while it can.
+pub const DEFAULT_POLICY: &str =
+    r#"{"name":"chain","policies":[{"name":"observation_masking"},{"name":"drop_oldest"}]}"#;
+
+/// The OpenAI API, when neither the command line nor the config names an upstream.
+const OPENAI_DEFAULT: &str = "https://api.openai.com";
+/// The Anthropic API, likewise.
+const ANTHROPIC_DEFAULT: &str = "https://api.anthropic.com";
+
+/// Where the sessions' state is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateSpec {
+    /// A SQLite database at this path (created when absent).
+    Sqlite(PathBuf),
+    /// In memory: gone when the proxy stops.
+    Memory,
+}
+
+impl std::str::FromStr for StateSpec {
+    type Err = OpsError;
+
+    /// `sqlite:PATH` or `memory`.
+    ///
+    /// ```
+    /// use cutctx_serve::StateSpec;
+    /// assert_eq!("memory".parse::<StateSpec>()?, StateSpec::Memory);
+    /// assert_eq!("sqlite:s.db".parse::<StateSpec>()?, StateSpec::Sqlite("s.db".into()));
+    /// assert!("s.db".parse::<StateSpec>().is_err());
+    /// # Ok::<(), cutctx_ops::OpsError>(())
+    /// ```
+    fn from_str(s: &str) -> Result<Self, OpsError> {
+        if s == "memory" {
+            return Ok(Self::Memory);
+        }
+        match s.strip_prefix("sqlite:") {
+            Some(path) if !path.is_empty() => Ok(Self::Sqlite(PathBuf::from(path))),
+            _ => Err(OpsError::validation(
+                format!("--state must be sqlite:PATH or memory, not {s:?}"),
+                details! { "state" => s },
+            )),
+        }
+    }
+}
+
+/// Everything `cutctx serve` is given, before it is checked.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// `HOST:PORT` to listen on; port 0 picks a free one.
+    pub listen: String,
+    /// The OpenAI base URL (default `https://api.openai.com`, or the config's).
+    pub openai_upstream: Option<String>,
+    /// The Anthropic base URL (default `https://api.anthropic.com`, or the config's).
+    pub anthropic_upstream: Option<String>,
+    /// Where the sessions are kept (default `sqlite:cutctx-serve.db`).
+    pub state: StateSpec,
+    /// The window of every model, over the table and the config.
+    pub window: Option<u64>,
+    /// The config file's text: `{"windows": {...}, "openai_upstream", "anthropic_upstream"}`.
+    pub config_text: Option<String>,
+    /// Append a receipt of each firing to this ledger.
+    pub ledger: Option<PathBuf>,
+    /// The session settings; `policy` defaults to [`DEFAULT_POLICY`].
+    pub tuning: Tuning,
+    /// The largest request body read, in bytes; larger gets 413.
+    pub max_body: usize,
+    /// Connect-and-headers timeout, and the longest wait between two body chunks.
+    pub upstream_timeout: Duration,
+    /// Refuse (400) a request the proxy cannot read or compact instead of forwarding it.
+    pub fail_closed: bool,
+    /// Sessions unused for longer than this are forgotten.
+    pub max_age_secs: u64,
+    /// At most this many sessions are kept (the least recently used go first).
+    pub max_sessions: u64,
+}
+
+impl ServeOptions {
+    /// The defaults, listening on `listen`.
+    #[must_use]
+    pub fn new(listen: &str) -> Self {
+        Self {
+            listen: listen.to_owned(),
+            openai_upstream: None,
+            anthropic_upstream: None,
+            state: StateSpec::Sqlite(PathBuf::from("cutctx-serve.db")),
+            window: None,
+            config_text: None,
+            ledger: None,
+            tuning: Tuning {
+                trigger: None,
+                target: None,
+                policy: None,
+                prompt_id: None,
+                estimator: None,
+                protected_recent: None,
+                reserve_output: 0,
+                reasoning: cutctx::formats::ReasoningMode::default(),
+            },
+            max_body: 32 * 1024 * 1024,
+            upstream_timeout: Duration::from_millis(600_000),
+            fail_closed: false,
+            max_age_secs: 86_400,
+            max_sessions: 10_000,
+        }
+    }
+}
+
+/// The config file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    windows: BTreeMap<String, u64>,
+    openai_upstream: Option<String>,
+    anthropic_upstream: Option<String>,
+}
+
+/// An upstream base URL, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Base {
+    /// `scheme://authority`.
+    pub(crate) origin: String,
+    /// The base's path without its trailing `/` (often empty).
+    pub(crate) path: String,
+}
+
+impl Base {
+    /// The URL of `path_and_query` under this base.
+    pub(crate) fn join(&self, path_and_query: &str) -> String {
+        format!("{}{}{path_and_query}", self.origin, self.path)
+    }
+}
+
+/// The settings, checked.
+#[derive(Debug)]
+pub(crate) struct Settings {
+    pub(crate) listen: String,
+    pub(crate) openai: Base,
+    pub(crate) anthropic: Base,
+    pub(crate) state: StateSpec,
+    pub(crate) windows: Windows,
+    pub(crate) ledger: Option<PathBuf>,
+    pub(crate) tuning: Tuning,
+    pub(crate) max_body: usize,
+    pub(crate) upstream_timeout: Duration,
+    pub(crate) fail_closed: bool,
+    pub(crate) max_age_secs: u64,
+    pub(crate) max_sessions: u64,
+}
+
+impl Settings {
+    /// Checks `options`: the config file, the upstream URLs, the session settings.
+    pub(crate) fn check(options: ServeOptions) -> Result<Self, OpsError> {
+        let config: ConfigFile = match options.config_text.as_deref() {
+            Some(text) => serde_json::from_str(text).map_err(|e| {
+                OpsError::validation(
+                    format!(
+                        "the config file is not valid: {e}; expected {{\"windows\": {{MODEL: N}}, \"openai_upstream\": URL, \"anthropic_upstream\": URL}}"
+                    ),
+                    details! { "document" => "config", "line" => e.line(), "column" => e.column() },
+                )
+            })?,
+            None => ConfigFile::default(),
+        };
+        for (model, n) in &config.windows {
+            if *n == 0 {
+                return Err(OpsError::validation(
+                    format!("the config's window for {model:?} is 0"),
+                    details! { "model" => model.as_str() },
+                ));
+            }
+        }
+        if options.window == Some(0) {
+            return Err(OpsError::validation(
+                "--window must be above 0",
+                details! { "window" => 0 },
+            ));
+        }
+        if options.max_body == 0 || options.upstream_timeout.is_zero() || options.max_sessions == 0
+        {
+            return Err(OpsError::validation(
+                "--max-body, --upstream-timeout-ms and --max-sessions must be above 0",
+                details! { "max_body" => options.max_body, "max_sessions" => options.max_sessions },
+            ));
+        }
+        let openai = base(
+            "openai",
+            options
+                .openai_upstream
+                .or(config.openai_upstream)
+                .as_deref()
+                .unwrap_or(OPENAI_DEFAULT),
+        )?;
+        let anthropic = base(
+            "anthropic",
+            options
+                .anthropic_upstream
+                .or(config.anthropic_upstream)
+                .as_deref()
+                .unwrap_or(ANTHROPIC_DEFAULT),
+        )?;
+        let mut tuning = options.tuning;
+        if tuning.policy.is_none() {
+            tuning.policy = Some(DEFAULT_POLICY.to_owned());
+        }
+        let windows = Windows::new(config.windows, options.window)?;
+        let settings = Self {
+            listen: options.listen,
+            openai,
+            anthropic,
+            state: options.state,
+            windows,
+            ledger: options.ledger,
+            tuning,
+            max_body: options.max_body,
+            upstream_timeout: options.upstream_timeout,
+            fail_closed: options.fail_closed,
+            max_age_secs: options.max_age_secs,
+            max_sessions: options.max_sessions,
+        };
+        // The policy, the estimator and the figures, refused now rather than at a first call.
+        cutctx_ops::session::check_options(
+            &settings.session_options(Format::OpenAiChat, u64::MAX),
+        )?;
+        Ok(settings)
+    }
+
+    /// The session's options for one call in `format` against `window`.
+    pub(crate) fn session_options(&self, format: Format, window: u64) -> SessionOptions {
+        SessionOptions {
+            format,
+            window,
+            tuning: self.tuning.clone(),
+            summarize_with: None,
+            cache_breakpoints: Breakpoints::Off,
+            repair: false,
+            pin: Vec::new(),
+        }
+    }
+
+    /// Whether any upstream is reached over TLS (and so needs root certificates).
+    pub(crate) fn needs_tls(&self) -> bool {
+        self.openai.origin.starts_with("https:") || self.anthropic.origin.starts_with("https:")
+    }
+}
+
+/// Checks one upstream base URL: `https://` anywhere, plain `http://` only to a loopback host
+/// (a request's API key must never cross a network in clear).
+fn base(which: &str, url: &str) -> Result<Base, OpsError> {
+    let bad = |why: &str| {
+        OpsError::validation(
+            format!("the {which} upstream {url:?} {why}"),
+            details! { "upstream" => which },
+        )
+    };
+    let uri: Uri = url.parse().map_err(|_| bad("is not a URL"))?;
+    let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) else {
+        return Err(bad(
+            "needs a scheme and a host, e.g. https://api.openai.com",
+        ));
+    };
+    if uri.query().is_some() {
+        return Err(bad("must not have a query"));
+    }
+    match scheme {
+        "https" => {}
+        "http" if is_loopback(authority.host()) => {}
+        "http" => {
+            return Err(bad(
+                "is plain http to a host that is not loopback; use https (plain http is allowed only to localhost, 127.0.0.0/8 or [::1])",
+            ));
+        }
+        _ => return Err(bad("must be http:// or https://")),
+    }
+    Ok(Base {
+        origin: format!("{scheme}://{authority}"),
+        path: uri.path().trim_end_matches('/').to_owned(),
+    })
+}
+
+/// Whether `host` (as a URL spells it) is this machine.
+fn is_loopback(host: &str) -> bool {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_http_is_refused_but_to_loopback() {
+        assert!(base("openai", "http://127.0.0.1:9001").is_ok());
+        assert!(base("openai", "http://localhost:9001/").is_ok());
+        assert!(base("openai", "http://[::1]:9001").is_ok());
+        let err = base("openai", "http://10.0.0.2:9001").expect_err("refused");
+        assert!(err.message.contains("plain http"), "{}", err.message);
+        assert!(base("openai", "https://api.openai.com").is_ok());
+        assert!(base("openai", "ftp://x").is_err());
+    }
+
+    #[test]
+    fn a_base_path_is_kept_before_the_request_path() {
+        let b = base("openai", "https://example.com/proxy/").expect("ok");
+        assert_eq!(
+            b.join("/v1/chat/completions?x=1"),
+            "https://example.com/proxy/v1/chat/completions?x=1"
+        );
+    }
+
+    #[test]
+    fn bad_settings_stop_the_start() {
+        let mut o = ServeOptions::new("127.0.0.1:0");
+        o.tuning.policy = Some("newest_first".into());
+        assert!(Settings::check(o).is_err());
+        let mut o = ServeOptions::new("127.0.0.1:0");
+        o.config_text = Some(r#"{"windowz": {}}"#.into());
+        assert!(Settings::check(o).is_err());
+        let o = ServeOptions::new("127.0.0.1:0");
+        assert!(Settings::check(o).is_ok());
+    }
+}

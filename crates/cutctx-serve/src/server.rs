@@ -1,0 +1,223 @@
+//! The server: binds, says where it listens, accepts connections (each on a task of its own,
+//! so sessions run in parallel), and stops gracefully on SIGINT or SIGTERM, letting the calls
+//! in flight finish (for at most [`DRAIN`]).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cutctx::model::details;
+use cutctx_ops::OpsError;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+
+use crate::metrics::Metrics;
+use crate::options::{ServeOptions, Settings};
+use crate::proxy::{App, handle, log};
+use crate::sessions::Locks;
+use crate::store::Store;
+use crate::upstream::Upstream;
+
+/// How long a stop waits for the calls in flight.
+const DRAIN: Duration = Duration::from_secs(10);
+
+fn runtime() -> Result<tokio::runtime::Runtime, OpsError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| OpsError::internal(format!("cannot start the runtime: {e}"), details! {}))
+}
+
+/// Checks `options`, opens the store, builds the client and binds the listener.
+async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsError> {
+    let settings = Settings::check(options)?;
+    let store = Store::open(&settings.state)?;
+    let upstream = Upstream::new(settings.upstream_timeout, settings.needs_tls())?;
+    let listener = TcpListener::bind(&settings.listen).await.map_err(|e| {
+        OpsError::input(
+            format!("cannot listen on {}: {e}", settings.listen),
+            details! { "listen" => settings.listen.as_str() },
+        )
+    })?;
+    let app = Arc::new(App {
+        settings,
+        store,
+        upstream,
+        metrics: Metrics::default(),
+        locks: Locks::default(),
+    });
+    Ok((listener, app))
+}
+
+/// Accepts connections until `stop` resolves, then drains.
+async fn serve(listener: TcpListener, app: Arc<App>, stop: impl Future<Output = ()>) {
+    let graceful = GracefulShutdown::new();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                let app = Arc::clone(&app);
+                let service = service_fn(move |r| handle(Arc::clone(&app), r));
+                let conn = http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), service);
+                let conn = graceful.watch(conn);
+                tokio::spawn(async move {
+                    let _ = conn.await;
+                });
+            }
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(DRAIN) => {}
+    }
+}
+
+/// Resolves at SIGINT or SIGTERM.
+async fn signalled() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// `cutctx serve`: runs the proxy until SIGINT or SIGTERM. Once bound it prints exactly one
+/// line on standard error, `cutctx serve: listening on HOST:PORT` (the real port), then one
+/// JSON object per line for what it does.
+///
+/// # Errors
+///
+/// A setting that does not check (`VALIDATION_ERROR`), a store or address that cannot be
+/// opened (`INPUT_ERROR`).
+pub fn run(options: ServeOptions) -> Result<(), OpsError> {
+    let rt = runtime()?;
+    rt.block_on(async {
+        let (listener, app) = prepare(options).await?;
+        let addr = listener.local_addr().map_err(|e| {
+            OpsError::internal(format!("the listener has no address: {e}"), details! {})
+        })?;
+        {
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr().lock(),
+                "cutctx serve: listening on {addr}"
+            );
+        }
+        serve(listener, app, signalled()).await;
+        log(&serde_json::json!({"event": "stopped"}));
+        Ok(())
+    })
+}
+
+/// A proxy running on threads of its own, for a program (or a test) that embeds it.
+/// Dropping it stops the proxy.
+#[derive(Debug)]
+pub struct Running {
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// The address it listens on.
+    #[must_use]
+    pub const fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops it gracefully and waits until it has.
+    pub fn stop(mut self) {
+        self.halt();
+    }
+
+    fn halt(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.halt();
+    }
+}
+
+/// Starts the proxy on a runtime of its own and returns once it listens.
+///
+/// # Errors
+///
+/// As [`run`].
+///
+/// ```
+/// let mut options = cutctx_serve::ServeOptions::new("127.0.0.1:0");
+/// options.state = cutctx_serve::StateSpec::Memory;
+/// let running = cutctx_serve::start(options)?;
+/// assert!(running.addr().port() > 0);
+/// running.stop();
+/// # Ok::<(), cutctx_ops::OpsError>(())
+/// ```
+pub fn start(options: ServeOptions) -> Result<Running, OpsError> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let thread = std::thread::spawn(move || {
+        let rt = match runtime() {
+            Ok(rt) => rt,
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+                return;
+            }
+        };
+        rt.block_on(async move {
+            let (listener, app) = match prepare(options).await {
+                Ok(p) => p,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let addr = listener.local_addr();
+            let _ = ready_tx.send(addr.map_err(|e| {
+                OpsError::internal(format!("the listener has no address: {e}"), details! {})
+            }));
+            serve(listener, app, async {
+                let _ = stop_rx.await;
+            })
+            .await;
+        });
+    });
+    let addr = ready_rx.recv().map_err(|_| {
+        OpsError::internal("the proxy's thread ended before it listened", details! {})
+    })??;
+    Ok(Running {
+        addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}

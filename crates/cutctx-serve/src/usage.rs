@@ -1,0 +1,235 @@
+//! The provider's own count of a call's prompt, read from its response as it streams past
+//! (an SSE stream or one JSON body), without changing a byte of it.
+//!
+//! * Anthropic: `usage.input_tokens` + `cache_read_input_tokens` +
+//!   `cache_creation_input_tokens`, in the body or in `message_start` / `message_delta`
+//!   events; cached = `cache_read_input_tokens`.
+//! * OpenAI Chat: `usage.prompt_tokens`, cached `usage.prompt_tokens_details.cached_tokens`
+//!   (streamed: the final chunk, when `stream_options.include_usage`).
+//! * OpenAI Responses: `usage.input_tokens`, cached `usage.input_tokens_details.cached_tokens`
+//!   (streamed: the `response.completed` event's `response.usage`).
+
+use cutctx::formats::Format;
+use serde_json::Value;
+
+/// The most of a response (or of one SSE line) kept to be read; past it the usage is not read.
+const MOST: usize = 8 * 1024 * 1024;
+
+/// What the provider counted of a call's prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Usage {
+    /// The whole prompt, cached or not.
+    pub(crate) prompt: u64,
+    /// The part of it read from the provider's cache.
+    pub(crate) cached: u64,
+}
+
+/// The fields as they arrive: Anthropic spreads them over two events.
+#[derive(Debug, Default, Clone, Copy)]
+struct Fields {
+    input: Option<u64>,
+    cache_read: Option<u64>,
+    cache_creation: Option<u64>,
+    cached: Option<u64>,
+}
+
+/// Reads the usage out of a response's bytes as they pass.
+#[derive(Debug)]
+pub(crate) struct Tap {
+    format: Format,
+    sse: bool,
+    buf: Vec<u8>,
+    overflow: bool,
+    fields: Fields,
+}
+
+impl Tap {
+    /// A tap for a response in `format`; `sse` when its content type is `text/event-stream`.
+    pub(crate) const fn new(format: Format, sse: bool) -> Self {
+        Self {
+            format,
+            sse,
+            buf: Vec::new(),
+            overflow: false,
+            fields: Fields {
+                input: None,
+                cache_read: None,
+                cache_creation: None,
+                cached: None,
+            },
+        }
+    }
+
+    /// Takes the next chunk of the body.
+    pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        if !self.sse {
+            if self.buf.len() + chunk.len() > MOST {
+                self.overflow = true;
+                self.buf = Vec::new();
+            } else if !self.overflow {
+                self.buf.extend_from_slice(chunk);
+            }
+            return;
+        }
+        let mut rest = chunk;
+        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+            let (line, after) = rest.split_at(i);
+            if !self.overflow {
+                self.buf.extend_from_slice(line);
+                let line = std::mem::take(&mut self.buf);
+                self.line(&line);
+            }
+            self.overflow = false;
+            self.buf.clear();
+            rest = after.get(1..).unwrap_or(&[]);
+        }
+        if self.buf.len() + rest.len() > MOST {
+            self.overflow = true;
+            self.buf = Vec::new();
+        } else if !self.overflow {
+            self.buf.extend_from_slice(rest);
+        }
+    }
+
+    /// The usage read, once the body has ended; `None` when the response carried none.
+    pub(crate) fn finish(mut self) -> Option<Usage> {
+        if self.sse {
+            if !self.overflow && !self.buf.is_empty() {
+                let line = std::mem::take(&mut self.buf);
+                self.line(&line);
+            }
+        } else if !self.overflow {
+            if let Ok(v) = serde_json::from_slice::<Value>(&self.buf) {
+                self.event(&v);
+            }
+        }
+        let f = self.fields;
+        match self.format {
+            Format::Anthropic => {
+                let input = f.input?;
+                let read = f.cache_read.unwrap_or(0);
+                Some(Usage {
+                    prompt: input + read + f.cache_creation.unwrap_or(0),
+                    cached: read,
+                })
+            }
+            Format::OpenAiChat | Format::OpenAiResponses => Some(Usage {
+                prompt: f.input?,
+                cached: f.cached.unwrap_or(0),
+            }),
+        }
+    }
+
+    /// One SSE line: a `data:` line's JSON is an event.
+    fn line(&mut self, line: &[u8]) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let Some(data) = line.strip_prefix(b"data:") else {
+            return;
+        };
+        if let Ok(v) = serde_json::from_slice::<Value>(data) {
+            self.event(&v);
+        }
+    }
+
+    /// One JSON object (a whole body or an event): its usage, wherever the format puts it.
+    fn event(&mut self, v: &Value) {
+        let usage = match self.format {
+            Format::Anthropic => v
+                .get("usage")
+                .or_else(|| v.get("message").and_then(|m| m.get("usage"))),
+            Format::OpenAiChat => v.get("usage"),
+            Format::OpenAiResponses => {
+                if v.get("type").and_then(Value::as_str) == Some("response.completed") {
+                    v.get("response").and_then(|r| r.get("usage"))
+                } else {
+                    v.get("usage")
+                }
+            }
+        };
+        let Some(u) = usage.filter(|u| u.is_object()) else {
+            return;
+        };
+        let n = |key: &str| u.get(key).and_then(Value::as_u64);
+        let f = &mut self.fields;
+        match self.format {
+            Format::Anthropic => {
+                f.input = n("input_tokens").or(f.input);
+                f.cache_read = n("cache_read_input_tokens").or(f.cache_read);
+                f.cache_creation = n("cache_creation_input_tokens").or(f.cache_creation);
+            }
+            Format::OpenAiChat => {
+                f.input = n("prompt_tokens").or(f.input);
+                f.cached = u
+                    .get("prompt_tokens_details")
+                    .and_then(|d| d.get("cached_tokens"))
+                    .and_then(Value::as_u64)
+                    .or(f.cached);
+            }
+            Format::OpenAiResponses => {
+                f.input = n("input_tokens").or(f.input);
+                f.cached = u
+                    .get("input_tokens_details")
+                    .and_then(|d| d.get("cached_tokens"))
+                    .and_then(Value::as_u64)
+                    .or(f.cached);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tap(format: Format, sse: bool, chunks: &[&str]) -> Option<Usage> {
+        let mut t = Tap::new(format, sse);
+        for c in chunks {
+            t.feed(c.as_bytes());
+        }
+        t.finish()
+    }
+
+    #[test]
+    fn anthropic_streams_split_anywhere() {
+        let text = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"cache_creation_input_tokens\":5}}}\n\nevent: message_delta\ndata: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":3}}\n\n";
+        for cut in [1, 7, 40, 100, text.len() - 1] {
+            let (a, b) = text.split_at(cut);
+            assert_eq!(
+                tap(Format::Anthropic, true, &[a, b]),
+                Some(Usage {
+                    prompt: 105,
+                    cached: 90
+                })
+            );
+        }
+        let body = r#"{"usage":{"input_tokens":4,"output_tokens":1}}"#;
+        assert_eq!(
+            tap(Format::Anthropic, false, &[body]),
+            Some(Usage {
+                prompt: 4,
+                cached: 0
+            })
+        );
+    }
+
+    #[test]
+    fn openai_chat_and_responses() {
+        let chunks = "data: {\"choices\":[],\"usage\":null}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tokens\":50,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\ndata: [DONE]\n\n";
+        assert_eq!(
+            tap(Format::OpenAiChat, true, &[chunks]),
+            Some(Usage {
+                prompt: 50,
+                cached: 32
+            })
+        );
+        let events = "event: response.completed\r\ndata: {\"type\":\"response.completed\",\"response\":{\"usage\":{\"input_tokens\":20,\"input_tokens_details\":{\"cached_tokens\":8}}}}\r\n\r\n";
+        assert_eq!(
+            tap(Format::OpenAiResponses, true, &[events]),
+            Some(Usage {
+                prompt: 20,
+                cached: 8
+            })
+        );
+        assert_eq!(tap(Format::OpenAiChat, false, &["not json"]), None);
+    }
+}
