@@ -164,9 +164,14 @@ fn serve_one(
     };
     let now = in_flight.fetch_add(1, Ordering::SeqCst) + 1;
     most.fetch_max(now, Ordering::SeqCst);
-    let reply = behaviour(&req, n);
-    write_reply(&mut out, reply, cancelled);
+    let mut reply = behaviour(&req, n);
+    // In flight while it is being answered: until its answer starts to go out.
+    while let Reply::Late(d, r) = reply {
+        std::thread::sleep(d);
+        reply = *r;
+    }
     in_flight.fetch_sub(1, Ordering::SeqCst);
+    write_reply(&mut out, reply, cancelled);
 }
 
 fn write_reply(out: &mut TcpStream, reply: Reply, cancelled: &AtomicUsize) {

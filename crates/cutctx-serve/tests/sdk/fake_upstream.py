@@ -26,7 +26,7 @@ what the provider answered. The answers are shaped from the providers' documente
 
 The model answers with a call of the request's first tool while the request has tools and its
 last user text does not hold ``[text]``; otherwise with text. Usage counts a quarter of the
-body's bytes as prompt tokens, and as cached the bytes it shares from the start with the
+body's bytes as prompt tokens (more than cutctx's estimate, which counts content only), and as cached the bytes it shares from the start with the
 previous body on the same path (a provider's prefix cache, roughly).
 
 Faults, chosen per request by the header ``x-fake-fault`` or by ``FAULT=NAME`` in the last user
@@ -176,12 +176,13 @@ def _sse(event: str | None, data: Any) -> bytes:
 class _Answer:
     """What the model answers one request with: a call of the first tool, or text."""
 
-    def __init__(self, kind: str, body: dict[str, Any], number: int, cached: int) -> None:
+    def __init__(self, kind: str, body: dict[str, Any], size: int, number: int,
+                 cached: int) -> None:
         self.kind = kind
         self.body = body
         self.number = number
         self.model = str(body.get("model", "fake-model"))
-        self.prompt = len(json.dumps(body)) // 4
+        self.prompt = size // 4
         self.cached = min(cached, self.prompt)
         tool = _tool_name(kind, body)
         self.tool = tool if tool and "[text]" not in user_text(body) else None
@@ -503,7 +504,7 @@ class FakeUpstream:
                 if fault == "slow":
                     time.sleep(delay)
                 cached = len(os.path.commonprefix([raw, previous])) // 4
-                answer = _Answer(kind, body, record.number, cached)
+                answer = _Answer(kind, body, len(raw), record.number, cached)
                 extra = [("x-request-id", f"req_{record.number:05d}")]
                 if kind == "messages":
                     extra.append(("request-id", f"req_{record.number:05d}"))
@@ -563,21 +564,23 @@ class FakeUpstream:
                     self._chunk(record, event)
                 self._chunk(record, b"")
 
+            # Each part is recorded before it is written: the client may have read it (and
+            # the test compared it) before this thread runs again.
             def _write(self, record: Record, data: bytes) -> None:
+                record.sent += data
                 try:
                     self.wfile.write(data)
                     self.wfile.flush()
                 except OSError as error:
                     raise _Cancelled from error
-                record.sent += data
 
             def _chunk(self, record: Record, data: bytes) -> None:
+                record.sent += data
                 try:
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                     self.wfile.flush()
                 except OSError as error:
                     raise _Cancelled from error
-                record.sent += data
 
             def _reset(self) -> None:
                 # SO_LINGER 0 then close: the kernel sends RST instead of FIN.

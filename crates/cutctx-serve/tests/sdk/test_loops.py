@@ -1,0 +1,65 @@
+"""100-call agent loops through `cutctx serve` with the official SDKs, one per format, whole and
+streamed, with tool calls (and signed reasoning in Responses and Anthropic): what the provider
+receives fits the window, is valid in its format, extends the request before it except at a
+firing, never carries signed reasoning after another prefix than the one it was produced
+with, and the client reads the provider's bytes exactly."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from agents import Agent
+from serve import PATH, Conversation, end_to_end
+
+WINDOW = 3000
+CALLS = 100
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+@pytest.mark.parametrize("fmt", ["openai-chat", "openai-responses", "anthropic"])
+def test_agent_loop(fmt, stream, cli, fake, serve):
+    proxy = serve("--window", str(WINDOW), "--reserve-output", "0")
+    # Half the loops name their session, half leave the proxy to find it by the history.
+    headers = {"x-test-trace": "loop-7"}
+    if stream:
+        headers["x-cutctx-session"] = f"loop-{fmt}"
+    agent = Agent(fmt, proxy.url, stream=stream, headers=headers)
+    checks = Conversation(cli, fmt, WINDOW)
+    first_firing = None
+    for call in range(1, CALLS + 1):
+        agent.step()
+        records = fake.on(PATH[fmt])
+        assert len(records) == call, f"call {call}: the provider got {len(records)} requests"
+        record = records[-1]
+        exchange = agent.tee.exchanges[-1]
+        firings = checks.firings
+        checks.see(record.body)
+        if checks.firings > firings and first_firing is None:
+            first_firing = call
+        if first_firing is None:
+            assert record.body == exchange.request_body, f"call {call}: a fitting request was changed"
+        # What the client read is what the provider answered, byte for byte.
+        assert exchange.status == record.status == 200
+        assert bytes(exchange.body) == bytes(record.sent), f"call {call}: the response bytes differ"
+        sent_headers = dict(end_to_end(record.response_headers))
+        got_headers = dict(end_to_end(exchange.headers))
+        for name, value in sent_headers.items():
+            assert got_headers.get(name) == value, f"call {call}: response header {name} changed"
+        # Request headers: forwarded unchanged, the API key included, x-cutctx-* left out.
+        assert record.header("x-test-trace") == "loop-7"
+        assert not [k for k, _ in record.headers if k.lower().startswith("x-cutctx-")]
+        key = "sk-ant-test-key" if fmt == "anthropic" else "sk-test-key"
+        want = key if fmt == "anthropic" else f"Bearer {key}"
+        assert record.key_sha256 == hashlib.sha256(want.encode()).hexdigest()
+        for signed in agent.signed:
+            checks.answered(signed, record.body)
+    assert first_firing is not None, "the conversation never outgrew the window: nothing tested"
+    assert 1 <= checks.firings <= CALLS // 4, f"{checks.firings} firings in {CALLS} calls"
+    assert checks.largest <= WINDOW
+    metrics = proxy.metrics()
+    assert metrics.get("cutctx_serve_firings_total") == checks.firings, (
+        f"the proxy counts {metrics.get('cutctx_serve_firings_total')} firings, the provider saw "
+        f"{checks.firings}")
+    assert metrics.get("cutctx_serve_requests_total") == CALLS
