@@ -2,7 +2,8 @@
 history and send it at every call, as an agent does; the model (the fake provider) calls a tool
 at most calls and the agent answers with the tool's output (about 600 characters).
 
-Every tenth call the user asks for text instead (``[text]`` in the user's words), and then
+Anthropic requests think (``thinking`` ``adaptive``, or ``enabled`` with a budget). Every
+tenth call the user asks for text instead (``[text]`` in the user's words), and then
 gives the next task. :class:`Agent` ``step()`` makes one call and appends what came back; its
 ``signed`` lists the reasoning the last answer carried (Anthropic thinking signatures,
 Responses encrypted reasoning) for the reasoning check.
@@ -56,8 +57,10 @@ def tee_for(fmt: str) -> Any:
 class Agent:
     """One conversation in format ``fmt`` (openai-chat, openai-responses, anthropic)."""
 
-    def __init__(self, fmt: str, base_url: str, *, stream: bool, headers: dict[str, str] | None = None) -> None:
+    def __init__(self, fmt: str, base_url: str, *, stream: bool,
+                 headers: dict[str, str] | None = None, thinking: str = "adaptive") -> None:
         self.fmt = fmt
+        self.thinking = thinking
         self.stream = stream
         self.headers = headers or {}
         self.tee = tee_for(fmt)
@@ -158,7 +161,8 @@ class Agent:
     def _anthropic(self) -> None:
         args: dict[str, Any] = {"model": "claude-sonnet-4-5", "max_tokens": 2048,
                                 "system": SYSTEM, "messages": self.items, "tools": TOOL_ANTHROPIC,
-                                "thinking": {"type": "enabled", "budget_tokens": 1024},
+                                "thinking": {"type": "adaptive"} if self.thinking == "adaptive"
+                                else {"type": "enabled", "budget_tokens": 1024},
                                 "extra_headers": self.headers}
         if self.stream:
             with self.client.messages.stream(**args) as stream:

@@ -3,7 +3,7 @@ Responses and Anthropic Messages, with their server-sent event streams, and faul
 
 :class:`FakeUpstream` is an ``http.server.ThreadingHTTPServer`` on ``127.0.0.1`` (a port the
 system picks). It records every request it receives (method, path, headers without the API
-key, body bytes; the key's SHA-256 only) and every byte of body it answers with, so that a test
+key, body bytes; the key headers' SHA-256 only) and every byte of body it answers with, so that a test
 can compare what the proxy forwarded with what its client sent, and what the client read with
 what the provider answered. The answers are shaped from the providers' documented objects:
 
@@ -76,7 +76,7 @@ class Record:
     path: str
     headers: list[tuple[str, str]]
     body: bytes
-    key_sha256: str | None
+    key_sha256: dict[str, str]  # the API key headers' values' SHA-256, by lowercase name
     fault: str | None = None
     status: int = 0
     response_headers: list[tuple[str, str]] = field(default_factory=list)
@@ -191,7 +191,7 @@ class _Answer:
         self.reasoning = False
         if kind == "messages":
             thinking = body.get("thinking")
-            self.reasoning = isinstance(thinking, dict) and thinking.get("type") == "enabled"
+            self.reasoning = isinstance(thinking, dict) and thinking.get("type") in ("enabled", "adaptive")
         elif kind == "responses":
             include = body.get("include")
             self.reasoning = isinstance(include, list) and "reasoning.encrypted_content" in include
@@ -452,13 +452,14 @@ class FakeUpstream:
                 if path.startswith("/_fake/"):
                     self._control(path)
                     return
-                key = next((v for k, v in self.headers.items() if k.lower() in _SECRET_HEADERS), None)
+                keys = {k.lower(): hashlib.sha256(v.encode()).hexdigest()
+                        for k, v in self.headers.items() if k.lower() in _SECRET_HEADERS}
                 record = Record(
                     number=0, method=self.command, path=self.path,
                     headers=[(k, v) for k, v in self.headers.items()
                              if k.lower() not in _SECRET_HEADERS],
                     body=raw,
-                    key_sha256=hashlib.sha256(key.encode()).hexdigest() if key else None)
+                    key_sha256=keys)
                 with upstream._lock:
                     record.number = upstream.count
                     upstream.count += 1
