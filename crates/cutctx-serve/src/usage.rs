@@ -98,10 +98,10 @@ impl Tap {
                 let line = std::mem::take(&mut self.buf);
                 self.line(&line);
             }
-        } else if !self.overflow {
-            if let Ok(v) = serde_json::from_slice::<Value>(&self.buf) {
-                self.event(&v);
-            }
+        } else if !self.overflow
+            && let Ok(v) = serde_json::from_slice::<Value>(&self.buf)
+        {
+            self.event(&v);
         }
         let f = self.fields;
         match self.format {

@@ -328,10 +328,10 @@ fn conversations_sharing_their_first_messages_never_get_each_others_compactions(
         );
         assert!(j < 2 || text.contains(own), "call {j} is its own");
         let list = r.json()["messages"].as_array().expect("messages").clone();
-        if let Some(prev) = last.get(&is_b) {
-            if !list.starts_with(prev) {
-                breaks += 1;
-            }
+        if let Some(prev) = last.get(&is_b)
+            && !list.starts_with(prev)
+        {
+            breaks += 1;
         }
         last.insert(is_b, list);
     }
