@@ -526,11 +526,15 @@ pub(crate) async fn handle(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
+    let gzip = rparts
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"gzip"));
     let fmt = label(format);
     let ok = rparts.status.is_success();
     let tap = format
         .filter(|_| ok && decided.is_some())
-        .map(|f| Tap::new(f, sse));
+        .map(|f| Tap::new(f, sse, gzip));
     let app2 = Arc::clone(&app);
     let piped = pump(
         rbody,

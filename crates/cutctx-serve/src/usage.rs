@@ -15,6 +15,19 @@ use serde_json::Value;
 /// The most of a response (or of one SSE line) kept to be read; past it the usage is not read.
 const MOST: usize = 8 * 1024 * 1024;
 
+/// `bytes` unpacked from gzip, at most [`MOST`] of them; `None` when they are not gzip or
+/// unpack to more.
+fn gunzip(bytes: &[u8]) -> Option<Vec<u8>> {
+    use std::io::Read as _;
+    let mut out = Vec::new();
+    let limit = u64::try_from(MOST).ok()? + 1;
+    flate2::read::GzDecoder::new(bytes)
+        .take(limit)
+        .read_to_end(&mut out)
+        .ok()?;
+    (out.len() <= MOST).then_some(out)
+}
+
 /// What the provider counted of a call's prompt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Usage {
@@ -38,17 +51,20 @@ struct Fields {
 pub(crate) struct Tap {
     format: Format,
     sse: bool,
+    gzip: bool,
     buf: Vec<u8>,
     overflow: bool,
     fields: Fields,
 }
 
 impl Tap {
-    /// A tap for a response in `format`; `sse` when its content type is `text/event-stream`.
-    pub(crate) const fn new(format: Format, sse: bool) -> Self {
+    /// A tap for a response in `format`; `sse` when its content type is `text/event-stream`,
+    /// `gzip` when its content encoding is gzip (a streamed one is then not read).
+    pub(crate) const fn new(format: Format, sse: bool, gzip: bool) -> Self {
         Self {
             format,
             sse,
+            gzip,
             buf: Vec::new(),
             overflow: false,
             fields: Fields {
@@ -62,6 +78,9 @@ impl Tap {
 
     /// Takes the next chunk of the body.
     pub(crate) fn feed(&mut self, chunk: &[u8]) {
+        if self.sse && self.gzip {
+            return;
+        }
         if !self.sse {
             if self.buf.len() + chunk.len() > MOST {
                 self.overflow = true;
@@ -98,10 +117,15 @@ impl Tap {
                 let line = std::mem::take(&mut self.buf);
                 self.line(&line);
             }
-        } else if !self.overflow
-            && let Ok(v) = serde_json::from_slice::<Value>(&self.buf)
-        {
-            self.event(&v);
+        } else if !self.overflow {
+            let body = if self.gzip {
+                gunzip(&self.buf)
+            } else {
+                Some(std::mem::take(&mut self.buf))
+            };
+            if let Some(v) = body.and_then(|b| serde_json::from_slice::<Value>(&b).ok()) {
+                self.event(&v);
+            }
         }
         let f = self.fields;
         match self.format {
@@ -182,7 +206,7 @@ mod tests {
     use super::*;
 
     fn tap(format: Format, sse: bool, chunks: &[&str]) -> Option<Usage> {
-        let mut t = Tap::new(format, sse);
+        let mut t = Tap::new(format, sse, false);
         for c in chunks {
             t.feed(c.as_bytes());
         }
@@ -231,5 +255,18 @@ mod tests {
             })
         );
         assert_eq!(tap(Format::OpenAiChat, false, &["not json"]), None);
+        // A gzip body, as an SDK asking for one gets it.
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut gz, br#"{"usage":{"prompt_tokens":70}}"#).expect("gzip");
+        let packed = gz.finish().expect("gzip");
+        let mut t = Tap::new(Format::OpenAiChat, false, true);
+        t.feed(&packed);
+        assert_eq!(
+            t.finish(),
+            Some(Usage {
+                prompt: 70,
+                cached: 0
+            })
+        );
     }
 }
