@@ -140,7 +140,8 @@ struct Decided {
 
 /// Why a model call goes out untouched or is refused.
 enum Undecided {
-    /// The request is not one the session handles (`previous_response_id`): forwarded as it is.
+    /// The request is not one the session handles (`previous_response_id`, no message list):
+    /// forwarded as it is.
     Pass,
     /// It cannot be read or compacted: forwarded unchanged (fail-open) or refused.
     Unreadable(OpsError),
@@ -196,7 +197,13 @@ async fn decide(
         .settings
         .windows
         .window_for(request.get("model").and_then(Value::as_str));
-    let digests = history_digests(format, history(format, &request));
+    let messages = history(format, &request);
+    if messages.is_empty() {
+        // No history (a Responses `input` string, or no list at all): nothing a session could
+        // compact or find, and no session is made for it.
+        return Err(Undecided::Pass);
+    }
+    let digests = history_digests(format, messages);
     let named = headers
         .get(SESSION_HEADER)
         .and_then(|v| v.to_str().ok())
