@@ -420,3 +420,58 @@ fn a_receipt_is_appended_at_each_firing() {
     let verdict = cutctx::ledger::ledger::verify_file(&ledger, false);
     assert_eq!(verdict.ok, Some(true), "the ledger verifies");
 }
+
+#[test]
+fn the_providers_count_calibrates_the_window() {
+    // A provider that counts twice what cutctx estimates: once calibrated, the proxy keeps
+    // the provider's count within the window, not its own estimate.
+    let up = Upstream::start(|r, _| {
+        let doc = r.json();
+        let t = cutctx::session::prompt_tokens(
+            Format::OpenAiChat,
+            &doc,
+            &cutctx::CharRatioEstimator::default(),
+        )
+        .expect("counted");
+        Reply::json(
+            200,
+            &json!({"usage": {"prompt_tokens": 2 * t, "prompt_tokens_details": {"cached_tokens": t}}}),
+        )
+    });
+    let p = proxy(&up, |o| o.window = Some(WINDOW));
+    let mut agent = Agent::new(Format::OpenAiChat, "A");
+    for i in 0..60 {
+        assert_eq!(
+            call(
+                p.addr(),
+                "POST",
+                "/v1/chat/completions",
+                &[],
+                &agent.request()
+            )
+            .status,
+            200
+        );
+        // The usage is recorded before the session's lock is released: the next call sees it.
+        agent.advance(i);
+    }
+    let estimator = cutctx::CharRatioEstimator::default();
+    let most = up
+        .requests()
+        .iter()
+        .map(|r| {
+            cutctx::session::prompt_tokens(Format::OpenAiChat, &r.json(), &estimator)
+                .expect("counted")
+        })
+        .max()
+        .expect("requests");
+    assert!(
+        2 * most <= WINDOW,
+        "the provider's count {} fits the window {WINDOW}",
+        2 * most
+    );
+    assert!(2 * most > WINDOW / 2, "and the window is used: {most}");
+    let m = call(p.addr(), "GET", "/metrics", &[], b"").text();
+    assert!(metric(&m, "cutctx_serve_provider_cached_tokens_total") > 0);
+    assert!(metric(&m, "cutctx_serve_firings_total") >= 1);
+}
