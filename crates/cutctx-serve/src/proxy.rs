@@ -76,7 +76,7 @@ fn error(provider: Provider, status: StatusCode, kind: &str, message: &str) -> R
     r
 }
 
-fn text(status: StatusCode, content_type: &'static str, body: String) -> Response<Body> {
+fn text(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(full(body));
     *r.status_mut() = status;
     r.headers_mut()
@@ -389,17 +389,9 @@ pub(crate) async fn handle(
             Ok(d) => {
                 count_decided(&app.metrics, format, &d, "compact");
                 drop(d.held);
-                text(
-                    StatusCode::OK,
-                    "application/json",
-                    String::from_utf8_lossy(&d.body).into_owned(),
-                )
+                text(StatusCode::OK, "application/json", d.body)
             }
-            Err(Undecided::Pass) => text(
-                StatusCode::OK,
-                "application/json",
-                String::from_utf8_lossy(&bytes).into_owned(),
-            ),
+            Err(Undecided::Pass) => text(StatusCode::OK, "application/json", bytes),
             Err(Undecided::Unreadable(e)) if app.settings.fail_closed => {
                 app.metrics.request(format.as_str(), "fail_closed");
                 error(
@@ -415,8 +407,7 @@ pub(crate) async fn handle(
                 log(
                     &json!({"event": "fail_open", "format": format.as_str(), "code": e.code, "message": e.message}),
                 );
-                let body = String::from_utf8_lossy(&bytes).into_owned();
-                text(StatusCode::OK, "application/json", body)
+                text(StatusCode::OK, "application/json", bytes)
             }
         });
     }

@@ -417,6 +417,11 @@ class _Cancelled(Exception):
     """The client went away while the answer was being written."""
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # the listen backlog: 64 clients may connect at once
+
+
 class FakeUpstream:
     """The loopback provider; use it as a context manager (or call ``start`` and ``stop``).
 
@@ -599,9 +604,7 @@ class FakeUpstream:
                 except OSError:
                     self.close_connection = True  # a socket reset here, or by a fault
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 256
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever,
                                         kwargs={"poll_interval": 0.05}, daemon=True)
 
