@@ -153,13 +153,73 @@ impl From<OpsError> for Undecided {
     }
 }
 
+/// What a model call's body says, read.
+struct Read {
+    request: Value,
+    window: u64,
+    digests: Vec<String>,
+}
+
+/// What one step of the session made of a call.
+struct Stepped {
+    body: Bytes,
+    fired: bool,
+    tokens_in: u64,
+    tokens_out: u64,
+}
+
+/// Runs `f` on the blocking pool: parsing and compacting a large request takes milliseconds,
+/// which the runtime's threads spend answering other sessions meanwhile.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Undecided> + Send + 'static,
+) -> Result<T, Undecided> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        Undecided::Unreadable(OpsError::internal(
+            format!("a step of the call failed: {e}"),
+            cutctx::model::details! {},
+        ))
+    })?
+}
+
 /// Runs the session's step for a model call of `format` with body `bytes`.
 async fn decide(
-    app: &App,
+    app: &Arc<App>,
     format: Format,
     headers: &HeaderMap,
     bytes: &Bytes,
 ) -> Result<Decided, Undecided> {
+    let read = {
+        let (app, bytes) = (Arc::clone(app), bytes.clone());
+        blocking(move || read(&app, format, &bytes)).await?
+    };
+    let named = headers
+        .get(SESSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty());
+    let held = app
+        .locks
+        .hold(&app.store, format, named, &read.digests)
+        .await?;
+    let stepped = {
+        let (app, bytes, row, id) = (
+            Arc::clone(app),
+            bytes.clone(),
+            held.row.clone(),
+            held.id.clone(),
+        );
+        blocking(move || step(&app, format, &bytes, read, row.as_ref(), &id)).await?
+    };
+    Ok(Decided {
+        body: stepped.body,
+        fired: stepped.fired,
+        tokens_in: stepped.tokens_in,
+        tokens_out: stepped.tokens_out,
+        held,
+    })
+}
+
+/// Reads a model call's body: JSON, an object, with a history the session can work on.
+fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         OpsError::input(
             format!(
@@ -204,12 +264,30 @@ async fn decide(
         return Err(Undecided::Pass);
     }
     let digests = history_digests(format, messages);
-    let named = headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty());
-    let held = app.locks.hold(&app.store, format, named, &digests).await?;
-    let ratio = held.row.as_ref().map_or(1.0, |r| r.ratio).clamp(0.5, 2.0);
+    Ok(Read {
+        request,
+        window,
+        digests,
+    })
+}
+
+/// One step of session `id` (stored as `row`, if it is) for the call `bytes`, read as `read`:
+/// the body to send, the receipt appended, the new state committed.
+fn step(
+    app: &App,
+    format: Format,
+    bytes: &Bytes,
+    read: Read,
+    row: Option<&Row>,
+    id: &str,
+) -> Result<Stepped, Undecided> {
+    let text = std::str::from_utf8(bytes).map_err(|_| {
+        OpsError::internal(
+            "the body read as UTF-8 no longer does",
+            cutctx::model::details! {},
+        )
+    })?;
+    let ratio = row.map_or(1.0, |r| r.ratio).clamp(0.5, 2.0);
     // The provider counts `ratio` tokens for each one estimated: the window, in estimated
     // tokens, is that much smaller (or larger).
     #[expect(
@@ -218,11 +296,9 @@ async fn decide(
         clippy::cast_precision_loss,
         reason = "a window of tokens scaled by a ratio in [0.5, 2], rounded down"
     )]
-    let effective = ((window as f64) / ratio).floor() as u64;
+    let effective = ((read.window as f64) / ratio).floor() as u64;
     let options = app.settings.session_options(format, effective.max(1));
-    let state = held
-        .row
-        .as_ref()
+    let state = row
         .filter(|r| r.format == format.as_str())
         .map(|r| r.state.as_str());
     let out = cutctx_ops::session::session_with(&options, text, state, None)?;
@@ -235,7 +311,7 @@ async fn decide(
         .map_or_else(|| Ok(EstimatorSpec::default()), str::parse)
         .map_err(cutctx_ops::formats::from_format)?;
     let estimator = spec.estimator().map_err(cutctx_ops::formats::from_format)?;
-    let tokens_in = prompt_tokens(format, &request, estimator.as_ref())
+    let tokens_in = prompt_tokens(format, &read.request, estimator.as_ref())
         .map_err(cutctx_ops::formats::from_format)?;
     let (body, tokens_out) = if untouched {
         (bytes.clone(), tokens_in)
@@ -254,32 +330,31 @@ async fn decide(
         cutctx_ops::ledger::append_firing(ledger, None, firing, &cutctx::ledger::SystemClock)?;
     }
     let state = SessionState::from_json(&out.state, format).map_err(OpsError::from)?;
-    let row = Row {
+    let new_row = Row {
         format: format.as_str().to_owned(),
         messages: state.messages() as u64,
         digest: state.history_digest(),
         state: out.state,
         ratio,
-        cached_tokens: held.row.as_ref().map_or(0, |r| r.cached_tokens),
+        cached_tokens: row.map_or(0, |r| r.cached_tokens),
         updated: now_secs(),
     };
     // Committed before anything is forwarded: a proxy killed after this point restarts with
     // the session as this call left it.
     app.store.save(
-        &held.id,
-        &row,
+        id,
+        &new_row,
         app.settings.max_age_secs,
         app.settings.max_sessions,
     )?;
     for line in out.notice.iter().chain(&out.reasoning) {
         log(&json!({"event": "session", "format": format.as_str(), "notice": line}));
     }
-    Ok(Decided {
+    Ok(Stepped {
         body,
         fired: out.firing.is_some(),
         tokens_in,
         tokens_out,
-        held,
     })
 }
 

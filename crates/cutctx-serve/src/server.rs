@@ -178,6 +178,8 @@ impl Drop for Running {
 /// ```
 /// let mut options = cutctx_serve::ServeOptions::new("127.0.0.1:0");
 /// options.state = cutctx_serve::StateSpec::Memory;
+/// options.openai_upstream = Some("http://127.0.0.1:9".into());
+/// options.anthropic_upstream = Some("http://127.0.0.1:9".into());
 /// let running = cutctx_serve::start(options)?;
 /// assert!(running.addr().port() > 0);
 /// running.stop();
