@@ -328,6 +328,30 @@ mod tests {
     }
 
     #[test]
+    fn the_config_file_sets_windows_and_upstreams_and_the_command_line_wins() {
+        let mut o = ServeOptions::new("127.0.0.1:0");
+        o.config_text = Some(
+            r#"{"windows": {"my-model": 5000}, "openai_upstream": "http://127.0.0.1:7001", "anthropic_upstream": "http://127.0.0.1:7002/base/"}"#
+                .into(),
+        );
+        o.anthropic_upstream = Some("http://127.0.0.1:7003".into());
+        let s = Settings::check(o).expect("valid");
+        assert_eq!(s.windows.window_for(Some("my-model-v2")), 5000);
+        assert_eq!(
+            s.openai.join("/v1/responses"),
+            "http://127.0.0.1:7001/v1/responses"
+        );
+        assert_eq!(
+            s.anthropic.join("/v1/messages"),
+            "http://127.0.0.1:7003/v1/messages"
+        );
+        assert_eq!(s.tuning.policy.as_deref(), Some(DEFAULT_POLICY));
+        let mut o = ServeOptions::new("127.0.0.1:0");
+        o.config_text = Some(r#"{"windows": {"m": 0}}"#.into());
+        assert!(Settings::check(o).is_err());
+    }
+
+    #[test]
     fn bad_settings_stop_the_start() {
         let mut o = ServeOptions::new("127.0.0.1:0");
         o.tuning.policy = Some("newest_first".into());

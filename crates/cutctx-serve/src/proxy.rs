@@ -111,9 +111,18 @@ fn hop_by_hop(name: &HeaderName) -> bool {
 /// The request's headers as forwarded: hop-by-hop, `host`, `content-length` (the client
 /// recomputes both) and the `x-cutctx-*` control headers left out, the rest unchanged.
 fn forwarded_headers(headers: &HeaderMap) -> HeaderMap {
+    // The headers `Connection` names are this hop's too.
+    let named: Vec<String> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|t| t.trim().to_ascii_lowercase())
+        .collect();
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
         if hop_by_hop(name)
+            || named.iter().any(|n| n == name.as_str())
             || name == header::HOST
             || name == header::CONTENT_LENGTH
             || name.as_str().starts_with("x-cutctx-")

@@ -45,6 +45,9 @@ fn a_fitting_request_and_its_response_pass_byte_for_byte() {
             ("content-type", "application/json"),
             ("x-custom", "kept"),
             ("x-cutctx-session", "s1"),
+            // A header the connection names is this hop's.
+            ("connection", "x-hop"),
+            ("x-hop", "1"),
         ],
         &body,
     );
