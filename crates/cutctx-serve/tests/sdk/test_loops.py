@@ -89,3 +89,19 @@ def test_enabled_thinking_in_a_long_tool_loop_keeps_the_compacted_prefix(cli, fa
             assert len(record.json()["messages"]) < len(client), (
                 f"call {call}: the client's whole history was forwarded after a firing")
     assert checks.firings >= 1
+
+
+def test_enabled_thinking_with_an_early_trigger_stays_in_the_window(cli, fake, serve):
+    """The documented remedy for `thinking: enabled`: fire at 60% of the window, so that a firing
+    that must wait for the tool loop's answer waits while the request still fits."""
+    proxy = serve("--window", str(WINDOW), "--reserve-output", "0", "--trigger", "0.6")
+    agent = Agent("anthropic", proxy.url, stream=True, thinking="enabled")
+    checks = Conversation(cli, "anthropic", WINDOW)
+    for _ in range(CALLS):
+        agent.step()
+        record = fake.on(PATH["anthropic"])[-1]
+        checks.see(record.body)
+        for signed in agent.signed:
+            checks.answered(signed, record.body)
+    assert 1 <= checks.firings <= CALLS // 4
+    assert proxy.metrics().get("cutctx_serve_fail_open_total", 0) == 0
