@@ -105,3 +105,27 @@ def test_enabled_thinking_with_an_early_trigger_stays_in_the_window(cli, fake, s
             checks.answered(signed, record.body)
     assert 1 <= checks.firings <= CALLS // 4
     assert proxy.metrics().get("cutctx_serve_fail_open_total", 0) == 0
+
+
+def test_interleaved_conversations_find_their_own_sessions(cli, fake, serve):
+    """Without x-cutctx-session, each request goes to the session whose history it extends:
+    two conversations sharing their first turns, called in turn, each stay prefix-stable."""
+    proxy = serve("--window", str(WINDOW), "--reserve-output", "0")
+    agents = [Agent("openai-chat", proxy.url, stream=False) for _ in range(2)]
+    agents[1].items[1]["content"] = "Task 0: read the other notes."
+    checks = [Conversation(cli, "openai-chat", WINDOW) for _ in agents]
+    for _ in range(40):
+        for agent, check in zip(agents, checks):
+            agent.step()
+            check.see(fake.on(PATH["openai-chat"])[-1].body)
+    assert all(1 <= c.firings <= 10 for c in checks), [c.firings for c in checks]
+    assert proxy.metrics().get("cutctx_serve_firings_total") == sum(c.firings for c in checks)
+
+
+def test_previous_response_id_passes_through_untouched(fake, serve):
+    proxy = serve("--window", "100", state="memory")
+    agent = Agent("openai-responses", proxy.url, stream=False)
+    body = {"model": "gpt-5", "previous_response_id": "resp_00001",
+            "input": [{"role": "user", "content": "z" * 2000}]}
+    agent.client.responses.create(**body)
+    assert fake.records[-1].body == agent.tee.exchanges[-1].request_body
