@@ -368,8 +368,8 @@ fn step(
 }
 
 /// The format of a `/v1/compact` body: the header's, else the body's shape (`input`:
-/// Responses; a top-level `system`, or `max_tokens` with no OpenAI-only role or field:
-/// Anthropic; otherwise Chat).
+/// Responses; a `claude*` model: Anthropic; a `gpt-*` or `o<digit>*` model: Chat; a top-level
+/// `system`, or `max_tokens` with no OpenAI-only role or field: Anthropic; otherwise Chat).
 fn compact_format(headers: &HeaderMap, bytes: &[u8]) -> Result<Format, OpsError> {
     if let Some(v) = headers.get(FORMAT_HEADER) {
         let name = v.to_str().unwrap_or("");
@@ -380,6 +380,17 @@ fn compact_format(headers: &HeaderMap, bytes: &[u8]) -> Result<Format, OpsError>
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     if v.get("input").is_some() {
         return Ok(Format::OpenAiResponses);
+    }
+    let model = v.get("model").and_then(Value::as_str).unwrap_or("");
+    if model.starts_with("claude") {
+        return Ok(Format::Anthropic);
+    }
+    if model.starts_with("gpt-")
+        || model
+            .strip_prefix('o')
+            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Ok(Format::OpenAiChat);
     }
     let openai_only = v
         .get("messages")
@@ -686,5 +697,60 @@ pub(crate) const fn end_name(end: End) -> &'static str {
         End::Complete => "complete",
         End::Failed => "failed",
         End::Cancelled => "cancelled",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format_of(header: Option<&str>, body: &str) -> Result<Format, OpsError> {
+        let mut h = HeaderMap::new();
+        if let Some(v) = header {
+            h.insert(FORMAT_HEADER, HeaderValue::from_str(v).expect("header"));
+        }
+        compact_format(&h, body.as_bytes())
+    }
+
+    #[test]
+    fn compact_infers_the_format_from_the_header_else_the_body() {
+        let chat =
+            r#"{"model":"gpt-4o","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(format_of(None, chat).expect("f"), Format::OpenAiChat);
+        assert_eq!(
+            format_of(Some("anthropic"), chat).expect("f"),
+            Format::Anthropic
+        );
+        assert!(format_of(Some("gemini"), chat).is_err());
+        let claude = r#"{"model":"claude-haiku-4-5","max_tokens":5,"messages":[]}"#;
+        assert_eq!(format_of(None, claude).expect("f"), Format::Anthropic);
+        assert_eq!(
+            format_of(None, r#"{"model":"o3","input":"hi"}"#).expect("f"),
+            Format::OpenAiResponses
+        );
+        let unknown = r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#;
+        assert_eq!(format_of(None, unknown).expect("f"), Format::Anthropic);
+        let tool = r#"{"model":"m","max_tokens":5,"messages":[{"role":"tool","content":"x","tool_call_id":"c"}]}"#;
+        assert_eq!(format_of(None, tool).expect("f"), Format::OpenAiChat);
+    }
+
+    #[test]
+    fn hop_by_hop_host_length_and_control_headers_are_not_forwarded() {
+        let mut h = HeaderMap::new();
+        for (k, v) in [
+            ("host", "proxy"),
+            ("content-length", "9"),
+            ("connection", "keep-alive, x-private"),
+            ("x-private", "1"),
+            ("transfer-encoding", "chunked"),
+            ("x-cutctx-session", "s"),
+            ("authorization", "Bearer k"),
+            ("anthropic-version", "2023-06-01"),
+        ] {
+            h.append(HeaderName::from_static(k), HeaderValue::from_static(v));
+        }
+        let out = forwarded_headers(&h);
+        let names: Vec<&str> = out.keys().map(HeaderName::as_str).collect();
+        assert_eq!(names, ["authorization", "anthropic-version"]);
     }
 }
