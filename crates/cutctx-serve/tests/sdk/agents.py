@@ -11,7 +11,6 @@ Responses encrypted reasoning) for the reasoning check.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import anthropic
@@ -182,7 +181,3 @@ class Agent:
             self.items.append({"role": "user", "content": content})
         else:
             self.items.append({"role": "user", "content": f"Task {self.calls}: read the next notes."})
-
-
-def parsed(data: bytes) -> Any:
-    return json.loads(data)

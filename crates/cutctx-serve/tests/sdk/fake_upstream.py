@@ -26,8 +26,9 @@ what the provider answered. The answers are shaped from the providers' documente
 
 The model answers with a call of the request's first tool while the request has tools and its
 last user text does not hold ``[text]``; otherwise with text. Usage counts a quarter of the
-body's bytes as prompt tokens (more than cutctx's estimate, which counts content only), and as cached the bytes it shares from the start with the
-previous body on the same path (a provider's prefix cache, roughly).
+body's bytes as prompt tokens (more than cutctx's estimate, which counts content only), and as
+cached a quarter of the bytes it shares from the start with the previous body on the same path
+(a provider's prefix cache, roughly).
 
 Faults, chosen per request by the header ``x-fake-fault`` or by ``FAULT=NAME`` in the last user
 text: ``500`` and ``429`` (with ``retry-after: 7``) in the provider's error shape; ``reset``

@@ -20,7 +20,6 @@ import os
 import signal
 import subprocess
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -63,12 +62,11 @@ class Serve:
         self.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         assert self.proc.stderr is not None
-        deadline = time.monotonic() + 20
-        first = b""
-        while time.monotonic() < deadline:
-            first = self.proc.stderr.readline()
-            if first or self.proc.poll() is not None:
-                break
+        # A proxy that never says it listens is killed, which ends the read below.
+        watchdog = threading.Timer(20, self.proc.kill)
+        watchdog.start()
+        first = self.proc.stderr.readline()
+        watchdog.cancel()
         line = first.decode(errors="replace").strip()
         prefix = "cutctx serve: listening on 127.0.0.1:"
         if not line.startswith(prefix):
