@@ -263,8 +263,17 @@ fn limits_malformed_bodies_bypass_and_other_paths() {
     assert_eq!(r.json()["error"]["type"], "cutctx_unreadable_request");
     assert_eq!(up.requests().len(), 1, "fail-closed forwards nothing");
 
+    // /v1/compact says what would be sent: the body unchanged (fail-open), or the refusal.
+    let compact = [("x-cutctx-format", "openai-chat")];
+    let r = call(open.addr(), "POST", "/v1/compact", &compact, bad);
+    assert_eq!((r.status, r.body.as_slice()), (200, bad.as_slice()));
+    let r = call(closed.addr(), "POST", "/v1/compact", &compact, bad);
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["type"], "cutctx_unreadable_request");
+    assert_eq!(up.requests().len(), 1, "/v1/compact forwards nothing");
+
     let m = call(open.addr(), "GET", "/metrics", &[], b"").text();
-    assert!(m.contains("cutctx_serve_fail_open_total 1"), "{m}");
+    assert!(m.contains("cutctx_serve_fail_open_total 2"), "{m}");
 
     // Bypass and other paths: untouched, the control header stripped.
     let r = call(
