@@ -643,7 +643,8 @@ pub(crate) async fn handle(
             if let (Some(t), Some(d), End::Complete) = (tap, decided.as_ref(), end) {
                 usage = t.finish();
                 if let Some(u) = usage {
-                    record(&app2, &d.held.id, d.tokens_out, u);
+                    // A durable write: off the runtime's own work, before the lock goes.
+                    tokio::task::block_in_place(|| record(&app2, &d.held.id, d.tokens_out, u));
                 }
             }
             log(&json!({
