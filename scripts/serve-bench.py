@@ -279,6 +279,11 @@ def main():
     if not os.path.exists(args.cli):
         sys.exit(f"no cutctx binary at {args.cli}: cargo build --release -p cutctx-cli")
     work = tempfile.mkdtemp(prefix="serve-bench.")
+    # One build for the whole run, even if target/ is rebuilt meanwhile.
+    shutil.copy2(args.cli, os.path.join(work, "cutctx"))
+    args.cli = os.path.join(work, "cutctx")
+    head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip() or "?"
     procs = []
     venv_work = None
     try:
@@ -346,7 +351,7 @@ def main():
 
     ms = lambda s: f"{s * 1000:.2f}"  # noqa: E731
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-          f"{' '.join(sys.argv)}; {args.rounds} rounds")
+          f"{' '.join(sys.argv)}; {args.rounds} rounds; the binary at {head}")
     print("| conversations | requests | direct p50 / p99 ms | cutctx (SQLite) added p50 / p99 ms "
           "| cutctx (memory) added p50 / p99 ms | LiteLLM added p50 / p99 ms "
           "| cutctx SQLite / LiteLLM added, p50 / p99 | cutctx memory / LiteLLM |")
