@@ -249,7 +249,7 @@ fn an_anthropic_loop_with_thinking_fits_and_never_resends_a_signed_block_after_a
 fn two_calls_of_one_session_run_one_at_a_time_others_beside_them() {
     let up = Upstream::start(|_, _| {
         Reply::Late(
-            Duration::from_millis(300),
+            Duration::from_millis(1000),
             Box::new(Reply::json(200, &json!({}))),
         )
     });

@@ -196,27 +196,25 @@ fn unreachable_slow_and_cut_upstreams() {
 
 #[test]
 fn a_stalled_stream_is_cut_and_a_client_that_goes_away_cancels_the_upstream() {
-    let up = Upstream::start(|r, _| {
-        let gap = if r.path.contains("stall") { 1500 } else { 50 };
-        Reply::Stream {
+    let stream = |gap: u64| {
+        Upstream::start(move |_, _| Reply::Stream {
             headers: vec![("content-type".into(), "text/event-stream".into())],
             chunks: (0..60)
                 .map(|i| format!("data: {{\"n\":{i}}}\n\n").into_bytes())
                 .collect(),
             gap: Duration::from_millis(gap),
-        }
+        })
+    };
+    let stalling = stream(1500);
+    let p = proxy(&stalling, |o| {
+        o.upstream_timeout = Duration::from_millis(500)
     });
-    let p = proxy(&up, |o| o.upstream_timeout = Duration::from_millis(500));
-    let r = call(
-        p.addr(),
-        "POST",
-        "/v1/chat/completions?stall",
-        &[],
-        &chat(1),
-    );
+    let r = call(p.addr(), "POST", "/v1/chat/completions", &[], &chat(1));
     assert!(!r.complete, "a stream that stalls past the timeout is cut");
     assert!(r.body.starts_with(b"data: {\"n\":0}"));
 
+    let up = stream(50);
+    let p = proxy(&up, |_| {});
     let (status, _, mut reader) = send(p.addr(), "POST", "/v1/chat/completions", &[], &chat(1));
     assert_eq!(status, 200);
     let mut first = [0u8; 8];
