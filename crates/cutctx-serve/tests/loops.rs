@@ -3,7 +3,9 @@
 //! valid by the provider's rules (cutctx's own validation), re-sends the request before it as
 //! its prefix except at a firing, and never carries a signed reasoning block after a prefix
 //! other than the one it was produced after. Then sessions: concurrency, conversations that
-//! share their first messages, `/v1/compact`, receipts.
+//! share their first messages, `/v1/compact`, receipts, the provider's count; and the real
+//! coding-agent runs of `../shared/realworld/long-runs`, replayed call by call (skipped with a
+//! message when `../shared` is absent).
 
 mod common;
 
@@ -474,4 +476,94 @@ fn the_providers_count_calibrates_the_window() {
     let m = call(p.addr(), "GET", "/metrics", &[], b"").text();
     assert!(metric(&m, "cutctx_serve_provider_cached_tokens_total") > 0);
     assert!(metric(&m, "cutctx_serve_firings_total") >= 1);
+}
+
+#[test]
+fn real_coding_agent_runs_replayed_call_by_call_through_the_proxy() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/realworld/long-runs");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipped: ../shared/realworld/long-runs is absent");
+        return;
+    };
+    let mut files: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".chat.json"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let estimator = cutctx::CharRatioEstimator::default();
+    let format = Format::OpenAiChat;
+    let (mut calls, mut fired_runs, mut unchanged_over) = (0, 0, 0);
+    for file in &files {
+        let run: Value =
+            serde_json::from_slice(&std::fs::read(file).expect("a run")).expect("json");
+        let messages = run["messages"].as_array().expect("messages").clone();
+        let whole = cutctx::session::prompt_tokens(format, &run, &estimator).expect("counted");
+        // Half of the run's final size: every run outgrows it.
+        let window = whole / 2;
+        let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+        let p = proxy(&up, |o| o.window = Some(window));
+        let points = cutctx::session::call_points(format, &messages);
+        let mut previous: Option<Vec<Value>> = None;
+        let mut breaks = 0;
+        for (j, &n) in points.iter().enumerate() {
+            let mut request = run.clone();
+            request["messages"] = Value::from(messages[..n].to_vec());
+            let body = serde_json::to_vec(&request).expect("json");
+            assert_eq!(
+                call(p.addr(), "POST", "/v1/chat/completions", &[], &body).status,
+                200
+            );
+            let got = &up.requests()[j];
+            let doc = got.json();
+            let tokens = cutctx::session::prompt_tokens(format, &doc, &estimator).expect("counted");
+            let name = file
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if tokens > window {
+                // Only a request the session could not compact (its untouchable part alone is
+                // over the window) goes out over it, and then unchanged.
+                assert_eq!(
+                    got.body, body,
+                    "{name} call {j}: {tokens} over {window}, and compacted"
+                );
+                unchanged_over += 1;
+            }
+            cutctx::formats::validate(format, &doc)
+                .unwrap_or_else(|v| panic!("{name} call {j}: {v}"));
+            let list = doc["messages"].as_array().expect("messages").clone();
+            if let Some(prev) = &previous
+                && !list.starts_with(prev)
+            {
+                breaks += 1;
+            }
+            previous = Some(list);
+            calls += 1;
+        }
+        let m = call(p.addr(), "GET", "/metrics", &[], b"").text();
+        let firings = metric(&m, "cutctx_serve_firings_total");
+        assert_eq!(
+            breaks,
+            firings,
+            "{}: the prefix changes only at a firing",
+            file.display()
+        );
+        if firings > 0 {
+            fired_runs += 1;
+        }
+    }
+    assert!(calls > 50, "{calls} calls replayed");
+    eprintln!("{calls} calls, {unchanged_over} over the window unchanged, {fired_runs} runs fired");
+    assert!(
+        unchanged_over * 10 <= calls,
+        "{unchanged_over} of {calls} calls over the window"
+    );
+    assert!(
+        fired_runs * 2 >= files.len(),
+        "most runs fired: {fired_runs} of {}",
+        files.len()
+    );
 }
