@@ -280,6 +280,7 @@ def main():
         sys.exit(f"no cutctx binary at {args.cli}: cargo build --release -p cutctx-cli")
     work = tempfile.mkdtemp(prefix="serve-bench.")
     # One build for the whole run, even if target/ is rebuilt meanwhile.
+    built_at = datetime.datetime.fromtimestamp(os.path.getmtime(args.cli), datetime.timezone.utc)
     shutil.copy2(args.cli, os.path.join(work, "cutctx"))
     args.cli = os.path.join(work, "cutctx")
     head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
@@ -351,7 +352,8 @@ def main():
 
     ms = lambda s: f"{s * 1000:.2f}"  # noqa: E731
     print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-          f"{' '.join(sys.argv)}; {args.rounds} rounds; the binary at {head}")
+          f"{' '.join(sys.argv)}; {args.rounds} rounds; the binary built "
+          f"{built_at:%H:%M} UTC, HEAD {head}")
     print("| conversations | requests | direct p50 / p99 ms | cutctx (SQLite) added p50 / p99 ms "
           "| cutctx (memory) added p50 / p99 ms | LiteLLM added p50 / p99 ms "
           "| cutctx SQLite / LiteLLM added, p50 / p99 | cutctx memory / LiteLLM |")
