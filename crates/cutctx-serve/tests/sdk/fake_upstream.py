@@ -34,7 +34,8 @@ Faults, chosen per request by the header ``x-fake-fault`` or by ``FAULT=NAME`` i
 text: ``500`` and ``429`` (with ``retry-after: 7``) in the provider's error shape; ``reset``
 (a stream, or a body, cut by a TCP reset after its first part); ``slow`` (no answer for
 ``x-fake-delay-ms``, default 3000); ``slow-stream`` (the stream's events ``x-fake-delay-ms``
-apart, default 200). A request whose client goes away before its answer is complete is
+apart, default 200); ``slow-end`` (every event at once, then the end of the body that long
+after). A request whose client goes away before its answer is complete is
 recorded as ``cancelled``.
 
 ``GET /_fake/requests`` answers the records as JSON (bodies in base64), ``POST /_fake/reset``
@@ -84,6 +85,7 @@ class Record:
     sent: bytearray = field(default_factory=bytearray)
     done: bool = False
     cancelled: bool = False
+    usage: tuple[int, int] | None = None  # (prompt tokens, of which cached) the answer reports
 
     def header(self, name: str) -> str | None:
         """The value of the request header ``name`` (case-insensitive), or None."""
@@ -104,7 +106,7 @@ class Record:
             "key_sha256": self.key_sha256, "fault": self.fault, "status": self.status,
             "response_headers": self.response_headers,
             "sent": base64.b64encode(bytes(self.sent)).decode(),
-            "done": self.done, "cancelled": self.cancelled,
+            "done": self.done, "cancelled": self.cancelled, "usage": self.usage,
         }
 
 
@@ -518,6 +520,7 @@ class FakeUpstream:
                     time.sleep(delay)
                 cached = len(os.path.commonprefix([raw, previous])) // 4
                 answer = _Answer(kind, body, len(raw), record.number, cached)
+                record.usage = (answer.prompt, answer.cached)
                 extra = [("x-request-id", f"req_{record.number:05d}")]
                 if kind == "messages":
                     extra.append(("request-id", f"req_{record.number:05d}"))
@@ -575,6 +578,8 @@ class FakeUpstream:
                     if fault == "slow-stream" and index > 0:
                         time.sleep(delay)
                     self._chunk(record, event)
+                if fault == "slow-end":
+                    time.sleep(delay)
                 self._chunk(record, b"")
 
             # Each part is recorded before it is written: the client may have read it (and

@@ -258,3 +258,59 @@ def test_curl_gets_the_providers_bytes_and_the_proxy_its_own_paths(fake, serve):
     assert fake.records[-1].body == big
     assert not [k for k, _ in fake.records[-1].headers if k.lower().startswith("x-cutctx-")]
     assert bypass.stop() == 0, "SIGTERM is a graceful stop with status 0"
+
+
+STREAMS = {
+    "/v1/chat/completions": {"model": "gpt-4o", "messages": HELLO, "stream": True,
+                             "stream_options": {"include_usage": True}},
+    "/v1/responses": {"model": "gpt-5", "input": HELLO, "stream": True},
+    "/v1/messages": {"model": "claude-sonnet-4-5", "max_tokens": 64, "messages": HELLO,
+                     "stream": True},
+}
+
+
+def usage_counted(proxy, fake, timeout=3.0):
+    """Poll /metrics until the provider's usage it reports matches the fake's: (got, want)."""
+    want = (sum(r.usage[1] for r in fake.records if r.usage),
+            sum(r.usage[0] - r.usage[1] for r in fake.records if r.usage))
+    deadline = time.monotonic() + timeout
+    while True:
+        metrics = proxy.metrics()
+        got = (metrics.get("cutctx_serve_provider_cached_tokens_total", 0),
+               metrics.get("cutctx_serve_provider_uncached_tokens_total", 0))
+        if got == want or time.monotonic() > deadline:
+            return got, want
+        time.sleep(0.1)
+
+
+def test_the_usage_of_streams_read_to_the_end_is_counted(fake, serve):
+    proxy = serve(state="memory")
+    with httpx.Client() as client:
+        for path, body in STREAMS.items():
+            for _ in range(2):  # the second is partly cached
+                with client.stream("POST", proxy.url + path, json=body) as answer:
+                    assert answer.status_code == 200
+                    answer.read()
+    got, want = usage_counted(proxy, fake)
+    assert want[0] > 0 and got == want
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "a stream whose client closes after the last event, before the body's end, is logged "
+    "end: cancelled and its usage (already forwarded) is not counted; remove this mark once fixed"))
+def test_the_usage_of_a_stream_left_after_its_last_event_is_counted(fake, serve):
+    """The openai SDK closes a stream once it reads `data: [DONE]`, which may be before the
+    chunked body's end arrives: the usage chunk came before, and was forwarded."""
+    proxy = serve(state="memory")
+    with httpx.Client() as client:
+        with client.stream("POST", proxy.url + "/v1/chat/completions",
+                           json=STREAMS["/v1/chat/completions"],
+                           headers={"x-fake-fault": "slow-end", "x-fake-delay-ms": "1000"}) as answer:
+            seen = b""
+            for chunk in answer.iter_raw():
+                seen += chunk
+                if seen.endswith(b"data: [DONE]\n\n"):
+                    break
+            assert b'"usage":{"prompt_tokens"' in seen
+    got, want = usage_counted(proxy, fake)
+    assert got == want, f"the proxy counted {got} (cached, uncached), the provider reported {want}"

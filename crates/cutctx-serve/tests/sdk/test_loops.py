@@ -64,6 +64,12 @@ def test_agent_loop(fmt, stream, cli, fake, serve):
         f"the proxy counts {metrics.get('cutctx_serve_firings_total')} firings, the provider saw "
         f"{checks.firings}")
     assert metrics.get("cutctx_serve_requests_total") == CALLS
+    if stream:
+        return  # a streamed answer's usage: test_faults.py, the SDK may leave before the end
+    # The usage the provider reported, read off every answer.
+    usages = [r.usage for r in fake.on(PATH[fmt])]
+    assert metrics.get("cutctx_serve_provider_cached_tokens_total") == sum(c for _, c in usages)
+    assert metrics.get("cutctx_serve_provider_uncached_tokens_total") == sum(p - c for p, c in usages)
 
 
 @pytest.mark.xfail(strict=True, reason=(
