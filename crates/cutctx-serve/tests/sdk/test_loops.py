@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import signal
+import subprocess
 
 import pytest
 
@@ -135,3 +137,21 @@ def test_previous_response_id_passes_through_untouched(fake, serve):
             "input": [{"role": "user", "content": "z" * 2000}]}
     agent.client.responses.create(**body)
     assert fake.records[-1].body == agent.tee.exchanges[-1].request_body
+
+
+def test_each_firing_leaves_a_receipt_in_the_ledger(cli, fake, serve, tmp_path):
+    ledger = tmp_path / "receipts.jsonl"
+    proxy = serve("--window", str(WINDOW), "--reserve-output", "0", "--ledger", str(ledger))
+    agent = Agent("openai-chat", proxy.url, stream=False)
+    checks = Conversation(cli, "openai-chat", WINDOW)
+    for _ in range(40):
+        agent.step()
+        checks.see(fake.on(PATH["openai-chat"])[-1].body)
+    assert checks.firings >= 1
+    rows = [line for line in ledger.read_text().splitlines() if line.strip()]
+    assert len(rows) == checks.firings, f"{len(rows)} receipts for {checks.firings} firings"
+    verified = subprocess.run([cli, "ledger", "verify", str(ledger)], capture_output=True,
+                              timeout=60)
+    assert verified.returncode == 0, verified.stdout.decode()[-500:] + verified.stderr.decode()[-500:]
+    proxy.proc.send_signal(signal.SIGINT)
+    assert proxy.proc.wait(timeout=10) == 0, "SIGINT is a graceful stop with status 0"
