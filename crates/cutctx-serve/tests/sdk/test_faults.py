@@ -1,8 +1,9 @@
 """Faults through `cutctx serve`, seen by the official SDKs and curl: the provider's errors pass
 through unchanged, the proxy's own (timeout, unreachable, too large, unreadable) come in the
 provider's error shape, a reset or a client that leaves mid-stream ends the stream at both
-ends, and a proxy killed with SIGKILL and restarted on its SQLite state carries its
-conversations on with the same compacted prefix."""
+ends, a proxy killed with SIGKILL and restarted on its SQLite state carries its
+conversations on with the same compacted prefix, and the provider's usage is counted off
+every answer, streamed or not."""
 
 from __future__ import annotations
 
@@ -60,18 +61,28 @@ def test_upstream_500_and_429_pass_through(fake, serve):
 
 
 def test_reset_mid_stream_reaches_the_sdk(fake, serve):
+    """The answer's status was 200 and its first events sent: the SDK sees the stream break,
+    never a status of the proxy's making."""
     proxy = serve()
-    with pytest.raises((openai.APIError, httpx.TransportError)):
+    with pytest.raises((openai.APIError, httpx.TransportError)) as broken:
         list(chat(proxy).chat.completions.create(model="gpt-4o", messages=HELLO, stream=True,
                                                   extra_headers={"x-fake-fault": "reset"}))
-    with pytest.raises((anthropic.APIError, httpx2.TransportError)):
+    assert not isinstance(broken.value, openai.APIStatusError)
+    with pytest.raises((anthropic.APIError, httpx2.TransportError)) as broken_claude:
         with claude(proxy).messages.stream(model="claude-sonnet-4-5", max_tokens=64,
                                            messages=HELLO,
                                            extra_headers={"x-fake-fault": "reset"}) as stream:
             stream.get_final_message()
-    with pytest.raises((openai.APIError, httpx.TransportError)):
+    assert not isinstance(broken_claude.value, anthropic.APIStatusError)
+    with pytest.raises((openai.APIError, httpx.TransportError)) as broken_responses:
         list(chat(proxy).responses.create(model="gpt-5", input="hi", stream=True,
                                           extra_headers={"x-fake-fault": "reset"}))
+    assert not isinstance(broken_responses.value, openai.APIStatusError)
+    with pytest.raises((openai.APIError, httpx.TransportError)) as cut:
+        chat(proxy).chat.completions.create(model="gpt-4o", messages=HELLO,
+                                            extra_headers={"x-fake-fault": "reset"})
+    assert not isinstance(cut.value, openai.APIStatusError), "a body cut short was answered whole"
+    assert [r.fault for r in fake.records] == ["reset"] * 4
 
 
 def test_slow_upstream_is_a_504_in_the_provider_shape(fake, serve):
