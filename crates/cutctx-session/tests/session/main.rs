@@ -699,3 +699,83 @@ fn a_firing_keeps_the_results_it_is_told_to_pin_and_their_calls() {
         );
     }
 }
+
+/// The long coding-agent runs of `../shared/realworld/long-runs`, by file name; `None` (with a
+/// message) when the directory is absent.
+fn long_runs() -> Option<Vec<(String, Value)>> {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/realworld/long-runs");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipped: ../shared/realworld/long-runs is absent");
+        return None;
+    };
+    let mut names: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".chat.json"))
+        .collect();
+    names.sort();
+    Some(
+        names
+            .into_iter()
+            .map(|n| {
+                let text = std::fs::read_to_string(dir.join(&n)).expect("readable");
+                let run: Value = serde_json::from_str(&text).expect("JSON");
+                (n, run)
+            })
+            .collect(),
+    )
+}
+
+/// The settings `cutctx replay` uses by default (`default_chain`, four protected turns) at
+/// `fraction` of the run's final size.
+fn replay_config(run: &Value, fraction: f64) -> SessionConfig {
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    let mut cfg = config(
+        Format::OpenAiChat,
+        (full as f64 * fraction) as u64,
+        "default_chain",
+    );
+    cfg.protected_recent = 4;
+    cfg
+}
+
+#[test]
+fn every_long_run_replays_under_the_window_and_above_the_bound() {
+    let Some(runs) = long_runs() else { return };
+    assert_eq!(runs.len(), 9, "the corpus holds nine runs");
+    let prices = PriceTable::anthropic();
+    let options = ReplayOptions {
+        marking: Marking::Shared,
+        warm_prefix: true,
+    };
+    for (name, run) in &runs {
+        for fraction in [0.5, 0.3] {
+            let cfg = replay_config(run, fraction);
+            let r = replay_with(&cfg, &prices, run, options).expect("replay");
+            assert!(r.bound_units > 0.0, "{name}");
+            for s in &r.strategies {
+                assert!(
+                    s.cost_units >= r.bound_units,
+                    "{name} at {fraction}: {} pays {} under the bound {}",
+                    s.name,
+                    s.cost_units,
+                    r.bound_units
+                );
+                if s.name != "none" {
+                    // Over the window only where the untouchable part alone is.
+                    assert_eq!(
+                        s.over_window, s.fixed_over,
+                        "{name} at {fraction}: {}",
+                        s.name
+                    );
+                }
+            }
+        }
+    }
+}
