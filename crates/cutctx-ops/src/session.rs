@@ -525,7 +525,7 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
     }
     let _ = writeln!(
         out,
-        "lower bound: no strategy that stays under the window where it can pays less than {:.1} units",
+        "lower bound: no strategy that sends each call's untouchable part pays less than {:.1} units",
         replay.bound_units
     );
     let _ = writeln!(

@@ -20,8 +20,8 @@
 //! [`PriceTable`] and the prefix-cache model of [`cache`], every strategy's requests marked
 //! for the cache by the same rule ([`Marking`]), optionally with every run starting with its
 //! tools and system prompt already cached ([`ReplayOptions::warm_prefix`]). [`bound`] gives
-//! the least any strategy that stays under the window could pay for the same run, so the
-//! replay says how far each strategy is from what the cache model allows.
+//! the least any strategy that sends each call's untouchable part could pay for the same
+//! run, so the replay says how far each strategy is from what the cache model allows.
 //!
 //! ```
 //! use cutctx_formats::{EstimatorSpec, Format, FormatError, policy_named};

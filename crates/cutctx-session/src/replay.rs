@@ -162,8 +162,9 @@ pub struct Replay {
     pub window: u64,
     /// The whole run's request, with the reserve: the last call's size uncompacted.
     pub final_tokens: u64,
-    /// The least any strategy that stays under the window wherever the untouchable part fits
-    /// could pay for the run, in base-input-token units ([`lower_bound`]).
+    /// The least any strategy that sends each call's untouchable part (tools, system turns,
+    /// protected recent turns) could pay for the run, in base-input-token units
+    /// ([`lower_bound`]).
     pub bound_units: f64,
     /// The strategies.
     pub strategies: Vec<StrategyReport>,
@@ -449,14 +450,13 @@ fn plain_marks(
     }
 }
 
-/// What every strategy must send at the call `request`: the untouchable turns and the tools
-/// when they fit the window, the whole request when they do not.
+/// What every strategy must send at the call `request`: the untouchable turns and the tools,
+/// whether or not they fit the window.
 fn needs(config: &SessionConfig, request: &Value) -> Result<Needs, FormatError> {
     let pt = ProviderTranscript::parse_with(config.format, request, config.estimator.as_ref())?;
     let count = pt.prompt_count(config.reserve_output);
     let budget = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget);
-    let whole = count.tools + count.reserve + analysis.untouchable_tokens() > config.window;
     Ok(Needs {
         tools: count.tools,
         system_turns: count
@@ -468,7 +468,7 @@ fn needs(config: &SessionConfig, request: &Value) -> Result<Needs, FormatError> 
             .turns
             .iter()
             .zip(analysis.untouchable())
-            .map(|(t, &untouchable)| (t.tokens, untouchable || whole))
+            .map(|(t, &untouchable)| (t.tokens, untouchable))
             .collect(),
     })
 }
