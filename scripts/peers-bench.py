@@ -30,9 +30,10 @@ HEADROOM_OFFLINE=1, HF_HUB_OFFLINE=1, PYTHONHASHSEED=0.
         [--dump-only] [--check-isolation] [--markdown] [-- extra cutctx replay options]
 
 --check-isolation makes each run's middle and last call again alone, in a fresh process, and
-fails unless the request is byte-identical. --dump-only writes the peers' requests (into --keep DIR) without pricing them, for a CLI without
-`replay --external`; the window each peer is given is then cutctx's own when the CLI can say it
-(`replay --json`), else estimated at four characters a token (and said so).
+fails unless the request is byte-identical. --dump-only writes the peers' requests (into
+--keep DIR) without pricing them, for a CLI without `replay --external`; the window each peer is
+given is then cutctx's own when the CLI can say it (`replay --json`), else estimated at four
+characters a token (and said so).
 """
 
 import argparse
@@ -223,13 +224,14 @@ def total(results):
             if name not in sums:
                 order.append(name)
                 sums[name] = {"cost": 0.0, "sent": 0, "cached": 0, "busts": 0, "over": 0,
-                              "calls": 0, "ret": {}, "ret_calls": 0}
+                              "stuck": 0, "calls": 0, "ret": {}, "ret_calls": 0}
             t = sums[name]
             t["cost"] += s.get("cost_units", 0.0)
             t["sent"] += s.get("tokens_sent", 0)
             t["cached"] += s.get("cached_tokens", 0)
             t["busts"] += s.get("busts", 0)
             t["over"] += s.get("over_window", 0)
+            t["stuck"] += s.get("untouchable_over", s.get("fixed_over", 0))
             t["calls"] += s.get("calls", 0)
             ret = s.get("retention")
             if isinstance(ret, dict):
@@ -247,13 +249,14 @@ def table(title, results, markdown):
     keys = []
     for n in names:
         keys += [k for k in sums[n]["ret"] if k not in keys]
-    head = ["strategy", "cost/none", "cache hit", "busts", "over window", "calls"] + keys
+    head = (["strategy", "cost/none", "cache hit", "busts", "over window", "untouchable over",
+             "calls"] + keys)
     rows = []
     for n in names:
         t = sums[n]
         row = [n, f"{t['cost'] / none:.3f}" if none else "-",
                f"{t['cached'] / t['sent']:.3f}" if t["sent"] else "-",
-               str(t["busts"]), str(t["over"]), str(t["calls"])]
+               str(t["busts"]), str(t["over"]), str(t["stuck"]), str(t["calls"])]
         row += [f"{t['ret'][k] / t['ret_calls']:.3f}" if t["ret_calls"] and k in t["ret"] else "-"
                 for k in keys]
         rows.append(row)
