@@ -351,8 +351,9 @@ def main():
             by.setdefault(("all", f), []).append(r)
         counts = {c: sum(1 for t in todo if t[0] == c) for c in ("long-runs", "tau-bench")}
         counts["all"] = len(todo)
+        extra = "".join(" " + e for e in args.extra)
         print(f"{len(todo)} runs ({counts['long-runs']} long, {counts['tau-bench']} tau-bench), "
-              f"--warm-prefix {' '.join(args.extra)}; costs summed over the runs; retention "
+              f"--warm-prefix{extra}; costs summed over the runs; retention "
               "weighted by calls")
         for corpus in ("long-runs", "tau-bench", "all"):
             for f in args.fractions:

@@ -112,7 +112,8 @@ def main():
         print(f"skipped: {folder} is absent", file=sys.stderr)
         return 0
     paths = [os.path.join(folder, n) for n in sorted(os.listdir(folder)) if n.endswith(".chat.json")]
-    print(f"{len(paths)} long runs, --compare --warm-prefix {' '.join(args.extra)}; costs summed "
+    extra = "".join(" " + e for e in args.extra)
+    print(f"{len(paths)} long runs, --compare --warm-prefix{extra}; costs summed "
           "over the runs; retention weighted by calls")
     for fraction in args.fractions:
         with ThreadPoolExecutor(max_workers=2) as pool:
