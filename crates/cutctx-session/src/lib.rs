@@ -68,7 +68,10 @@
 pub mod bound;
 pub mod cache;
 mod count;
+pub mod hindsight;
+pub mod peers;
 pub mod replay;
+pub mod retention;
 mod session;
 mod state;
 
@@ -76,7 +79,8 @@ pub use cache::PriceTable;
 pub use count::prompt_tokens;
 pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
 pub use replay::{
-    Marking, Replay, ReplayOptions, StrategyReport, call_points, replay, replay_with,
+    External, ExternalCall, Marking, Replay, ReplayExtras, ReplayOptions, StrategyReport,
+    SummaryInput, call_points, replay, replay_extended, replay_with,
 };
 pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
 pub use state::{PrefixItem, STATE_VERSION, SessionState};

@@ -374,7 +374,11 @@ fn the_replay_prices_three_strategies() {
         panic!("three strategies")
     };
     assert_eq!(
-        (none.name, stateless.name, session.name),
+        (
+            none.name.as_str(),
+            stateless.name.as_str(),
+            session.name.as_str()
+        ),
         ("none", "stateless", "session")
     );
     // Two model turns per exchange: the call and the answer.
