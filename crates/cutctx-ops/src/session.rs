@@ -673,7 +673,7 @@ fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
                 "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
                 "fitting_tokens": s.fitting_tokens, "fitting_cached": s.fitting_cached,
                 "reasoning_tokens": s.reasoning_tokens, "reasoning_units": s.reasoning_units,
-                "fixed_over": s.fixed_over, "summary_units": s.summary_units,
+                "fixed_over": s.fixed_over, "fitting_over": s.fitting_over, "summary_units": s.summary_units,
                 "summaries": s.summaries,
                 "retention": {
                     "identifiers": s.retention.identifiers,

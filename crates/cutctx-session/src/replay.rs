@@ -117,6 +117,9 @@ pub struct StrategyReport {
     /// Of the calls, those whose untouchable part alone exceeds the window: no strategy can
     /// fit them, and all send them uncompacted.
     pub fixed_over: usize,
+    /// Calls over the window whose untouchable part fits it: where the strategy, not the
+    /// run, is over.
+    pub fitting_over: usize,
     /// The cost in base-input-token units over the calls whose untouchable part fits the
     /// window: the calls where the strategies can differ.
     pub fitting_units: f64,
@@ -415,6 +418,7 @@ impl<'a> Meter<'a> {
                 peak_tokens: 0,
                 over_window: 0,
                 fixed_over: 0,
+                fitting_over: 0,
                 fitting_units: 0.0,
                 fitting_tokens: 0,
                 fitting_cached: 0,
@@ -486,6 +490,7 @@ impl<'a> Meter<'a> {
         r.peak_tokens = r.peak_tokens.max(size);
         r.over_window += usize::from(size > self.config.window);
         r.fixed_over += usize::from(unsatisfiable);
+        r.fitting_over += usize::from(size > self.config.window && !unsatisfiable);
         if !unsatisfiable {
             r.fitting_units += bill.units;
             r.fitting_tokens += bill.tokens;

@@ -8,8 +8,9 @@ use cutctx_formats::{
 };
 use cutctx_model::SummarizationRequest;
 use cutctx_session::{
-    Decision, Marking, PriceTable, ReplayOptions, Restart, SessionConfig, SessionState, Step,
-    fixed_tokens, history, message_tokens, prompt_tokens, push, replay, replay_with, step,
+    Decision, External, ExternalCall, Marking, PriceTable, ReplayExtras, ReplayOptions, Restart,
+    SessionConfig, SessionState, Step, SummaryInput, call_points, fixed_tokens, history,
+    message_tokens, prompt_tokens, push, replay, replay_extended, replay_with, step,
 };
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -749,37 +750,219 @@ fn replay_config(run: &Value, fraction: f64) -> SessionConfig {
     cfg
 }
 
+/// The replay of `run` at `fraction` of its final size, warm, with every strategy.
+fn compared(run: &Value, fraction: f64, prices: &PriceTable) -> cutctx_session::Replay {
+    let cfg = replay_config(run, fraction);
+    let options = ReplayOptions {
+        marking: Marking::Shared,
+        warm_prefix: true,
+    };
+    let extras = ReplayExtras {
+        compare: true,
+        ..ReplayExtras::default()
+    };
+    replay_extended(&cfg, prices, run, options, &extras).expect("replay")
+}
+
+/// The invariants every compared replay holds: the bound under every strategy (the offline
+/// reference and the peers included), and the constructed strategies over the window only
+/// where the untouchable part alone is.
+fn assert_invariants(name: &str, fraction: f64, r: &cutctx_session::Replay) {
+    assert!(r.bound_units > 0.0, "{name}");
+    assert_eq!(
+        r.strategies.len(),
+        10,
+        "{name}: three, hindsight and six peers"
+    );
+    for s in &r.strategies {
+        assert!(
+            s.cost_units >= r.bound_units,
+            "{name} at {fraction}: {} pays {} under the bound {}",
+            s.name,
+            s.cost_units,
+            r.bound_units
+        );
+        assert!(s.summary_units <= s.cost_units, "{name}: {}", s.name);
+        if matches!(s.name.as_str(), "stateless" | "session" | "hindsight") {
+            assert_eq!(
+                s.over_window, s.fixed_over,
+                "{name} at {fraction}: {}",
+                s.name
+            );
+        }
+    }
+    // Sending everything keeps everything.
+    let none = &r.strategies[0];
+    assert_eq!(
+        (
+            none.retention.identifiers,
+            none.retention.task_intact,
+            none.retention.recent_results
+        ),
+        (1.0, 1.0, 1.0),
+        "{name}"
+    );
+}
+
 #[test]
 fn every_long_run_replays_under_the_window_and_above_the_bound() {
     let Some(runs) = long_runs() else { return };
     assert_eq!(runs.len(), 9, "the corpus holds nine runs");
     let prices = PriceTable::anthropic();
+    for (name, run) in &runs {
+        for fraction in [0.5, 0.3] {
+            let r = compared(run, fraction, &prices);
+            assert_invariants(name, fraction, &r);
+            let cost = |n: &str| {
+                r.strategies
+                    .iter()
+                    .find(|s| s.name == n)
+                    .map(|s| s.cost_units)
+                    .expect("present")
+            };
+            // The offline schedule is chosen on estimates; exact, it stays near or under the
+            // session's own.
+            assert!(
+                cost("hindsight") <= cost("session") * 1.05,
+                "{name} at {fraction}: hindsight {} against session {}",
+                cost("hindsight"),
+                cost("session")
+            );
+        }
+    }
+}
+
+#[test]
+fn a_sample_of_tau_bench_replays_above_the_bound_under_every_strategy() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/realworld/tau-bench");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        eprintln!("skipped: ../shared/realworld/tau-bench is absent");
+        return;
+    };
+    let mut names: Vec<_> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".chat.json"))
+        .collect();
+    names.sort();
+    // Every 25th run in debug builds; the whole corpus is measured by the benchmark script.
+    let step = if cfg!(debug_assertions) { 25 } else { 1 };
+    let prices = PriceTable::anthropic();
+    for n in names.iter().step_by(step) {
+        let text = std::fs::read_to_string(dir.join(n)).expect("readable");
+        let run: Value = serde_json::from_str(&text).expect("JSON");
+        for fraction in [0.7, 0.5] {
+            assert_invariants(n, fraction, &compared(&run, fraction, &prices));
+        }
+    }
+}
+
+#[test]
+fn an_external_strategy_is_priced_as_the_same_requests_are() {
+    let mut messages = Vec::new();
+    for i in 0..10 {
+        messages.extend(exchange(Format::OpenAiChat, i, 300));
+    }
+    let run = request(Format::OpenAiChat, &messages);
+    let cfg = config(Format::OpenAiChat, 2_000, "drop_oldest");
+    let points = call_points(Format::OpenAiChat, &messages);
+    let as_none: Vec<ExternalCall> = points
+        .iter()
+        .map(|&len| ExternalCall {
+            request: request(Format::OpenAiChat, &messages[..len]),
+            summary: None,
+        })
+        .collect();
+    let mut with_summary = as_none.clone();
+    with_summary[3].summary = Some(cutctx_session::cache::SummaryCall {
+        input_tokens: 1_000,
+        cached_tokens: 800,
+        output_tokens: 100,
+    });
+    let extras = ReplayExtras {
+        external: vec![
+            External {
+                name: "mine".into(),
+                calls: as_none,
+            },
+            External {
+                name: "summarized".into(),
+                calls: with_summary,
+            },
+        ],
+        ..ReplayExtras::default()
+    };
+    let prices = PriceTable::anthropic();
+    let r =
+        replay_extended(&cfg, &prices, &run, ReplayOptions::default(), &extras).expect("replay");
+    let [none, _, _, mine, summarized] = &r.strategies[..] else {
+        panic!("five strategies")
+    };
+    assert_eq!(mine.name, "mine");
+    assert_eq!(
+        (mine.cost_units, mine.cached_tokens, mine.over_window),
+        (none.cost_units, none.cached_tokens, none.over_window)
+    );
+    assert_eq!(mine.retention, none.retention);
+    // 800 read at 0.1, 200 at 1, 100 out at 5.
+    let charged = 80.0 + 200.0 + 500.0;
+    assert!((summarized.summary_units - charged).abs() < 1e-9);
+    assert!((summarized.cost_units - none.cost_units - charged).abs() < 1e-6);
+    // One request short: refused, naming both figures.
+    let mut short = extras.clone();
+    short.external[0].calls.pop();
+    let err = replay_extended(&cfg, &prices, &run, ReplayOptions::default(), &short)
+        .expect_err("refused");
+    assert_eq!(err.code(), "VALIDATION_ERROR");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("{}", points.len() - 1))
+            && text.contains(&format!("{}", points.len())),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_summary_asked_with_the_cached_prefix_reads_it() {
+    let Some(runs) = long_runs() else { return };
+    let (name, run) = &runs[0];
+    let cfg = replay_config(run, 0.3);
+    let prices = PriceTable::anthropic();
     let options = ReplayOptions {
         marking: Marking::Shared,
         warm_prefix: true,
     };
-    for (name, run) in &runs {
-        for fraction in [0.5, 0.3] {
-            let cfg = replay_config(run, fraction);
-            let r = replay_with(&cfg, &prices, run, options).expect("replay");
-            assert!(r.bound_units > 0.0, "{name}");
-            for s in &r.strategies {
-                assert!(
-                    s.cost_units >= r.bound_units,
-                    "{name} at {fraction}: {} pays {} under the bound {}",
-                    s.name,
-                    s.cost_units,
-                    r.bound_units
-                );
-                if s.name != "none" {
-                    // Over the window only where the untouchable part alone is.
-                    assert_eq!(
-                        s.over_window, s.fixed_over,
-                        "{name} at {fraction}: {}",
-                        s.name
-                    );
-                }
-            }
-        }
-    }
+    let by = |summary_input| {
+        let extras = ReplayExtras {
+            summary_input,
+            ..ReplayExtras::default()
+        };
+        replay_extended(&cfg, &prices, run, options, &extras).expect("replay")
+    };
+    let (span, cached) = (by(SummaryInput::Span), by(SummaryInput::Cached));
+    let (a, b) = (&span.strategies[2], &cached.strategies[2]);
+    assert_eq!(a.summaries > 0, b.summaries > 0, "{name}");
+    // The requests sent are the same; only the summarizing calls' bills differ.
+    assert_eq!(
+        (a.tokens_sent, a.cached_tokens),
+        (b.tokens_sent, b.cached_tokens)
+    );
+    assert!(
+        (a.cost_units - a.summary_units - (b.cost_units - b.summary_units)).abs() < 1e-6,
+        "{name}"
+    );
+}
+
+#[test]
+fn the_peers_fire_where_their_published_thresholds_say() {
+    use cutctx_session::peers::{Rule, trigger};
+    assert_eq!(trigger(Rule::ClaudeCode, 200_000), 167_000);
+    assert_eq!(trigger(Rule::Codex, 200_000), 180_000);
+    assert_eq!(trigger(Rule::ClearToolUses, 200_000), 100_000);
+    assert_eq!(trigger(Rule::ServerCompaction, 200_000), 150_000);
+    assert_eq!(trigger(Rule::DeepAgents, 200_000), 170_000);
+    // Scaled to the window.
+    assert_eq!(trigger(Rule::ClaudeCode, 20_000), 16_700);
+    assert_eq!(trigger(Rule::ServerCompaction, 20_000), 15_000);
 }
