@@ -110,7 +110,7 @@ fn each_string<'a>(value: &'a Value, f: &mut dyn FnMut(&'a str)) {
 }
 
 /// The identifiers of `wanted` that `value` holds.
-fn present<'w>(value: &Value, wanted: &BTreeSet<&'w str>) -> usize {
+fn present(value: &Value, wanted: &BTreeSet<&str>) -> usize {
     let mut found: BTreeSet<&str> = BTreeSet::new();
     each_string(value, &mut |s| {
         each_identifier(s, &mut |t| {
