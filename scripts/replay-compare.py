@@ -15,6 +15,7 @@ import json
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 PEERS = ["claude-code", "codex", "openhands", "clear-tool-uses", "server-compaction", "deep-agents"]
 
@@ -37,7 +38,19 @@ def main():
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     args.extra = extra
-    runs = sorted(pathlib.Path(args.corpus).glob("*.chat.json"))[::args.every]
+    corpus = pathlib.Path(args.corpus)
+    tmp = tempfile.TemporaryDirectory()
+    if (corpus / "gpt-4o-airline.json").exists():
+        # tau-bench: each run's body is {"model", "messages": traj, "tools": airline_tools}.
+        tools = json.loads((corpus / "airline_tools.json").read_text())
+        runs = []
+        for i, run in enumerate(json.loads((corpus / "gpt-4o-airline.json").read_text())):
+            path = pathlib.Path(tmp.name) / f"run{i:03}.json"
+            path.write_text(json.dumps({"model": "gpt-4o", "messages": run["traj"], "tools": tools}))
+            runs.append(path)
+        runs = runs[::args.every]
+    else:
+        runs = sorted(corpus.glob("*.chat.json"))[::args.every]
     for fraction in args.fractions:
         totals, retention, over, bound = {}, {}, {}, 0.0
         dominated = []

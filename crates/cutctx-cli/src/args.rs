@@ -254,10 +254,10 @@ pub(crate) struct ReplayArgs {
     /// The N of retention's "share of the last N tool results kept verbatim".
     #[arg(long, default_value_t = 5)]
     retention_last: usize,
-    /// How a compaction's summarizing call is asked, and so priced: `span` (the turns alone,
-    /// as a fresh prompt) or `cached` (the request as it would be sent, plus the
-    /// instruction, which reads the cached prefix).
-    #[arg(long, value_parser = ["span", "cached"], default_value = "span")]
+    /// How a compaction's summarizing call is asked, and so priced: `cached` (the default:
+    /// the request as it would be sent, plus the instruction, which reads the cached prefix)
+    /// or `span` (the turns alone, as a fresh prompt).
+    #[arg(long, value_parser = ["cached", "span"], default_value = "cached")]
     summary_input: String,
     /// The settings shared with `session`.
     #[command(flatten)]

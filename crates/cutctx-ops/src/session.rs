@@ -279,7 +279,17 @@ pub fn session_with(
                          r: &SummarizationRequest|
      -> Result<String, OpsError> {
         match summarizer.as_deref_mut() {
-            Some(s) => summarize_one(s, r, &pt.summarization_input(r)),
+            Some(s) => {
+                // Beside the span, the request that reads the cache: the prefix as last sent
+                // plus the instruction, for a summarizer that would rather send that.
+                let mut input = pt.summarization_input(r);
+                let cached =
+                    cutctx::session::cached_summary_request(&config, previous.as_ref(), &request)?;
+                if let Value::Object(map) = &mut input {
+                    map.insert("cached_request".to_owned(), cached);
+                }
+                summarize_one(s, r, &input)
+            }
             None => Err(OpsError::from(CompactionError::SummaryMissing {
                 message: format!(
                     "the session fired and summarization request {} needs a summary; pass --summarize-with CMD, or a policy that does not summarize",
@@ -384,7 +394,7 @@ pub struct ReplayRun {
     pub external: Vec<(String, String)>,
     /// The `N` of "the last N tool results kept verbatim" (default 5).
     pub retention_last: usize,
-    /// How compactions' summarizing calls are asked: `span` (the default) or `cached`.
+    /// How compactions' summarizing calls are asked: `cached` (the default) or `span`.
     pub summary_input: cutctx::session::SummaryInput,
     /// The settings shared with `session`.
     pub tuning: Tuning,

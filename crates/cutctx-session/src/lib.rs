@@ -82,5 +82,8 @@ pub use replay::{
     External, ExternalCall, Marking, Replay, ReplayExtras, ReplayOptions, StrategyReport,
     SummaryInput, call_points, replay, replay_extended, replay_with,
 };
-pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
+pub use session::{
+    Decision, Firing, Restart, SUMMARY_INSTRUCTION, SessionConfig, Step, Summarize,
+    cached_summary_request, push, step,
+};
 pub use state::{PrefixItem, STATE_VERSION, SessionState};

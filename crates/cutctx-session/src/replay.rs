@@ -688,10 +688,12 @@ impl Default for ReplayExtras {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SummaryInput {
     /// The span to summarize alone, as a fresh prompt: nothing of it is cached.
-    #[default]
     Span,
     /// The request as the strategy would have sent it at this call, plus the summarization
-    /// instruction as a final user message: it reads the prefix the last call wrote.
+    /// instruction as a final user message: it reads the prefix the last call wrote. The
+    /// default: on the tau-bench and long-run corpora it costs the session less than the span
+    /// (its input is read at the cache price, and it is asked once per firing).
+    #[default]
     Cached,
 }
 

@@ -266,6 +266,51 @@ pub fn step<E: From<FormatError>>(
     })
 }
 
+/// The summarizing request that reads the cache, for a firing at this call: the request the
+/// session would send at this call without firing (the previous compaction's prefix rebuilt
+/// from `previous`, the new messages appended; the whole history for a new session), with
+/// the summarization instruction ([`SUMMARY_INSTRUCTION`]) as a final user message. Its
+/// prefix is what the previous call wrote, so a provider serves it from the cache; the
+/// span-only input of `ProviderTranscript::summarization_input` reads nothing.
+///
+/// ```
+/// use cutctx_formats::{EstimatorSpec, Format, policy_named};
+/// use cutctx_session::{SessionConfig, cached_summary_request};
+/// use serde_json::json;
+/// let config = SessionConfig {
+///     format: Format::OpenAiChat, window: 500, reserve_output: 0,
+///     trigger: SessionConfig::DEFAULT_TRIGGER, target: SessionConfig::DEFAULT_TARGET,
+///     protected_recent: 2,
+///     policy: policy_named("drop_oldest", "p", &EstimatorSpec::default())?.expect("known"),
+///     estimator: EstimatorSpec::default().estimator()?, cache_breakpoints: false,
+///     reasoning: cutctx_formats::ReasoningMode::Strip, pinned_results: Default::default(),
+/// };
+/// let request = json!({"model": "m", "messages": [{"role": "user", "content": "Hi"}]});
+/// let asked = cached_summary_request(&config, None, &request)?;
+/// let list = asked["messages"].as_array().expect("a list");
+/// assert_eq!((list.len(), &list[0]), (2, &request["messages"][0]));
+/// # Ok::<(), cutctx_formats::FormatError>(())
+/// ```
+///
+/// # Errors
+///
+/// `FORMAT_*` for a request without its format's shape; `VALIDATION_ERROR` for a state of
+/// another format.
+pub fn cached_summary_request(
+    config: &SessionConfig,
+    previous: Option<&SessionState>,
+    request: &Value,
+) -> Result<Value, FormatError> {
+    let format = config.format;
+    let messages = history(format, request);
+    let (state, _) = continue_from(format, previous, messages)?;
+    let would_send = materialize(format, request, &state)?;
+    Ok(crate::replay::with_instruction(format, &would_send))
+}
+
+/// The instruction a summarizing request that reads the cache ends with.
+pub const SUMMARY_INSTRUCTION: &str = crate::replay::SUMMARY_INSTRUCTION;
+
 /// Where the tool loop in progress at the end of `messages` starts, when it holds reasoning
 /// a firing would invalidate ([`cutctx_formats::open_tool_loop`]); `None` with
 /// [`ReasoningMode::Keep`], which sends such reasoning as it is. A firing changes the request

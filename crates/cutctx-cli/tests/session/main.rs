@@ -347,7 +347,17 @@ fn repair_drops_what_the_provider_would_refuse_and_says_so() {
 struct Counting(usize);
 
 impl cutctx_ops::summarizer::Summarizer for Counting {
-    fn summarize(&mut self, group_id: &str, _: &Value) -> Result<String, cutctx_ops::OpsError> {
+    fn summarize(&mut self, group_id: &str, input: &Value) -> Result<String, cutctx_ops::OpsError> {
+        // Beside the span, the request that reads the cache: the history as the session
+        // would send it, the instruction last.
+        let cached = input["cached_request"]["messages"]
+            .as_array()
+            .expect("a cached request");
+        assert_eq!(
+            cached.last().map(|m| &m["content"]),
+            Some(&json!(cutctx::session::SUMMARY_INSTRUCTION))
+        );
+        assert!(cached.len() > input["messages"].as_array().map_or(0, Vec::len));
         self.0 += 1;
         Ok(format!("Summary of {group_id}"))
     }

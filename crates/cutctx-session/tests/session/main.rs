@@ -836,24 +836,28 @@ fn every_long_run_replays_under_the_window_and_above_the_bound() {
 fn a_sample_of_tau_bench_replays_above_the_bound_under_every_strategy() {
     let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/realworld/tau-bench");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
+    let (Ok(runs), Ok(tools)) = (
+        std::fs::read_to_string(dir.join("gpt-4o-airline.json")),
+        std::fs::read_to_string(dir.join("airline_tools.json")),
+    ) else {
         eprintln!("skipped: ../shared/realworld/tau-bench is absent");
         return;
     };
-    let mut names: Vec<_> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".chat.json"))
-        .collect();
-    names.sort();
+    let runs: Value = serde_json::from_str(&runs).expect("JSON");
+    let tools: Value = serde_json::from_str(&tools).expect("JSON");
+    let runs = runs.as_array().expect("a list of runs");
+    assert_eq!(runs.len(), 200);
     // Every 25th run in debug builds; the whole corpus is measured by the benchmark script.
     let step = if cfg!(debug_assertions) { 25 } else { 1 };
     let prices = PriceTable::anthropic();
-    for n in names.iter().step_by(step) {
-        let text = std::fs::read_to_string(dir.join(n)).expect("readable");
-        let run: Value = serde_json::from_str(&text).expect("JSON");
+    for (i, r) in runs.iter().enumerate().step_by(step) {
+        let run = json!({"model": "gpt-4o", "messages": r["traj"], "tools": tools});
         for fraction in [0.7, 0.5] {
-            assert_invariants(n, fraction, &compared(&run, fraction, &prices));
+            assert_invariants(
+                &format!("run {i}"),
+                fraction,
+                &compared(&run, fraction, &prices),
+            );
         }
     }
 }
