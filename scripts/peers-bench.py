@@ -147,7 +147,7 @@ def replay(cli, path, fraction, extra, externals=()):
             "--warm-prefix", "--json"]
     for name, file in externals:
         argv += ["--external", f"{name}={file}"]
-    out = subprocess.run([*argv, *extra, path], capture_output=True, text=True)
+    out = subprocess.run([*argv, *extra, path], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} {path}: exit {out.returncode}: {out.stderr.strip()}")
     return json.loads(out.stdout)

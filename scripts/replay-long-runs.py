@@ -30,7 +30,7 @@ ORDER = ["none", "stateless", "session"]
 def replay(cli, path, fraction, extra):
     argv = [cli, "replay", "--format", "openai-chat", "--window-fraction", str(fraction),
             "--compare", "--warm-prefix", "--json", *extra, path]
-    out = subprocess.run(argv, capture_output=True, text=True)
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)}: exit {out.returncode}: {out.stderr.strip()}")
     return json.loads(out.stdout)
@@ -123,4 +123,7 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        sys.exit(f"replay-long-runs: {e}")
