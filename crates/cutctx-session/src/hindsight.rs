@@ -63,7 +63,7 @@ pub(crate) fn plan(context: &Context<'_>, fallback: Vec<Sent>) -> Result<Vec<Sen
             continue;
         }
         let request = crate::replay::request_at(format, context.run, len);
-        match compact_to(config, &request, config.target, &mut summarize) {
+        match compact_to(config, &request, config.target, true, &mut summarize) {
             Ok(fitted) => {
                 let list = history(format, &fitted.document).to_vec();
                 let tokens = context.list_tokens(&list)?;

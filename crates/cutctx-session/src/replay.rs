@@ -839,7 +839,7 @@ pub fn replay_extended(
         // while the request fits, a compaction to the window when it does not.
         let mut stuck = false;
         if size > config.window {
-            match compact_to(config, &request, 1.0, &mut summarize) {
+            match compact_to(config, &request, 1.0, false, &mut summarize) {
                 Ok(fitted) => {
                     let marks = plain_marks(marking, prices, format, &fitted.document);
                     let summaries = ask(

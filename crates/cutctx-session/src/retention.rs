@@ -16,7 +16,8 @@
 //! history at call `k` also holds (what the model could have read there rather than made up);
 //! the share is how many of them the request the strategy sent at call `k` holds anywhere.
 //! The *task* is the first user message of the history, intact when the sent request holds
-//! it unchanged. The *recent results* are the last `N` tool results of the history at call
+//! it unchanged, or a message holding every string of it unchanged (Anthropic merges
+//! consecutive user messages, so a summary placed after the task shares its message). The *recent results* are the last `N` tool results of the history at call
 //! `k` (Chat `tool` messages, Anthropic `tool_result` blocks, Responses `*_output` items),
 //! kept when the sent request holds each unchanged.
 //!
@@ -107,6 +108,17 @@ fn each_string<'a>(value: &'a Value, f: &mut dyn FnMut(&'a str)) {
         Value::Object(map) => map.values().for_each(|v| each_string(v, f)),
         _ => {}
     }
+}
+
+/// Whether `message` holds every string of `part` (its role among them) unchanged.
+fn holds_all(message: &Value, part: &Value) -> bool {
+    let mut have: BTreeSet<&str> = BTreeSet::new();
+    each_string(message, &mut |s| {
+        have.insert(s);
+    });
+    let mut all = true;
+    each_string(part, &mut |s| all &= have.contains(s));
+    all
 }
 
 /// The identifiers of `wanted` that `value` holds.
@@ -248,7 +260,7 @@ impl Targets {
             }
             if let Some(task) = &target.task {
                 task_calls += 1;
-                intact += usize::from(list.iter().any(|m| m == task));
+                intact += usize::from(list.iter().any(|m| m == task || holds_all(m, task)));
             }
             if !target.recent.is_empty() {
                 let sent_results: BTreeSet<String> =
