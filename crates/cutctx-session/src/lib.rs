@@ -16,7 +16,8 @@
 //!   with the history.
 //!
 //! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
-//! stateless compaction before every call, the session) and prices each with a
+//! stateless compaction before every call, the session; [`replay_extended`] adds the offline
+//! reference of [`hindsight`], the [`peers`] and external strategies) and prices each with a
 //! [`PriceTable`] and the prefix-cache model of [`cache`], every strategy's requests marked
 //! for the cache by the same rule ([`Marking`]), optionally with every run starting with its
 //! tools and system prompt already cached ([`ReplayOptions::warm_prefix`]). [`bound`] gives
