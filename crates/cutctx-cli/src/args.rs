@@ -242,6 +242,23 @@ pub(crate) struct ReplayArgs {
     /// Off by default: nothing is shared between runs.
     #[arg(long)]
     warm_prefix: bool,
+    /// Add the offline reference `hindsight` (the best firing schedule, found with the whole
+    /// run known) and the peer strategies (Claude Code, Codex, OpenHands, Anthropic's
+    /// tool-result clearing and server compaction, Deep Agents) to the table.
+    #[arg(long)]
+    compare: bool,
+    /// A strategy whose requests were produced elsewhere: NAME=FILE, FILE holding one JSON
+    /// line per call of the run (the whole request sent at that call). Repeatable.
+    #[arg(long, value_name = "NAME=FILE.jsonl")]
+    pub(crate) external: Vec<String>,
+    /// The N of retention's "share of the last N tool results kept verbatim".
+    #[arg(long, default_value_t = 5)]
+    retention_last: usize,
+    /// How a compaction's summarizing call is asked, and so priced: `cached` (the default:
+    /// the request as it would be sent, plus the instruction, which reads the cached prefix)
+    /// or `span` (the turns alone, as a fresh prompt).
+    #[arg(long, value_parser = ["cached", "span"], default_value = "cached")]
+    summary_input: String,
     /// The settings shared with `session`.
     #[command(flatten)]
     tuning: TuningArgs,
@@ -249,8 +266,19 @@ pub(crate) struct ReplayArgs {
 
 impl ReplayArgs {
     /// The options as the operations library takes them (the SVG file is the binary's).
-    pub(crate) fn options(&self) -> cutctx_ops::session::ReplayRun {
+    pub(crate) fn options(
+        &self,
+        external: Vec<(String, String)>,
+    ) -> cutctx_ops::session::ReplayRun {
         cutctx_ops::session::ReplayRun {
+            compare: self.compare,
+            external,
+            retention_last: self.retention_last,
+            summary_input: if self.summary_input == "cached" {
+                cutctx::session::SummaryInput::Cached
+            } else {
+                cutctx::session::SummaryInput::Span
+            },
             format: self.format,
             window: self.window,
             window_fraction: self.window_fraction,

@@ -493,11 +493,39 @@ fn replay(run: &Path, args: &ReplayArgs) -> Result<String, OpsError> {
         Some(read_text(Path::new(&args.pricing), "the price table")?)
     };
     let prices = cutctx_ops::session::prices(&args.pricing, table_text.as_deref())?;
-    let (out, svg) = cutctx_ops::session::replay(&args.options(), &text, &prices)?;
-    if let Some(path) = &args.svg {
-        output::write_atomically(path, svg.as_bytes(), "svg")?;
+    let mut external = Vec::with_capacity(args.external.len());
+    for spec in &args.external {
+        let Some((name, file)) = spec
+            .split_once('=')
+            .filter(|(n, f)| !n.is_empty() && !f.is_empty())
+        else {
+            return Err(OpsError::validation(
+                "--external takes NAME=FILE.jsonl",
+                cutctx::model::details! { "external" => spec.as_str() },
+            ));
+        };
+        external.push((
+            name.to_owned(),
+            read_text(Path::new(file), "an external strategy")?,
+        ));
     }
-    Ok(out)
+    let out = cutctx_ops::session::replay(&args.options(external), &text, &prices)?;
+    if let Some(path) = &args.svg {
+        output::write_atomically(path, out.svg.as_bytes(), "svg")?;
+        output::write_atomically(&frontier_path(path), out.frontier_svg.as_bytes(), "svg")?;
+    }
+    Ok(out.output)
+}
+
+/// Where `--svg FILE` puts the cost against retention chart: FILE with `-frontier.svg` in
+/// place of its `.svg` (appended when it has none).
+fn frontier_path(path: &Path) -> std::path::PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".svg").unwrap_or(&name);
+    path.with_file_name(format!("{stem}-frontier.svg"))
 }
 
 /// Reads a whole file (or standard input for `-`) as UTF-8.

@@ -715,6 +715,40 @@ impl ProviderTranscript {
         Ok(count)
     }
 
+    /// Pins the request's first user turn (the task statement, in an agent loop), so that a
+    /// plan keeps it as it is; returns whether there was one. A plan then never masks,
+    /// summarizes or drops it, and it stays in place at the head of the history, where a
+    /// prompt cache keeps reading it across compactions.
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::new`]: the transcript with the pin is checked again.
+    pub fn pin_first_user(&mut self) -> Result<bool, FormatError> {
+        let Some(first) = self
+            .transcript
+            .roles()
+            .iter()
+            .position(|r| *r == cutctx_model::Role::User)
+        else {
+            return Ok(false);
+        };
+        let turns = self
+            .transcript
+            .turns()
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                if i == first {
+                    t.clone().with_pinned(true)
+                } else {
+                    t.clone()
+                }
+            })
+            .collect();
+        self.transcript = Transcript::new(turns)?;
+        Ok(true)
+    }
+
     /// As [`ProviderTranscript::render`], consuming the transcript: kept messages are moved
     /// into the output rather than copied, so a large request is not held twice.
     ///

@@ -279,7 +279,17 @@ pub fn session_with(
                          r: &SummarizationRequest|
      -> Result<String, OpsError> {
         match summarizer.as_deref_mut() {
-            Some(s) => summarize_one(s, r, &pt.summarization_input(r)),
+            Some(s) => {
+                // Beside the span, the request that reads the cache: the prefix as last sent
+                // plus the instruction, for a summarizer that would rather send that.
+                let mut input = pt.summarization_input(r);
+                let cached =
+                    cutctx::session::cached_summary_request(&config, previous.as_ref(), &request)?;
+                if let Value::Object(map) = &mut input {
+                    map.insert("cached_request".to_owned(), cached);
+                }
+                summarize_one(s, r, &input)
+            }
             None => Err(OpsError::from(CompactionError::SummaryMissing {
                 message: format!(
                     "the session fired and summarization request {} needs a summary; pass --summarize-with CMD, or a policy that does not summarize",
@@ -378,8 +388,101 @@ pub struct ReplayRun {
     /// conversations share them; every strategy (and the lower bound) starts equally warm.
     /// Off by default: nothing is shared between runs.
     pub warm_prefix: bool,
+    /// Add the offline reference `hindsight` and the peer strategies.
+    pub compare: bool,
+    /// Strategies whose requests were produced elsewhere: name and the text of its JSONL file.
+    pub external: Vec<(String, String)>,
+    /// The `N` of "the last N tool results kept verbatim" (default 5).
+    pub retention_last: usize,
+    /// How compactions' summarizing calls are asked: `cached` (the default) or `span`.
+    pub summary_input: cutctx::session::SummaryInput,
     /// The settings shared with `session`.
     pub tuning: Tuning,
+}
+
+/// What `cutctx replay` produces: the table (or JSON line), the chart and the cost against
+/// retention chart.
+#[derive(Debug, Clone)]
+pub struct ReplayOutput {
+    /// For standard output.
+    pub output: String,
+    /// The chart of context per call and cumulative cost.
+    pub svg: String,
+    /// The chart of cost against retention, one point per strategy.
+    pub frontier_svg: String,
+}
+
+/// One external strategy's calls from the text of its JSONL file: per line the whole request,
+/// or an object `{"request", "summary_input_tokens", "summary_cached_tokens",
+/// "summary_output_tokens"}` charging a summarizing call made before it.
+///
+/// # Errors
+///
+/// `INPUT_ERROR` for a line that is not JSON, naming the strategy and the line;
+/// `VALIDATION_ERROR` for a figure that is not a count.
+pub fn external_calls(
+    name: &str,
+    text: &str,
+) -> Result<Vec<cutctx::session::ExternalCall>, OpsError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            OpsError::input(
+                format!(
+                    "line {} of the external strategy {name:?} is not JSON: {e}",
+                    i + 1
+                ),
+                details! { "strategy" => name, "line" => i + 1 },
+            )
+        })?;
+        let wrapped = v.as_object().is_some_and(|m| {
+            m.contains_key("request")
+                && m.keys().all(|k| {
+                    matches!(
+                        k.as_str(),
+                        "request"
+                            | "summary_input_tokens"
+                            | "summary_cached_tokens"
+                            | "summary_output_tokens"
+                    )
+                })
+        });
+        if !wrapped {
+            out.push(cutctx::session::ExternalCall {
+                request: v,
+                summary: None,
+            });
+            continue;
+        }
+        let count = |key: &str| -> Result<u64, OpsError> {
+            match v.get(key) {
+                None => Ok(0),
+                Some(x) => x.as_u64().ok_or_else(|| {
+                    OpsError::validation(
+                        format!(
+                            "{key} on line {} of the external strategy {name:?} must be a count",
+                            i + 1
+                        ),
+                        details! { "strategy" => name, "line" => i + 1, "field" => key },
+                    )
+                }),
+            }
+        };
+        let summary = cutctx::session::cache::SummaryCall {
+            input_tokens: count("summary_input_tokens")?,
+            cached_tokens: count("summary_cached_tokens")?,
+            output_tokens: count("summary_output_tokens")?,
+        };
+        let any = summary != cutctx::session::cache::SummaryCall::default();
+        out.push(cutctx::session::ExternalCall {
+            request: v.get("request").cloned().unwrap_or(Value::Null),
+            summary: any.then_some(summary),
+        });
+    }
+    Ok(out)
 }
 
 /// The price table `--pricing` names: a shipped one, or the text of a file (`file_text`).
@@ -419,7 +522,7 @@ pub fn replay(
     args: &ReplayRun,
     run_text: &str,
     prices: &PriceTable,
-) -> Result<(String, String), OpsError> {
+) -> Result<ReplayOutput, OpsError> {
     let format = args.format;
     let run: Value = crate::error::parse_json("the run", run_text)?;
     let window = match args.window {
@@ -447,13 +550,33 @@ pub fn replay(
         marking: args.marks.into(),
         warm_prefix: args.warm_prefix,
     };
-    let replay = cutctx::session::replay_with(&config, prices, &run, options)?;
-    let out = if args.json {
+    let external = args
+        .external
+        .iter()
+        .map(|(name, text)| {
+            Ok(cutctx::session::External {
+                name: name.clone(),
+                calls: external_calls(name, text)?,
+            })
+        })
+        .collect::<Result<Vec<_>, OpsError>>()?;
+    let extras = cutctx::session::ReplayExtras {
+        compare: args.compare,
+        retention_last: args.retention_last,
+        summary_input: args.summary_input,
+        external,
+    };
+    let replay = cutctx::session::replay_extended(&config, prices, &run, options, &extras)?;
+    let output = if args.json {
         json_line(&replay, prices, args.warm_prefix)
     } else {
         table(&replay, prices)
     };
-    Ok((out, crate::svg::chart(&replay, prices)))
+    Ok(ReplayOutput {
+        output,
+        svg: crate::svg::chart(&replay, prices),
+        frontier_svg: crate::svg::frontier(&replay, prices),
+    })
 }
 
 #[expect(
@@ -490,7 +613,7 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
     );
     let _ = writeln!(
         out,
-        "{:<10} {:>5} {:>11} {:>9} {:>5} {:>11} {:>12} {:>12} {:>10} {:>11} {:>9} {:>15}",
+        "{:<17} {:>5} {:>11} {:>9} {:>5} {:>11} {:>12} {:>12} {:>10} {:>11} {:>9} {:>15} {:>13} {:>11} {:>5} {:>6}",
         "strategy",
         "calls",
         "tokens_sent",
@@ -502,12 +625,16 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
         "peak_use",
         "over_window",
         "reasoning",
-        "reasoning_units"
+        "reasoning_units",
+        "summary_units",
+        "identifiers",
+        "task",
+        "recent"
     );
     for s in &replay.strategies {
         let _ = writeln!(
             out,
-            "{:<10} {:>5} {:>11} {:>9.3} {:>5} {:>11} {:>12.1} {:>12.6} {:>10.3} {:>11} {:>9} {:>15}",
+            "{:<17} {:>5} {:>11} {:>9.3} {:>5} {:>11} {:>12.1} {:>12.6} {:>10.3} {:>11} {:>9} {:>15} {:>13.1} {:>11.3} {:>5.3} {:>6.3}",
             s.name,
             s.calls,
             s.tokens_sent,
@@ -520,12 +647,16 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
             s.over_window,
             s.reasoning_tokens,
             s.reasoning_units
-                .map_or_else(|| "-".to_owned(), |u| format!("{u:.1}"))
+                .map_or_else(|| "-".to_owned(), |u| format!("{u:.1}")),
+            s.summary_units,
+            s.retention.identifiers,
+            s.retention.task_intact,
+            s.retention.recent_results
         );
     }
     let _ = writeln!(
         out,
-        "lower bound: no strategy that stays under the window where it can pays less than {:.1} units",
+        "lower bound: no strategy that sends each call's untouchable part pays less than {:.1} units",
         replay.bound_units
     );
     let _ = writeln!(
@@ -552,6 +683,13 @@ fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
                 "untouchable_over": s.fixed_over, "fitting_units": s.fitting_units,
                 "fitting_tokens": s.fitting_tokens, "fitting_cached": s.fitting_cached,
                 "reasoning_tokens": s.reasoning_tokens, "reasoning_units": s.reasoning_units,
+                "fixed_over": s.fixed_over, "fitting_over": s.fitting_over, "summary_units": s.summary_units,
+                "summaries": s.summaries,
+                "retention": {
+                    "identifiers": s.retention.identifiers,
+                    "task_intact": s.retention.task_intact,
+                    "recent_results": s.retention.recent_results,
+                },
             })
         })
         .collect();

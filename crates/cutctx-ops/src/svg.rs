@@ -1,6 +1,7 @@
-//! The replay's chart, written by hand as SVG text: context size per call over the window, and
-//! cumulative cost per call, one line per strategy. Every figure is printed with a fixed
-//! number of decimals, so the same replay draws the same bytes.
+//! The replay's charts, written by hand as SVG text: context size per call over the window, and
+//! cumulative cost per call, one line per strategy of none, stateless and session; and cost
+//! against retention, one point per strategy (every strategy the replay ran). Every figure is
+//! printed with a fixed number of decimals, so the same replay draws the same bytes.
 
 use std::fmt::Write as _;
 
@@ -138,4 +139,74 @@ fn line(svg: &mut String, points: &[(f64, f64)], colour: &str) {
         "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"1.5\"/>",
         p.trim_end()
     );
+}
+
+/// The colours of the frontier chart's points, by strategy position (cycled).
+const POINT_COLOURS: [&str; 10] = [
+    "#888888", "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+    "#17becf", "#bcbd22",
+];
+
+/// `text` with the characters XML gives a meaning escaped.
+fn escaped(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Cost against retention as an SVG document: per strategy, its cost in base-input-token
+/// units (x, from 0) and the share of the identifiers the model used that its requests kept
+/// (y, 0 to 1), labelled with its name and its task and recent-result retention.
+#[must_use]
+pub(crate) fn frontier(replay: &Replay, prices: &PriceTable) -> String {
+    let plot = WIDTH - LEFT - RIGHT - 60.0;
+    let height = PANEL * 2.0;
+    let top = 40.0;
+    let cost_max = replay
+        .strategies
+        .iter()
+        .map(|s| s.cost_units)
+        .fold(1.0_f64, f64::max);
+    let mut svg = String::new();
+    let full = height + 90.0;
+    let _ = writeln!(
+        svg,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH:.0}\" height=\"{full:.0}\" viewBox=\"0 0 {WIDTH:.0} {full:.0}\" font-family=\"sans-serif\" font-size=\"11\">"
+    );
+    let _ = writeln!(svg, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>");
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT:.1}\" y=\"{:.1}\" font-weight=\"bold\">cost (base input tokens; {} prices) against identifiers retained</text><rect x=\"{LEFT:.1}\" y=\"{top:.1}\" width=\"{plot:.1}\" height=\"{height:.1}\" fill=\"none\" stroke=\"#cccccc\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">1</text><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">0</text><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{cost_max:.0}</text>",
+        top - 12.0,
+        escaped(&prices.name),
+        LEFT - 4.0,
+        top + 4.0,
+        LEFT - 4.0,
+        top + height,
+        LEFT + plot,
+        top + height + 14.0
+    );
+    for (i, s) in replay.strategies.iter().enumerate() {
+        let colour = POINT_COLOURS[i % POINT_COLOURS.len()];
+        let px = LEFT + plot * s.cost_units / cost_max;
+        let py = top + height - height * s.retention.identifiers;
+        let _ = writeln!(
+            svg,
+            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"4\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"{colour}\">{} ({:.0}; task {:.2}, recent {:.2})</text>",
+            px + 6.0,
+            py + 4.0,
+            escaped(&s.name),
+            s.cost_units,
+            s.retention.task_intact,
+            s.retention.recent_results
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{LEFT:.1}\" y=\"{:.1}\">cost; up: a larger share of the identifiers the model used is still in its requests</text>",
+        top + height + 30.0
+    );
+    svg.push_str("</svg>\n");
+    svg
 }

@@ -1,11 +1,14 @@
 //! A lower bound on what any strategy must pay for a recorded run under the cache model of
 //! [`cache`](crate::cache): the floor the replayed strategies are measured against.
 //!
-//! **What every strategy must send.** At a call whose untouchable part (tools, system turns,
-//! the protected recent turns, the reserve) fits the window, a strategy that keeps the
-//! request under the window and compacts only what the invariants allow sends at least the
-//! untouchable turns and the tools; at a call whose untouchable part does not fit, every
-//! strategy sends the whole request (as the replay does). Call these the *required* parts.
+//! **What every strategy must send.** At every call, a strategy that compacts only what the
+//! invariants allow sends at least the untouchable part: the tools, the system turns and the
+//! protected recent turns (the output reserve is room, not tokens sent). Call these the
+//! *required* parts. Nothing is assumed about the rest: a call whose untouchable part alone
+//! exceeds the window still requires only that part (a strategy may keep its compacted prefix
+//! there rather than send the whole history), and no window is assumed at all, so the bound
+//! holds for any strategy that sends each call's untouchable turns as they are, whether it
+//! stays under the window or not.
 //!
 //! **What a required token costs at least.** Let `r` be the read price, `w` the write price
 //! and `1` the price of a token neither read nor written (the part of an Anthropic request
@@ -21,10 +24,12 @@
 //! * Every other required token costs at least `r`.
 //!
 //! Nothing else is charged: the bound lets a strategy drop everything that may be dropped at
-//! no cost, keep every earlier byte in place and summarise for free. No strategy can pay
-//! less, whatever it marks and however it compacts (it can be reached only by one that never
-//! moves a required token; a real one must, to stay under the window). Cache minimums and
-//! block granularity are left out, which only lowers the bound.
+//! no cost, keep every earlier byte in place and summarise for free (summarizing calls are
+//! not charged). No strategy that sends the required parts can pay less, whatever it marks
+//! and however it compacts; it is reached only by one that never moves a required token,
+//! which a real strategy must do to stay under a window. Cache minimums and block
+//! granularity are left out, which only lowers the bound. What it does not prove: that any
+//! strategy reaches it, nor anything about what a strategy keeps beyond the required parts.
 //!
 //! Assumptions: the cache model of [`cache`](crate::cache) (a token is read only if an
 //! earlier call of the run wrote the same prefix; nothing expires during a run); a strategy

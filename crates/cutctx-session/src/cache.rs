@@ -41,7 +41,17 @@
 //!   prefix and a later request's overlapping prefix is a hit; stored in 64-token units
 //!   (under 64 tokens nothing is cached); $0.07/M on a hit against $0.27/M on a miss.
 //!
-//! Output tokens are left out: they are the same under every strategy.
+//! Output tokens are left out of a call's bill: the answers are the same under every
+//! strategy. What differs is charged apart (see [`SummaryCall`]).
+//!
+//! **Summarizing calls.** A strategy that writes a summary makes a call of its own, and pays
+//! for it under the same table ([`PriceTable::summary_units`], the one place this is priced):
+//! its input's cached part at the read price, the rest at the base price (its request is
+//! read by nothing later, so nothing is gained by writing it), and its output (the summary)
+//! at the table's output price (not priced when the table has none). What part of the input
+//! is cached depends on how the strategy asks: one that sends the prefix it last sent plus an
+//! instruction reads that prefix from the cache (the replay finds how much by the same cache
+//! model); one that sends the span to summarize as a fresh prompt reads nothing.
 
 use std::collections::BTreeMap;
 
@@ -219,6 +229,43 @@ impl PriceTable {
     #[must_use]
     pub fn money(&self, units: f64) -> f64 {
         units * self.input_per_million / 1e6
+    }
+}
+
+/// One summarizing call: what it sends, how much of that the cache holds, what it writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SummaryCall {
+    /// The call's input tokens.
+    pub input_tokens: u64,
+    /// Of those, read from the cache.
+    pub cached_tokens: u64,
+    /// The summary's tokens: the call's output.
+    pub output_tokens: u64,
+}
+
+impl PriceTable {
+    /// A summarizing call's cost in base-input-token units: cached input at the read price,
+    /// the rest of the input at the base price, the output at the output price (0 when the
+    /// table has none).
+    ///
+    /// ```
+    /// use cutctx_session::PriceTable;
+    /// use cutctx_session::cache::SummaryCall;
+    /// let p = PriceTable::anthropic();
+    /// let call = SummaryCall { input_tokens: 10_000, cached_tokens: 9_000, output_tokens: 500 };
+    /// // 9,000 read at 0.1, 1,000 at 1, 500 written out at 5.
+    /// assert!((p.summary_units(&call) - (900.0 + 1_000.0 + 2_500.0)).abs() < 1e-9);
+    /// ```
+    #[must_use]
+    #[expect(
+        clippy::cast_precision_loss,
+        reason = "token counts are far below 2^52"
+    )]
+    pub fn summary_units(&self, call: &SummaryCall) -> f64 {
+        let cached = call.cached_tokens.min(call.input_tokens);
+        cached as f64 * self.cache_read
+            + (call.input_tokens - cached) as f64
+            + call.output_tokens as f64 * self.output.unwrap_or(0.0)
     }
 }
 

@@ -16,12 +16,13 @@
 //!   with the history.
 //!
 //! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
-//! stateless compaction before every call, the session) and prices each with a
+//! stateless compaction before every call, the session; [`replay_extended`] adds the offline
+//! reference of [`hindsight`], the [`peers`] and external strategies) and prices each with a
 //! [`PriceTable`] and the prefix-cache model of [`cache`], every strategy's requests marked
 //! for the cache by the same rule ([`Marking`]), optionally with every run starting with its
 //! tools and system prompt already cached ([`ReplayOptions::warm_prefix`]). [`bound`] gives
-//! the least any strategy that stays under the window could pay for the same run, so the
-//! replay says how far each strategy is from what the cache model allows.
+//! the least any strategy that sends each call's untouchable part could pay for the same
+//! run, so the replay says how far each strategy is from what the cache model allows.
 //!
 //! ```
 //! use cutctx_formats::{EstimatorSpec, Format, FormatError, policy_named};
@@ -68,7 +69,10 @@
 pub mod bound;
 pub mod cache;
 mod count;
+pub mod hindsight;
+pub mod peers;
 pub mod replay;
+pub mod retention;
 mod session;
 mod state;
 
@@ -76,7 +80,11 @@ pub use cache::PriceTable;
 pub use count::prompt_tokens;
 pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
 pub use replay::{
-    Marking, Replay, ReplayOptions, StrategyReport, call_points, replay, replay_with,
+    External, ExternalCall, Marking, Replay, ReplayExtras, ReplayOptions, StrategyReport,
+    SummaryInput, call_points, replay, replay_extended, replay_with,
 };
-pub use session::{Decision, Firing, Restart, SessionConfig, Step, Summarize, push, step};
+pub use session::{
+    Decision, Firing, Restart, SUMMARY_INSTRUCTION, SessionConfig, Step, Summarize,
+    cached_summary_request, push, step,
+};
 pub use state::{PrefixItem, STATE_VERSION, SessionState, history_digests};

@@ -25,6 +25,13 @@
 //!
 //! **Lower bound.** Each call's required parts (see [`bound`](crate::bound)) are collected as
 //! the run is replayed, and [`Replay::bound_units`] is the least any strategy could pay.
+//!
+//! **More strategies.** With [`ReplayExtras::compare`] the replay adds the offline reference
+//! `hindsight` ([`hindsight`](crate::hindsight)) and the peers of [`peers`](crate::peers);
+//! [`ReplayExtras::external`] adds strategies whose requests were made elsewhere. Every
+//! strategy is priced by the same meter, cache model and marks, its summarizing calls charged
+//! as [`cache`](crate::cache) says ([`StrategyReport::summary_units`], part of `cost_units`),
+//! and its [`retention`](crate::retention) measured against the same recorded answers.
 
 use cutctx_formats::{Format, FormatError, ProviderTranscript, ReasoningOutcome};
 use cutctx_model::{CompactionBudget, CompactionError, Role, SummarizationRequest};
@@ -35,7 +42,8 @@ use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_to
 use sha2::{Digest, Sha256};
 
 use crate::bound::{Needs, lower_bound};
-use crate::cache::{Boundary, CacheView, PrefixCache, PriceTable};
+use crate::cache::{Boundary, CacheView, PrefixCache, PriceTable, SummaryCall};
+use crate::retention::{Retention, Targets};
 use crate::session::{SessionConfig, compact_to, step};
 use crate::state::{PrefixItem, SessionState, message_digest};
 
@@ -80,8 +88,8 @@ impl From<Marking> for ReplayOptions {
 /// What one strategy cost over the run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StrategyReport {
-    /// `none`, `stateless` or `session`.
-    pub name: &'static str,
+    /// `none`, `stateless`, `session`, `hindsight`, a peer's name or an external strategy's.
+    pub name: String,
     /// Calls replayed.
     pub calls: usize,
     /// Input tokens sent over all calls (with the output reserve left out).
@@ -92,8 +100,14 @@ pub struct StrategyReport {
     pub busts: usize,
     /// Compactions performed.
     pub compactions: usize,
-    /// The cost in base-input-token units.
+    /// The cost in base-input-token units, the summarizing calls' included.
     pub cost_units: f64,
+    /// Of `cost_units`, the summarizing calls' ([`PriceTable::summary_units`]).
+    pub summary_units: f64,
+    /// Summarizing calls made.
+    pub summaries: usize,
+    /// What the requests kept of what the model used ([`retention`](crate::retention)).
+    pub retention: Retention,
     /// The cost in the price table's currency.
     pub cost_money: f64,
     /// The largest request, with the output reserve.
@@ -103,6 +117,9 @@ pub struct StrategyReport {
     /// Of the calls, those whose untouchable part alone exceeds the window: no strategy can
     /// fit them, and all send them uncompacted.
     pub fixed_over: usize,
+    /// Calls over the window whose untouchable part fits it: where the strategy, not the
+    /// run, is over.
+    pub fitting_over: usize,
     /// The cost in base-input-token units over the calls whose untouchable part fits the
     /// window: the calls where the strategies can differ.
     pub fitting_units: f64,
@@ -154,16 +171,17 @@ impl StrategyReport {
     }
 }
 
-/// A replay's result: the window and the three strategies, in the order none, stateless,
-/// session.
+/// A replay's result: the window and the strategies, in the order none, stateless, session,
+/// then (when asked) hindsight, the peers and the external strategies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Replay {
     /// The window, in tokens.
     pub window: u64,
     /// The whole run's request, with the reserve: the last call's size uncompacted.
     pub final_tokens: u64,
-    /// The least any strategy that stays under the window wherever the untouchable part fits
-    /// could pay for the run, in base-input-token units ([`lower_bound`]).
+    /// The least any strategy that sends each call's untouchable part (tools, system turns,
+    /// protected recent turns) could pay for the run, in base-input-token units
+    /// ([`lower_bound`]).
     pub bound_units: f64,
     /// The strategies.
     pub strategies: Vec<StrategyReport>,
@@ -187,7 +205,10 @@ pub fn call_points(format: Format, messages: &[Value]) -> Vec<usize> {
 }
 
 /// The stand-in summary: text of about `target_tokens` tokens at four characters a token.
-fn stand_in(_: &ProviderTranscript, r: &SummarizationRequest) -> Result<String, FormatError> {
+pub(crate) fn stand_in(
+    _: &ProviderTranscript,
+    r: &SummarizationRequest,
+) -> Result<String, FormatError> {
     let n = usize::try_from(r.target_tokens()).unwrap_or(0).max(1);
     let head = format!("[summary of {} turns] ", r.turn_ids().len());
     let mut text = head;
@@ -198,7 +219,7 @@ fn stand_in(_: &ProviderTranscript, r: &SummarizationRequest) -> Result<String, 
 }
 
 /// The request of call `k`: `run` with its list cut to `len` messages.
-fn request_at(format: Format, run: &Value, len: usize) -> Value {
+pub(crate) fn request_at(format: Format, run: &Value, len: usize) -> Value {
     let list: Vec<Value> = history(format, run).get(..len).unwrap_or(&[]).to_vec();
     match run {
         Value::Object(map) => {
@@ -214,7 +235,7 @@ fn request_at(format: Format, run: &Value, len: usize) -> Value {
 /// and then each message, with the breakpoints a client puts there: the last message of the
 /// request (automatic caching), every segment holding a `cache_control` mark, and `extra`
 /// (the session's mark at the end of its prefix, as a message count).
-fn view(
+pub(crate) fn view(
     format: Format,
     request: &Value,
     config: &SessionConfig,
@@ -289,33 +310,115 @@ fn content_blocks(message: &Value) -> u64 {
     u64::try_from(content + calls).unwrap_or(u64::MAX)
 }
 
+/// A summarizing call a strategy makes before one of its calls, as it asks for it.
+#[derive(Debug, Clone)]
+pub(crate) enum SummaryAsk {
+    /// A fresh prompt of this many input tokens: nothing of it is cached.
+    Fresh(u64),
+    /// This request (the prefix as last sent plus an instruction): the cache holds what it
+    /// shares with earlier calls.
+    Cached(Value),
+    /// Figures given by the caller (an external strategy).
+    Given {
+        /// Input tokens.
+        input: u64,
+        /// Of those, cached.
+        cached: u64,
+    },
+}
+
+/// One summarizing call: how it is asked, and the summary's tokens.
+#[derive(Debug, Clone)]
+pub(crate) struct Summary {
+    pub(crate) ask: SummaryAsk,
+    pub(crate) output: u64,
+}
+
+/// One call of a strategy as the meter prices it.
+#[derive(Debug, Clone)]
+pub(crate) struct Sent {
+    /// The request sent.
+    pub(crate) request: Value,
+    /// Its marks besides the last message ([`shared_marks`] and the like).
+    pub(crate) marks: Vec<usize>,
+    /// Whether the strategy compacted at this call.
+    pub(crate) compacted: bool,
+    /// Whether the call's untouchable part alone exceeds the window.
+    pub(crate) unsatisfiable: bool,
+    /// The reasoning the compaction invalidated.
+    pub(crate) reasoning: Option<ReasoningOutcome>,
+    /// The summarizing calls made before this call.
+    pub(crate) summaries: Vec<Summary>,
+}
+
+impl Sent {
+    /// A call sending `request` as it is, marked `marks`.
+    pub(crate) const fn plain(request: Value, marks: Vec<usize>, unsatisfiable: bool) -> Self {
+        Self {
+            request,
+            marks,
+            compacted: false,
+            unsatisfiable,
+            reasoning: None,
+            summaries: Vec::new(),
+        }
+    }
+}
+
+/// The summarizing calls of a compaction's plan, each asked as a fresh prompt of the turns it
+/// summarizes, writing a summary of the plan's target length.
+pub(crate) fn span_summaries(
+    input: &cutctx_model::Transcript,
+    plan: &cutctx_invariants::CompactionPlan,
+) -> Vec<Summary> {
+    let tokens: std::collections::BTreeMap<&str, u64> = input
+        .turn_ids()
+        .zip(input.token_estimates().iter().copied())
+        .collect();
+    plan.summarization_requests
+        .iter()
+        .map(|r| Summary {
+            ask: SummaryAsk::Fresh(
+                r.turn_ids()
+                    .iter()
+                    .map(|id| tokens.get(id.as_ref()).copied().unwrap_or(0))
+                    .sum(),
+            ),
+            output: r.target_tokens(),
+        })
+        .collect()
+}
+
 /// Accumulates one strategy's figures call by call.
-struct Meter<'a> {
+pub(crate) struct Meter<'a> {
     report: StrategyReport,
     /// The reasoning already counted, by message and block.
     invalidated: std::collections::BTreeSet<(Option<usize>, Option<usize>)>,
     previous: Option<CacheView>,
-    cache: PrefixCache,
+    pub(crate) cache: PrefixCache,
     prices: &'a PriceTable,
-    window: u64,
-    reserve: u64,
+    config: &'a SessionConfig,
 }
 
 impl<'a> Meter<'a> {
-    fn new(name: &'static str, prices: &'a PriceTable, config: &SessionConfig) -> Self {
+    pub(crate) fn new(name: &str, prices: &'a PriceTable, config: &'a SessionConfig) -> Self {
         Self {
             report: StrategyReport {
-                name,
+                name: name.to_owned(),
                 calls: 0,
                 tokens_sent: 0,
                 cached_tokens: 0,
                 busts: 0,
                 compactions: 0,
                 cost_units: 0.0,
+                summary_units: 0.0,
+                summaries: 0,
+                retention: Retention::default(),
                 cost_money: 0.0,
                 peak_tokens: 0,
                 over_window: 0,
                 fixed_over: 0,
+                fitting_over: 0,
                 fitting_units: 0.0,
                 fitting_tokens: 0,
                 fitting_cached: 0,
@@ -328,9 +431,46 @@ impl<'a> Meter<'a> {
             previous: None,
             cache: PrefixCache::default(),
             prices,
-            window: config.window,
-            reserve: config.reserve_output,
+            config,
         }
+    }
+
+    /// Prices one call: its summarizing calls first, then its request.
+    pub(crate) fn send(&mut self, sent: &Sent) -> Result<(), FormatError> {
+        let format = self.config.format;
+        for s in &sent.summaries {
+            let (input, cached) = match &s.ask {
+                SummaryAsk::Fresh(n) => (*n, 0),
+                SummaryAsk::Given { input, cached } => (*input, *cached),
+                SummaryAsk::Cached(request) => {
+                    let marks = if self.prices.breakpoints {
+                        shared_marks(format, request)
+                    } else {
+                        Vec::new()
+                    };
+                    let v = view(format, request, self.config, &marks)?;
+                    // What the cache holds of it; the call itself leaves nothing anyone reads.
+                    let bill = self.cache.clone().call(&v, self.prices);
+                    (bill.tokens, bill.cached)
+                }
+            };
+            let call = SummaryCall {
+                input_tokens: input,
+                cached_tokens: cached,
+                output_tokens: s.output,
+            };
+            let units = self.prices.summary_units(&call);
+            self.report.summary_units += units;
+            self.report.cost_units += units;
+            self.report.summaries += 1;
+        }
+        if let Some(outcome) = &sent.reasoning {
+            self.invalidated(outcome, self.config.estimator.as_ref());
+        }
+        self.report.compactions += usize::from(sent.compacted);
+        let v = view(format, &sent.request, self.config, &sent.marks)?;
+        self.call(v, sent.unsatisfiable);
+        Ok(())
     }
 
     fn call(&mut self, sent: CacheView, unsatisfiable: bool) {
@@ -346,10 +486,11 @@ impl<'a> Meter<'a> {
         r.cached_tokens += bill.cached;
         r.busts += usize::from(bust);
         r.cost_units += bill.units;
-        let size = bill.tokens + self.reserve;
+        let size = bill.tokens + self.config.reserve_output;
         r.peak_tokens = r.peak_tokens.max(size);
-        r.over_window += usize::from(size > self.window);
+        r.over_window += usize::from(size > self.config.window);
         r.fixed_over += usize::from(unsatisfiable);
+        r.fitting_over += usize::from(size > self.config.window && !unsatisfiable);
         if !unsatisfiable {
             r.fitting_units += bill.units;
             r.fitting_tokens += bill.tokens;
@@ -380,8 +521,9 @@ impl<'a> Meter<'a> {
         }
     }
 
-    fn finish(mut self) -> StrategyReport {
+    fn finish(mut self, retention: Retention) -> StrategyReport {
         self.report.cost_money = self.prices.money(self.report.cost_units);
+        self.report.retention = retention;
         self.report
     }
 }
@@ -389,7 +531,7 @@ impl<'a> Meter<'a> {
 /// The boundary at the end of `request`'s system prefix: after its leading system and
 /// developer messages (0, the end of the fixed part, when there are none: the Anthropic
 /// `system` and every format's tools are part of it).
-fn system_end(format: Format, request: &Value) -> usize {
+pub(crate) fn system_end(format: Format, request: &Value) -> usize {
     history(format, request)
         .iter()
         .take_while(|m| cutctx_formats::is_system_message(format, m))
@@ -437,7 +579,7 @@ fn session_marks(format: Format, request: &Value, state: &SessionState) -> Vec<u
 }
 
 /// The marks of a request of a strategy other than the session under `marking`.
-fn plain_marks(
+pub(crate) fn plain_marks(
     marking: Marking,
     prices: &PriceTable,
     format: Format,
@@ -449,14 +591,13 @@ fn plain_marks(
     }
 }
 
-/// What every strategy must send at the call `request`: the untouchable turns and the tools
-/// when they fit the window, the whole request when they do not.
+/// What every strategy must send at the call `request`: the untouchable turns and the tools,
+/// whether or not they fit the window.
 fn needs(config: &SessionConfig, request: &Value) -> Result<Needs, FormatError> {
     let pt = ProviderTranscript::parse_with(config.format, request, config.estimator.as_ref())?;
     let count = pt.prompt_count(config.reserve_output);
     let budget = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget);
-    let whole = count.tools + count.reserve + analysis.untouchable_tokens() > config.window;
     Ok(Needs {
         tools: count.tools,
         system_turns: count
@@ -468,12 +609,12 @@ fn needs(config: &SessionConfig, request: &Value) -> Result<Needs, FormatError> 
             .turns
             .iter()
             .zip(analysis.untouchable())
-            .map(|(t, &untouchable)| (t.tokens, untouchable || whole))
+            .map(|(t, &untouchable)| (t.tokens, untouchable))
             .collect(),
     })
 }
 
-fn unsatisfiable(e: &FormatError) -> bool {
+pub(crate) fn unsatisfiable(e: &FormatError) -> bool {
     matches!(
         e,
         FormatError::Compaction(CompactionError::BudgetUnsatisfiable { .. })
@@ -482,7 +623,7 @@ fn unsatisfiable(e: &FormatError) -> bool {
 
 /// Whether a compaction found no valid request: a manual-thinking tool loop in progress whose
 /// thinking it would invalidate. The call is then sent as it is, over the window.
-fn open_loop(e: &FormatError) -> bool {
+pub(crate) fn open_loop(e: &FormatError) -> bool {
     matches!(e, FormatError::ReasoningOpenToolLoop { .. })
 }
 
@@ -516,63 +657,221 @@ pub fn replay_with(
     run: &Value,
     options: ReplayOptions,
 ) -> Result<Replay, FormatError> {
+    replay_extended(config, prices, run, options, &ReplayExtras::default())
+}
+
+/// What a replay adds to the three strategies, and how retention is measured.
+#[derive(Debug, Clone)]
+pub struct ReplayExtras {
+    /// Add the offline reference `hindsight` and the peers ([`peers`](crate::peers)).
+    pub compare: bool,
+    /// The `N` of retention's "last `N` tool results kept verbatim".
+    pub retention_last: usize,
+    /// How the session's (and stateless compaction's) summarizing calls are asked.
+    pub summary_input: SummaryInput,
+    /// Strategies whose requests were produced elsewhere, one request per call.
+    pub external: Vec<External>,
+}
+
+impl Default for ReplayExtras {
+    fn default() -> Self {
+        Self {
+            compare: false,
+            retention_last: 5,
+            summary_input: SummaryInput::default(),
+            external: Vec::new(),
+        }
+    }
+}
+
+/// How a compaction's summarizing call is asked, and so what of it the cache holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SummaryInput {
+    /// The span to summarize alone, as a fresh prompt: nothing of it is cached.
+    Span,
+    /// The request as the strategy would have sent it at this call, plus the summarization
+    /// instruction as a final user message: it reads the prefix the last call wrote. The
+    /// default: on the tau-bench and long-run corpora it costs the session less than the span
+    /// (its input is read at the cache price, and it is asked once per firing).
+    #[default]
+    Cached,
+}
+
+/// A strategy whose requests were produced elsewhere.
+#[derive(Debug, Clone)]
+pub struct External {
+    /// Its name in the report.
+    pub name: String,
+    /// One per call of the run, in order.
+    pub calls: Vec<ExternalCall>,
+}
+
+/// One call of an external strategy.
+#[derive(Debug, Clone)]
+pub struct ExternalCall {
+    /// The whole request it sent.
+    pub request: Value,
+    /// A summarizing call it made before this call, if any.
+    pub summary: Option<SummaryCall>,
+}
+
+/// The instruction a cached summarizing call ends with (its cost is what matters, not its
+/// wording).
+pub(crate) const SUMMARY_INSTRUCTION: &str = "Summarize the conversation above for a model that will continue the task: the goal, the decisions taken, the files, identifiers and figures in use, and what remains to be done. Reply with the summary alone.";
+
+/// `request` with the summarization instruction appended as a final user message.
+pub(crate) fn with_instruction(format: Format, request: &Value) -> Value {
+    let mut out = request.clone();
+    let message = match format {
+        Format::Anthropic => {
+            serde_json::json!({"role": "user", "content": [{"type": "text", "text": SUMMARY_INSTRUCTION}]})
+        }
+        _ => serde_json::json!({"role": "user", "content": SUMMARY_INSTRUCTION}),
+    };
+    if let Some(Value::Array(list)) = out.get_mut(list_key(format)) {
+        list.push(message);
+    } else if let Value::Array(list) = &mut out {
+        list.push(message);
+    }
+    out
+}
+
+/// What the strategies share while they are built: the run, its calls and settings.
+pub(crate) struct Context<'a> {
+    pub(crate) config: &'a SessionConfig,
+    pub(crate) prices: &'a PriceTable,
+    pub(crate) run: &'a Value,
+    pub(crate) points: Vec<usize>,
+    pub(crate) options: ReplayOptions,
+    /// How compactions' summarizing calls are asked.
+    pub(crate) summary_input: SummaryInput,
+    /// Per call: whether its untouchable part alone exceeds the window.
+    pub(crate) stuck: Vec<bool>,
+    /// Per message of the run: its tokens.
+    pub(crate) tokens: Vec<u64>,
+    /// The tokens of everything but the message list.
+    pub(crate) fixed: u64,
+}
+
+impl Context<'_> {
+    pub(crate) fn format(&self) -> Format {
+        self.config.format
+    }
+
+    pub(crate) fn messages(&self) -> &[Value] {
+        history(self.config.format, self.run)
+    }
+
+    /// The run's request with `list` as its message list.
+    pub(crate) fn with_list(&self, list: Vec<Value>) -> Value {
+        match self.run {
+            Value::Object(map) => {
+                let mut out = map.clone();
+                out.insert(list_key(self.format()).to_owned(), Value::Array(list));
+                Value::Object(out)
+            }
+            _ => Value::Array(list),
+        }
+    }
+
+    /// The marks of a request of a strategy other than the session.
+    pub(crate) fn marks(&self, request: &Value) -> Vec<usize> {
+        plain_marks(self.options.marking, self.prices, self.format(), request)
+    }
+
+    /// The tokens of `list`.
+    pub(crate) fn list_tokens(&self, list: &[Value]) -> Result<u64, FormatError> {
+        list.iter().try_fold(0_u64, |sum, m| {
+            Ok(sum + message_tokens(self.format(), m, self.config.estimator.as_ref())?)
+        })
+    }
+}
+
+/// [`replay_with`] with `extras`: the offline and peer strategies, external ones, and how
+/// summaries are asked and retention measured.
+///
+/// # Errors
+///
+/// As [`replay()`]; `VALIDATION_ERROR` for an external strategy whose calls are not one per
+/// call of the run.
+pub fn replay_extended(
+    config: &SessionConfig,
+    prices: &PriceTable,
+    run: &Value,
+    options: ReplayOptions,
+    extras: &ReplayExtras,
+) -> Result<Replay, FormatError> {
     let marking = options.marking;
     config.check()?;
     let format = config.format;
     cutctx_formats::validate(format, run).map_err(FormatError::from)?;
     let points = call_points(format, history(format, run));
+    for e in &extras.external {
+        if e.calls.len() != points.len() {
+            return Err(cutctx_model::CompactionError::validation(
+                format!(
+                    "the external strategy {:?} has {} requests for the run's {} calls",
+                    e.name,
+                    e.calls.len(),
+                    points.len()
+                ),
+                cutctx_model::details! { "strategy" => e.name.as_str(), "requests" => e.calls.len(), "calls" => points.len() },
+            )
+            .into());
+        }
+    }
     let final_tokens = view(format, run, config, &[])?.tokens() + config.reserve_output;
-    let mut none = Meter::new("none", prices, config);
-    let mut stateless = Meter::new("stateless", prices, config);
-    let mut session = Meter::new("session", prices, config);
+    let mut none = Vec::with_capacity(points.len());
+    let mut stateless = Vec::with_capacity(points.len());
+    let mut session = Vec::with_capacity(points.len());
+    let mut stuck_calls = Vec::with_capacity(points.len());
     let mut state: Option<SessionState> = None;
+    let mut last_session: Option<(Value, usize)> = None;
+    let mut previous_len = 0_usize;
     let mut summarize = stand_in;
     let mut needed = Vec::with_capacity(points.len());
     for &len in &points {
         let request = request_at(format, run, len);
         needed.push(needs(config, &request)?);
-        let full = view(
-            format,
-            &request,
-            config,
-            &plain_marks(marking, prices, format, &request),
-        )?;
-        if options.warm_prefix && needed.len() == 1 {
-            // Another conversation with the same tools and system prompt wrote them.
-            if let Some(b) = full.boundaries.get(system_end(format, &request)) {
-                for meter in [&mut none, &mut stateless, &mut session] {
-                    meter.cache.warm(b, prices);
-                }
-            }
-        }
-        let size = full.tokens() + config.reserve_output;
+        let full_marks = plain_marks(marking, prices, format, &request);
+        let size = view(format, &request, config, &full_marks)?.tokens() + config.reserve_output;
         // Stateless: what `cutctx compact --max-tokens WINDOW` does before every call: nothing
         // while the request fits, a compaction to the window when it does not.
         let mut stuck = false;
         if size > config.window {
-            match compact_to(config, &request, 1.0, &mut summarize) {
+            match compact_to(config, &request, 1.0, false, &mut summarize) {
                 Ok(fitted) => {
-                    stateless.report.compactions += 1;
-                    stateless.invalidated(&fitted.reasoning, config.estimator.as_ref());
                     let marks = plain_marks(marking, prices, format, &fitted.document);
-                    stateless.call(view(format, &fitted.document, config, &marks)?, false);
+                    let summaries = ask(
+                        extras.summary_input,
+                        format,
+                        stateless.last().map(|s: &Sent| (&s.request, previous_len)),
+                        &request,
+                        span_summaries(&fitted.input, &fitted.plan),
+                    );
+                    stateless.push(Sent {
+                        request: fitted.document,
+                        marks,
+                        compacted: true,
+                        unsatisfiable: false,
+                        reasoning: Some(fitted.reasoning),
+                        summaries,
+                    });
                 }
                 Err(e) if unsatisfiable(&e) => {
                     stuck = true;
-                    stateless.call(full.clone(), true);
+                    stateless.push(Sent::plain(request.clone(), full_marks.clone(), true));
                 }
-                Err(e) if open_loop(&e) => stateless.call(full.clone(), false),
+                Err(e) if open_loop(&e) => {
+                    stateless.push(Sent::plain(request.clone(), full_marks.clone(), false));
+                }
                 Err(e) => return Err(e),
             }
         } else {
-            stateless.call(full.clone(), false);
+            stateless.push(Sent::plain(request.clone(), full_marks.clone(), false));
         }
         match step(config, state.as_ref(), &request, &mut summarize) {
             Ok(s) => {
-                session.report.compactions += usize::from(s.firing.is_some());
-                if let Some(f) = &s.firing {
-                    session.invalidated(&f.reasoning, config.estimator.as_ref());
-                }
                 let marks = match marking {
                     Marking::SessionOnly if prices.breakpoints && config.cache_breakpoints => {
                         session_marks(format, &s.request, &s.state)
@@ -580,19 +879,158 @@ pub fn replay_with(
                     Marking::SessionOnly => Vec::new(),
                     Marking::Shared => plain_marks(marking, prices, format, &s.request),
                 };
-                session.call(view(format, &s.request, config, &marks)?, stuck);
+                let (reasoning, summaries) = match &s.firing {
+                    Some(f) => (
+                        Some(f.reasoning.clone()),
+                        ask(
+                            extras.summary_input,
+                            format,
+                            last_session.as_ref().map(|(r, l)| (r, *l)),
+                            &request,
+                            span_summaries(&f.input, &f.plan),
+                        ),
+                    ),
+                    None => (None, Vec::new()),
+                };
+                last_session = Some((s.request.clone(), len));
+                session.push(Sent {
+                    request: s.request,
+                    marks,
+                    compacted: s.firing.is_some(),
+                    unsatisfiable: stuck,
+                    reasoning,
+                    summaries,
+                });
                 state = Some(s.state);
             }
-            Err(e) if unsatisfiable(&e) => session.call(full.clone(), stuck),
-            Err(e) if open_loop(&e) => session.call(full.clone(), stuck),
+            Err(e) if unsatisfiable(&e) || open_loop(&e) => {
+                last_session = Some((request.clone(), len));
+                session.push(Sent::plain(request.clone(), full_marks.clone(), stuck));
+            }
             Err(e) => return Err(e),
         }
-        none.call(full, stuck);
+        none.push(Sent::plain(request, full_marks, stuck));
+        stuck_calls.push(stuck);
+        previous_len = len;
+    }
+    let estimator = config.estimator.as_ref();
+    let tokens = history(format, run)
+        .iter()
+        .map(|m| message_tokens(format, m, estimator))
+        .collect::<Result<Vec<_>, _>>()?;
+    let context = Context {
+        config,
+        prices,
+        run,
+        fixed: fixed_tokens(format, run, estimator)?,
+        points,
+        options,
+        summary_input: extras.summary_input,
+        stuck: stuck_calls,
+        tokens,
+    };
+    let mut plans: Vec<(String, Vec<Sent>)> = vec![
+        ("none".to_owned(), none),
+        ("stateless".to_owned(), stateless),
+        ("session".to_owned(), session),
+    ];
+    if extras.compare {
+        let fallback = plans[2].1.clone();
+        plans.push((
+            "hindsight".to_owned(),
+            crate::hindsight::plan(&context, fallback)?,
+        ));
+        for peer in crate::peers::PEERS {
+            plans.push((peer.name.to_owned(), crate::peers::plan(&context, peer)?));
+        }
+    }
+    for e in &extras.external {
+        let sents = e
+            .calls
+            .iter()
+            .zip(&context.stuck)
+            .map(|(c, &stuck)| {
+                let mut sent = Sent::plain(c.request.clone(), context.marks(&c.request), stuck);
+                if let Some(s) = c.summary {
+                    sent.summaries.push(Summary {
+                        ask: SummaryAsk::Given {
+                            input: s.input_tokens,
+                            cached: s.cached_tokens,
+                        },
+                        output: s.output_tokens,
+                    });
+                }
+                sent
+            })
+            .collect();
+        plans.push((e.name.clone(), sents));
+    }
+    let targets = Targets::of(format, run, &context.points, extras.retention_last);
+    let mut strategies = Vec::with_capacity(plans.len());
+    for (name, sents) in &plans {
+        let retention = targets.measure(sents.iter().map(|s| &s.request));
+        strategies.push(price(&context, name, sents)?.finish(retention));
     }
     Ok(Replay {
         window: config.window,
         final_tokens,
         bound_units: lower_bound(&needed, prices, options.warm_prefix),
-        strategies: vec![none.finish(), stateless.finish(), session.finish()],
+        strategies,
     })
+}
+
+/// The summarizing calls of a compaction at a call whose whole request is `request`, asked
+/// as `how` says: the spans as fresh prompts, or (`Cached`) what the strategy would have sent
+/// at this call (its last request `last` with the messages after its `len` appended, or the
+/// whole request when it has sent nothing) plus the instruction, once.
+pub(crate) fn ask(
+    how: SummaryInput,
+    format: Format,
+    last: Option<(&Value, usize)>,
+    request: &Value,
+    spans: Vec<Summary>,
+) -> Vec<Summary> {
+    if how == SummaryInput::Span || spans.is_empty() {
+        return spans;
+    }
+    let output = spans.iter().map(|s| s.output).sum();
+    let base = match last {
+        Some((sent, len)) => {
+            let mut out = sent.clone();
+            let new = history(format, request).get(len..).unwrap_or(&[]).to_vec();
+            if let Some(Value::Array(list)) = out.get_mut(list_key(format)) {
+                list.extend(new);
+            }
+            out
+        }
+        None => request.clone(),
+    };
+    vec![Summary {
+        ask: SummaryAsk::Cached(with_instruction(format, &base)),
+        output,
+    }]
+}
+
+/// Prices the calls `sents` of one strategy, every strategy's cache starting alike.
+pub(crate) fn price<'a>(
+    context: &Context<'a>,
+    name: &str,
+    sents: &[Sent],
+) -> Result<Meter<'a>, FormatError> {
+    let format = context.format();
+    let mut meter = Meter::new(name, context.prices, context.config);
+    if context.options.warm_prefix
+        && let Some(&len) = context.points.first()
+    {
+        // Another conversation with the same tools and system prompt wrote them.
+        let first = request_at(format, context.run, len);
+        let full = view(format, &first, context.config, &[])?;
+        if let Some(b) = full.boundaries.get(system_end(format, &first)) {
+            meter.cache.warm(b, context.prices);
+        }
+    }
+    for sent in sents {
+        meter.send(sent)?;
+    }
+    Ok(meter)
 }

@@ -234,7 +234,7 @@ pub fn step<E: From<FormatError>>(
             validation,
         });
     }
-    let fitted = compact_to(config, request, config.target, summarize)?;
+    let fitted = compact_to(config, request, config.target, true, summarize)?;
     let list = history(format, &fitted.document);
     state.prefix = references(messages, list);
     state.prefix_len = messages.len();
@@ -265,6 +265,51 @@ pub fn step<E: From<FormatError>>(
         validation,
     })
 }
+
+/// The summarizing request that reads the cache, for a firing at this call: the request the
+/// session would send at this call without firing (the previous compaction's prefix rebuilt
+/// from `previous`, the new messages appended; the whole history for a new session), with
+/// the summarization instruction ([`SUMMARY_INSTRUCTION`]) as a final user message. Its
+/// prefix is what the previous call wrote, so a provider serves it from the cache; the
+/// span-only input of `ProviderTranscript::summarization_input` reads nothing.
+///
+/// ```
+/// use cutctx_formats::{EstimatorSpec, Format, policy_named};
+/// use cutctx_session::{SessionConfig, cached_summary_request};
+/// use serde_json::json;
+/// let config = SessionConfig {
+///     format: Format::OpenAiChat, window: 500, reserve_output: 0,
+///     trigger: SessionConfig::DEFAULT_TRIGGER, target: SessionConfig::DEFAULT_TARGET,
+///     protected_recent: 2,
+///     policy: policy_named("drop_oldest", "p", &EstimatorSpec::default())?.expect("known"),
+///     estimator: EstimatorSpec::default().estimator()?, cache_breakpoints: false,
+///     reasoning: cutctx_formats::ReasoningMode::Strip, pinned_results: Default::default(),
+/// };
+/// let request = json!({"model": "m", "messages": [{"role": "user", "content": "Hi"}]});
+/// let asked = cached_summary_request(&config, None, &request)?;
+/// let list = asked["messages"].as_array().expect("a list");
+/// assert_eq!((list.len(), &list[0]), (2, &request["messages"][0]));
+/// # Ok::<(), cutctx_formats::FormatError>(())
+/// ```
+///
+/// # Errors
+///
+/// `FORMAT_*` for a request without its format's shape; `VALIDATION_ERROR` for a state of
+/// another format.
+pub fn cached_summary_request(
+    config: &SessionConfig,
+    previous: Option<&SessionState>,
+    request: &Value,
+) -> Result<Value, FormatError> {
+    let format = config.format;
+    let messages = history(format, request);
+    let (state, _) = continue_from(format, previous, messages)?;
+    let would_send = materialize(format, request, &state)?;
+    Ok(crate::replay::with_instruction(format, &would_send))
+}
+
+/// The instruction a summarizing request that reads the cache ends with.
+pub const SUMMARY_INSTRUCTION: &str = crate::replay::SUMMARY_INSTRUCTION;
 
 /// Where the tool loop in progress at the end of `messages` starts, when it holds reasoning
 /// a firing would invalidate ([`cutctx_formats::open_tool_loop`]); `None` with
@@ -438,7 +483,8 @@ pub(crate) struct Fitted {
 
 /// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
 /// and the protected recent turns) plus `share` of the room the window leaves above it; at
-/// worst to the window itself.
+/// worst to the window itself. With `keep_task` (a session's firing) the first user turn, the
+/// task statement, is pinned: it is kept, and stays in the cached prefix across firings.
 ///
 /// The plan's budget and the goal are the same count (`cutctx-formats`' prompt count), so the
 /// turn budget is the goal less the tools and the reserve; rendering can still differ a little
@@ -449,13 +495,33 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     config: &SessionConfig,
     request: &Value,
     share: f64,
+    keep_task: bool,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Fitted, E> {
+    // Keeping the task must never cost a fit: where it leaves no plan under the window, the
+    // firing compacts without it.
+    if keep_task && let Ok(fitted) = fit(config, request, share, true, summarize)? {
+        return Ok(fitted);
+    }
+    fit(config, request, share, false, summarize)?.map_err(|e| E::from(FormatError::from(e)))
+}
+
+/// [`compact_to`] with the task pinned or not; `Ok(Err(_))` when no plan fits the window.
+fn fit<E: From<FormatError>>(
+    config: &SessionConfig,
+    request: &Value,
+    share: f64,
+    keep_task: bool,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Result<Fitted, CompactionError>, E> {
     let format = config.format;
     let estimator = config.estimator.as_ref();
     let mut pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
     pt.set_reasoning(config.reasoning);
     pt.pin_results(&config.pinned_results).map_err(E::from)?;
+    if keep_task {
+        pt.pin_first_user().map_err(E::from)?;
+    }
     let count = pt.prompt_count(config.reserve_output);
     let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
@@ -463,17 +529,15 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     let floor = count.tools + count.reserve + turn_floor;
     let limit = config.window;
     if floor > limit {
-        return Err(E::from(FormatError::from(
-            CompactionError::BudgetUnsatisfiable {
-                message: format!(
-                    "the untouchable part of the request (tools, system turns and the {} most \
+        return Ok(Err(CompactionError::BudgetUnsatisfiable {
+            message: format!(
+                "the untouchable part of the request (tools, system turns and the {} most \
                      recent turns, with the output reserve) is {floor} tokens, over the window \
                      of {limit}",
-                    config.protected_recent
-                ),
-                details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
-            },
-        )));
+                config.protected_recent
+            ),
+            details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
+        }));
     }
     let goal = floor + fraction(limit - floor, share);
     let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
@@ -482,10 +546,11 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     for _ in 0..8 {
         let b = CompactionBudget::new(turn_floor + room)
             .with_protected_recent_turns(config.protected_recent);
-        let plan = config
-            .policy
-            .decide(pt.transcript(), &b)
-            .map_err(|e| E::from(FormatError::from(e)))?;
+        let plan = match config.policy.decide(pt.transcript(), &b) {
+            Ok(plan) => plan,
+            Err(e @ CompactionError::BudgetUnsatisfiable { .. }) => return Ok(Err(e)),
+            Err(e) => return Err(E::from(FormatError::from(e))),
+        };
         let mut texts = BTreeMap::new();
         for r in &plan.summarization_requests {
             let key = (
@@ -518,7 +583,7 @@ pub(crate) fn compact_to<E: From<FormatError>>(
             reasoning,
         };
         if measured <= goal {
-            return Ok(fitted);
+            return Ok(Ok(fitted));
         }
         if best.as_ref().is_none_or(|(m, _)| measured < *m) {
             best = Some((measured, fitted));
@@ -529,15 +594,13 @@ pub(crate) fn compact_to<E: From<FormatError>>(
         room = room.saturating_sub((measured - goal).max(1));
     }
     match best {
-        Some((measured, fitted)) if measured <= limit => Ok(fitted),
-        Some((measured, _)) => Err(E::from(FormatError::from(
-            CompactionError::BudgetUnsatisfiable {
-                message: format!(
-                    "the most the policy could compact the request to is {measured} tokens, over the window of {limit}"
-                ),
-                details: details! { "untouchable_tokens" => measured, "max_tokens" => limit },
-            },
-        ))),
+        Some((measured, fitted)) if measured <= limit => Ok(Ok(fitted)),
+        Some((measured, _)) => Ok(Err(CompactionError::BudgetUnsatisfiable {
+            message: format!(
+                "the most the policy could compact the request to is {measured} tokens, over the window of {limit}"
+            ),
+            details: details! { "untouchable_tokens" => measured, "max_tokens" => limit },
+        })),
         None => unreachable_fitted(),
     }
 }

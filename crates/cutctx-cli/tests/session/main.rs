@@ -162,6 +162,102 @@ fn replay_prints_a_table_json_and_a_deterministic_svg() {
 }
 
 #[test]
+fn replay_compares_peers_and_prices_an_external_strategy_with_retention() {
+    let dir = scratch("replay-external");
+    let run_path = dir.join("run.json");
+    let whole = chat(25, 300);
+    std::fs::write(&run_path, whole.to_string()).expect("written");
+    // The external strategy sends every call uncompacted, as none does; its fourth line is
+    // the wrapped form, charging a summarizing call.
+    let messages = whole["messages"].as_array().expect("a list");
+    let points: Vec<usize> = (0..messages.len())
+        .filter(|&i| {
+            messages[i]["role"] == "assistant" && (i == 0 || messages[i - 1]["role"] != "assistant")
+        })
+        .collect();
+    let mut lines = String::new();
+    for (k, &len) in points.iter().enumerate() {
+        let request = json!({"model": whole["model"], "messages": messages[..len]});
+        let line = if k == 3 {
+            json!({"request": request, "summary_input_tokens": 1000, "summary_cached_tokens": 1000, "summary_output_tokens": 10})
+        } else {
+            request
+        };
+        lines.push_str(&line.to_string());
+        lines.push('\n');
+    }
+    let external = dir.join("mine.jsonl");
+    std::fs::write(&external, &lines).expect("written");
+    let svg = dir.join("chart.svg");
+    let spec = format!("mine={}", external.to_str().expect("utf-8"));
+    let args = [
+        "replay",
+        "--format",
+        "openai-chat",
+        run_path.to_str().expect("utf-8"),
+        "--window-fraction",
+        "0.6",
+        "--compare",
+        "--external",
+        spec.as_str(),
+        "--json",
+        "--svg",
+        svg.to_str().expect("utf-8"),
+    ];
+    let (status, out, err) = run(&args);
+    assert_eq!(status, Some(0), "{err}");
+    let v: Value = serde_json::from_str(&out).expect("json");
+    let s = v["strategies"].as_array().expect("strategies");
+    let names: Vec<&str> = s.iter().filter_map(|x| x["name"].as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "none",
+            "stateless",
+            "session",
+            "hindsight",
+            "claude-code",
+            "codex",
+            "openhands",
+            "clear-tool-uses",
+            "server-compaction",
+            "deep-agents",
+            "mine"
+        ]
+    );
+    let bound = v["bound_units"].as_f64().expect("a bound");
+    for x in s {
+        assert!(x["cost_units"].as_f64() >= Some(bound), "{x}");
+        for k in ["identifiers", "task_intact", "recent_results"] {
+            let r = x["retention"][k].as_f64().expect("a share");
+            assert!((0.0..=1.0).contains(&r), "{x}");
+        }
+    }
+    // 1,000 cached at 0.1 and 10 out at 5: 150 units over none's.
+    let (none, mine) = (&s[0], &s[10]);
+    assert_eq!(mine["summary_units"].as_f64(), Some(150.0));
+    let extra =
+        mine["cost_units"].as_f64().expect("cost") - none["cost_units"].as_f64().expect("cost");
+    assert!((extra - 150.0).abs() < 1e-6, "{out}");
+    assert_eq!(mine["retention"], none["retention"]);
+    let frontier = std::fs::read_to_string(dir.join("chart-frontier.svg")).expect("frontier svg");
+    assert!(
+        frontier.starts_with("<svg") && frontier.contains("hindsight") && frontier.contains("mine")
+    );
+    // One line short: refused, with both figures.
+    let short: String = lines.lines().skip(1).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&external, short).expect("written");
+    let (status, _, err) = run(&args);
+    assert_eq!(status, Some(2), "{err}");
+    assert!(
+        err.contains("VALIDATION_ERROR")
+            && err.contains(&format!("{}", points.len() - 1))
+            && err.contains(&format!("{}", points.len())),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_tau_bench_run_replays_when_shared_is_present() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/realworld/tau-bench/tau-bench-airline-gpt4o-task2-idx52.chat.json");
@@ -251,7 +347,17 @@ fn repair_drops_what_the_provider_would_refuse_and_says_so() {
 struct Counting(usize);
 
 impl cutctx_ops::summarizer::Summarizer for Counting {
-    fn summarize(&mut self, group_id: &str, _: &Value) -> Result<String, cutctx_ops::OpsError> {
+    fn summarize(&mut self, group_id: &str, input: &Value) -> Result<String, cutctx_ops::OpsError> {
+        // Beside the span, the request that reads the cache: the history as the session
+        // would send it, the instruction last.
+        let cached = input["cached_request"]["messages"]
+            .as_array()
+            .expect("a cached request");
+        assert_eq!(
+            cached.last().map(|m| &m["content"]),
+            Some(&json!(cutctx::session::SUMMARY_INSTRUCTION))
+        );
+        assert!(cached.len() > input["messages"].as_array().map_or(0, Vec::len));
         self.0 += 1;
         Ok(format!("Summary of {group_id}"))
     }

@@ -1,0 +1,479 @@
+//! Peer strategies for `cutctx replay --compare`: how other agent frameworks and provider
+//! features compact, each modelled from its published rules and defaults, scaled to the
+//! replay's window.
+//!
+//! **Scaling.** Thresholds published in tokens are for a 200,000-token window; each is scaled
+//! by `window / 200,000` (so Claude Code's 167,000 of 200,000 fires at 83.5% of any window).
+//! Thresholds published as fractions of the window are used as they are; counts of events
+//! are not scaled.
+//!
+//! **Summaries.** A peer's summary is stood in for by text of `min(2,000, 10% of the tokens it
+//! replaces)` tokens (at least 1), with no identifiers in it: retention credits only what a
+//! peer keeps verbatim. Each summarizing call is charged as [`cache`](crate::cache) says: a
+//! peer that sends its conversation as last sent plus an instruction (Claude Code, Codex,
+//! Anthropic's server compaction) reads that prefix from the cache; one that sends the span
+//! to summarize in a prompt of its own (OpenHands, Deep Agents) reads nothing. The
+//! instruction and a prompt's framing are counted at the length of the replay's instruction.
+//!
+//! **What every peer keeps.** The leading system turns, and the messages the call answers
+//! (those after the last model turn, with the model turn whose tool calls they answer), so
+//! that every request still asks what the recorded call asked. A peer that still exceeds the
+//! window after compacting is sent as it is and counted over the window: the replay does not
+//! improve on the peer's rule.
+//!
+//! Each peer's source is named in its doc comment.
+
+use cutctx_formats::{Format, FormatError};
+use serde_json::{Value, json};
+
+use crate::replay::{Context, SUMMARY_INSTRUCTION, Sent, Summary, SummaryAsk, with_instruction};
+use crate::retention::is_result;
+
+/// The window the peers' published token thresholds are for.
+pub const REFERENCE_WINDOW: u64 = 200_000;
+
+/// The longest modelled summary, in tokens.
+pub const SUMMARY_MAX_TOKENS: u64 = 2_000;
+
+/// A peer: its name in the report and its rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// The strategy's name.
+    pub name: &'static str,
+    /// How it fires and what it keeps.
+    pub rule: Rule,
+}
+
+/// The peers' rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rule {
+    /// Claude Code's auto-compact: fires when the prompt exceeds the window less the output
+    /// reserve (`min(max_output, 20,000)`) and a 13,000-token buffer, 167,000 of 200,000
+    /// (83.5%); replaces the whole history with one summary and restores up to 5 recently
+    /// read files (at most 5,000 tokens each, 50,000 in all; modelled as the latest tool
+    /// results). The summary is asked by sending the conversation with a summarization
+    /// prompt. Sources: Claude Code's compaction constants as read from its published
+    /// package (`AUTOCOMPACT_BUFFER_TOKENS` 13,000, the 20,000 output cap; analysed in the
+    /// public repository `ranpox/claude-code-navel-gazing`,
+    /// `claude-code-docs/11-context-compaction-strategies.md`), and Anthropic's Claude Code
+    /// documentation on `/compact` and auto-compact (<https://docs.claude.com/en/docs/claude-code/costs>).
+    ClaudeCode,
+    /// Codex CLI's auto-compaction: fires at 90% of the window (`auto_compact_token_limit`);
+    /// the new history is the initial context, the most recent user messages up to 20,000
+    /// tokens (`COMPACT_USER_MESSAGE_MAX_TOKENS`), and the summary as a user message; tool
+    /// calls and results are dropped. The summary is asked by sending the history with the
+    /// compaction prompt. Source: `openai/codex`, `codex-rs/core/src/compact.rs` and
+    /// `codex-rs/core/src/openai_model_info.rs` (<https://github.com/openai/codex>).
+    Codex,
+    /// OpenHands' `LLMSummarizingCondenser` (its default condenser): when the events exceed
+    /// `max_size` 120 (not scaled: a count), or the request exceeds the window (its
+    /// context-window condensation), keeps the first `keep_first` 4 events and the latest
+    /// `max_size / 2 - keep_first - 1` and summarizes the rest, condensing to about half;
+    /// halved again while it still exceeds the window. The forgotten events are sent in a
+    /// prompt of their own. Source: `OpenHands/software-agent-sdk`,
+    /// `openhands-sdk/openhands/sdk/context/condenser/llm_summarizing_condenser.py`, and
+    /// <https://docs.openhands.dev/sdk/guides/context-condenser>.
+    OpenHands,
+    /// Anthropic's tool-result clearing, `clear_tool_uses_20250919`: when the input exceeds
+    /// the trigger (100,000 tokens, scaled), replaces every tool result but the 3 latest
+    /// (`keep`) with a placeholder, on the server, before each request; no summary. Source:
+    /// <https://docs.claude.com/en/docs/build-with-claude/context-editing>.
+    ClearToolUses,
+    /// Anthropic's server-side compaction, `compact_20260112`: when the input exceeds the
+    /// trigger (150,000 tokens, scaled), the API summarizes the conversation as sent and later
+    /// requests drop everything before the compaction block. Source:
+    /// <https://platform.claude.com/docs/en/build-with-claude/compaction>.
+    ServerCompaction,
+    /// LangChain Deep Agents' summarization middleware: for a model with a known profile,
+    /// fires at 85% of the window (`trigger=("fraction", 0.85)`) and keeps the most recent
+    /// messages up to 10% of it (`keep=("fraction", 0.10)`), never splitting a tool call from
+    /// its results; the older messages are summarized in a prompt of their own and replaced
+    /// by one summary message. Source: `langchain-ai/deepagents`,
+    /// `libs/deepagents/deepagents/middleware/summarization.py`, and LangChain's
+    /// `SummarizationMiddleware` (<https://docs.langchain.com/oss/python/langchain/middleware>).
+    DeepAgents,
+}
+
+/// Every peer, in the report's order.
+pub const PEERS: [Peer; 6] = [
+    Peer {
+        name: "claude-code",
+        rule: Rule::ClaudeCode,
+    },
+    Peer {
+        name: "codex",
+        rule: Rule::Codex,
+    },
+    Peer {
+        name: "openhands",
+        rule: Rule::OpenHands,
+    },
+    Peer {
+        name: "clear-tool-uses",
+        rule: Rule::ClearToolUses,
+    },
+    Peer {
+        name: "server-compaction",
+        rule: Rule::ServerCompaction,
+    },
+    Peer {
+        name: "deep-agents",
+        rule: Rule::DeepAgents,
+    },
+];
+
+/// `tokens` of a 200,000-token window, scaled to `window`.
+///
+/// ```
+/// assert_eq!(cutctx_session::peers::scaled(167_000, 100_000), 83_500);
+/// ```
+#[must_use]
+pub const fn scaled(tokens: u64, window: u64) -> u64 {
+    tokens * window / REFERENCE_WINDOW
+}
+
+#[expect(
+    clippy::cast_precision_loss,
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "windows are far below 2^52 tokens; floored on purpose"
+)]
+fn share(window: u64, f: f64) -> u64 {
+    (window as f64 * f).floor() as u64
+}
+
+/// The prompt tokens (with the reserve) above which `rule` fires, for `window`.
+#[must_use]
+pub fn trigger(rule: Rule, window: u64) -> u64 {
+    match rule {
+        Rule::ClaudeCode => window.saturating_sub(scaled(20_000 + 13_000, window)),
+        Rule::Codex => share(window, 0.9),
+        Rule::OpenHands => window,
+        Rule::ClearToolUses => scaled(100_000, window),
+        Rule::ServerCompaction => scaled(150_000, window),
+        Rule::DeepAgents => share(window, 0.85),
+    }
+}
+
+/// The modelled summary's length for `replaced` tokens.
+///
+/// ```
+/// use cutctx_session::peers::summary_tokens;
+/// assert_eq!((summary_tokens(50_000), summary_tokens(5_000), summary_tokens(0)), (2_000, 500, 1));
+/// ```
+#[must_use]
+pub fn summary_tokens(replaced: u64) -> u64 {
+    (replaced / 10).clamp(1, SUMMARY_MAX_TOKENS)
+}
+
+/// A user message of `format` holding `text`.
+fn user(format: Format, text: String) -> Value {
+    match format {
+        Format::Anthropic => json!({"role": "user", "content": [{"type": "text", "text": text}]}),
+        _ => json!({"role": "user", "content": text}),
+    }
+}
+
+/// Stand-in text of about `tokens` tokens at four characters a token.
+fn filler(tokens: u64, what: &str) -> String {
+    let n = usize::try_from(tokens).unwrap_or(0).max(1) * 4;
+    let mut text = format!("[{what}] ");
+    while text.len() < n {
+        text.push_str("summary ");
+    }
+    text
+}
+
+/// The text of a tool result message or block (its strings, joined).
+fn text_of(value: &Value) -> String {
+    let mut out = String::new();
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::String(s) => {
+                out.push_str(s);
+                out.push('\n');
+            }
+            Value::Array(l) => l.iter().for_each(|x| walk(x, out)),
+            Value::Object(m) => m
+                .iter()
+                .filter(|(k, _)| k.as_str() != "tool_call_id" && k.as_str() != "role")
+                .for_each(|(_, x)| walk(x, out)),
+            _ => {}
+        }
+    }
+    walk(value, &mut out);
+    out
+}
+
+/// Where the messages the call answers start in `list`: after the last model turn, or at
+/// that model turn when what follows it holds its tool results.
+fn pending_start(format: Format, list: &[Value]) -> usize {
+    let Some(last_model) = list
+        .iter()
+        .rposition(|m| cutctx_formats::is_model_item(format, m))
+    else {
+        return list.len().min(leading_system(format, list));
+    };
+    let after = last_model + 1;
+    if list[after..].iter().any(|m| is_result(format, m)) {
+        // Responses: a model step is several items; keep the whole step.
+        let mut start = last_model;
+        while start > 0 && cutctx_formats::is_model_item(format, &list[start - 1]) {
+            start -= 1;
+        }
+        start
+    } else {
+        after
+    }
+}
+
+fn leading_system(format: Format, list: &[Value]) -> usize {
+    list.iter()
+        .take_while(|m| cutctx_formats::is_system_message(format, m))
+        .count()
+}
+
+/// What one compaction produced: the new list and its summarizing call.
+struct Compacted {
+    list: Vec<Value>,
+    summary: Option<Summary>,
+}
+
+/// The calls `peer` makes over `context`'s run.
+///
+/// # Errors
+///
+/// `FORMAT_ERROR` for a message without its format's shape.
+pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, FormatError> {
+    let format = context.format();
+    let config = context.config;
+    let window = config.window;
+    let messages = context.messages();
+    let fire_at = trigger(peer.rule, window);
+    let instruction = context.list_tokens(&[user(format, SUMMARY_INSTRUCTION.to_owned())])?;
+    let mut out = Vec::with_capacity(context.points.len());
+    // The peer's own history: what it sends in place of the first `covered` messages.
+    let mut kept: Option<(Vec<Value>, usize)> = None;
+    let mut cleared_before = 0_usize;
+    for (k, &len) in context.points.iter().enumerate() {
+        let mut list = match &kept {
+            Some((list, covered)) => {
+                let mut l = list.clone();
+                l.extend_from_slice(messages.get(*covered..len).unwrap_or(&[]));
+                l
+            }
+            None => messages.get(..len).unwrap_or(&[]).to_vec(),
+        };
+        let size = context.fixed + context.list_tokens(&list)? + config.reserve_output;
+        let mut compacted = false;
+        let mut summaries = Vec::new();
+        if peer.rule == Rule::ClearToolUses {
+            // Applied on the server to each request as the client sends it (the whole history).
+            if size > fire_at {
+                let cleared = clear_results(format, &mut list, 3);
+                compacted = cleared > cleared_before;
+                cleared_before = cleared;
+            }
+        } else {
+            let events = list.len() - leading_system(format, &list);
+            let fires = match peer.rule {
+                Rule::OpenHands => events > 120 || size > window,
+                _ => size > fire_at,
+            };
+            if fires {
+                let as_sent = context.with_list(list.clone());
+                let c = compact(context, peer.rule, &list, instruction)?;
+                if let Some(mut s) = c.summary {
+                    if let SummaryAsk::Cached(_) = s.ask {
+                        s.ask = SummaryAsk::Cached(with_instruction(format, &as_sent));
+                    }
+                    summaries.push(s);
+                }
+                list = c.list;
+                kept = Some((list.clone(), len));
+                compacted = true;
+            }
+        }
+        let request = context.with_list(list);
+        let marks = context.marks(&request);
+        let mut sent = Sent::plain(request, marks, context.stuck[k]);
+        sent.compacted = compacted;
+        sent.summaries = summaries;
+        out.push(sent);
+    }
+    Ok(out)
+}
+
+/// Replaces every tool result of `list` but the `keep` latest with a placeholder; returns how
+/// many are cleared.
+fn clear_results(format: Format, list: &mut [Value], keep: usize) -> usize {
+    const PLACEHOLDER: &str = "[tool result cleared]";
+    let positions: Vec<usize> = (0..list.len())
+        .filter(|&i| is_result(format, &list[i]))
+        .collect();
+    // Anthropic holds several results in one message; count blocks there.
+    let mut units: Vec<(usize, Option<usize>)> = Vec::new();
+    for &i in &positions {
+        match format {
+            Format::Anthropic => {
+                if let Some(blocks) = list[i].get("content").and_then(Value::as_array) {
+                    for (b, block) in blocks.iter().enumerate() {
+                        if block.get("type").and_then(Value::as_str) == Some("tool_result") {
+                            units.push((i, Some(b)));
+                        }
+                    }
+                }
+            }
+            _ => units.push((i, None)),
+        }
+    }
+    let clear = units.len().saturating_sub(keep);
+    for &(i, b) in &units[..clear] {
+        match (format, b) {
+            (Format::Anthropic, Some(b)) => {
+                if let Some(block) = list[i].get_mut("content").and_then(|c| c.get_mut(b)) {
+                    block["content"] = Value::String(PLACEHOLDER.to_owned());
+                }
+            }
+            (Format::OpenAiResponses, _) => {
+                list[i]["output"] = Value::String(PLACEHOLDER.to_owned());
+            }
+            _ => {
+                list[i]["content"] = Value::String(PLACEHOLDER.to_owned());
+            }
+        }
+    }
+    clear
+}
+
+/// One compaction of `list` under `rule`.
+fn compact(
+    context: &Context<'_>,
+    rule: Rule,
+    list: &[Value],
+    instruction: u64,
+) -> Result<Compacted, FormatError> {
+    let format = context.format();
+    let window = context.config.window;
+    let system = leading_system(format, list);
+    let pending = pending_start(format, list).max(system);
+    let head = &list[..system];
+    let middle = &list[system..pending];
+    let tail = &list[pending..];
+    let tokens = |l: &[Value]| context.list_tokens(l);
+    let cached = |output| Summary {
+        // Filled in with the request as sent by the caller.
+        ask: SummaryAsk::Cached(Value::Null),
+        output,
+    };
+    let fresh = |input, output| Summary {
+        ask: SummaryAsk::Fresh(input + instruction),
+        output,
+    };
+    let mut out: Vec<Value> = head.to_vec();
+    let summary = match rule {
+        Rule::ClaudeCode => {
+            let replaced = tokens(middle)?;
+            let s = summary_tokens(replaced);
+            let mut text = filler(s, "summary of the conversation");
+            let (per_file, budget) = (scaled(5_000, window), scaled(50_000, window));
+            let mut used = 0;
+            let mut restored = Vec::new();
+            for m in middle.iter().rev().filter(|m| is_result(format, m)).take(5) {
+                let t = tokens(std::slice::from_ref(m))?;
+                if t <= per_file && used + t <= budget {
+                    used += t;
+                    restored.push(text_of(m));
+                }
+            }
+            for r in restored.iter().rev() {
+                text.push_str("\n[restored file]\n");
+                text.push_str(r);
+            }
+            out.push(user(format, text));
+            Some(cached(s))
+        }
+        Rule::Codex => {
+            let budget = scaled(20_000, window);
+            let mut used = 0;
+            let mut chosen = Vec::new();
+            for m in middle.iter().rev() {
+                let is_user =
+                    m.get("role").and_then(Value::as_str) == Some("user") && !is_result(format, m);
+                if !is_user {
+                    continue;
+                }
+                let t = tokens(std::slice::from_ref(m))?;
+                if used + t > budget {
+                    break;
+                }
+                used += t;
+                chosen.push(m.clone());
+            }
+            chosen.reverse();
+            out.extend(chosen);
+            let s = summary_tokens(tokens(middle)?);
+            out.push(user(format, filler(s, "summary of the conversation")));
+            Some(cached(s))
+        }
+        Rule::ServerCompaction => {
+            let s = summary_tokens(tokens(middle)?);
+            out.push(user(format, filler(s, "compaction")));
+            Some(cached(s))
+        }
+        Rule::DeepAgents => {
+            let keep = share(window, 0.10);
+            let mut start = middle.len();
+            let mut used = 0;
+            while start > 0 {
+                let t = tokens(&middle[start - 1..start])?;
+                if used + t > keep {
+                    break;
+                }
+                used += t;
+                start -= 1;
+            }
+            // Never start the kept part on a tool result: its call would be summarized.
+            while start < middle.len() && is_result(format, &middle[start]) {
+                start += 1;
+            }
+            let forgotten = tokens(&middle[..start])?;
+            let s = summary_tokens(forgotten);
+            out.push(user(format, filler(s, "summary of the conversation")));
+            out.extend_from_slice(&middle[start..]);
+            Some(fresh(forgotten, s))
+        }
+        Rule::OpenHands => {
+            let keep_first = 4.min(middle.len());
+            let events = middle.len() + tail.len();
+            let mut from_tail = (120 / 2 - 4 - 1).min(events / 2);
+            loop {
+                let mut start = middle
+                    .len()
+                    .saturating_sub(from_tail.saturating_sub(tail.len()));
+                start = start.max(keep_first);
+                while start < middle.len() && is_result(format, &middle[start]) {
+                    start += 1;
+                }
+                let forgotten = tokens(&middle[keep_first..start])?;
+                let s = summary_tokens(forgotten);
+                let mut candidate = out.clone();
+                candidate.extend_from_slice(&middle[..keep_first]);
+                candidate.push(user(format, filler(s, "condensation")));
+                candidate.extend_from_slice(&middle[start..]);
+                candidate.extend_from_slice(tail);
+                let size = context.fixed + tokens(&candidate)? + context.config.reserve_output;
+                if size <= window || from_tail <= tail.len() {
+                    return Ok(Compacted {
+                        list: candidate,
+                        summary: Some(fresh(forgotten, s)),
+                    });
+                }
+                from_tail /= 2;
+            }
+        }
+        Rule::ClearToolUses => None,
+    };
+    out.extend_from_slice(tail);
+    Ok(Compacted { list: out, summary })
+}

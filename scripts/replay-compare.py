@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""Replays every run of a corpus with `cutctx replay --compare --json` at the given windows and
+prints, per window, each strategy's cost summed over the runs, its ratio to the session's, and
+its retention (identifiers, task, recent results) averaged over the runs; then the session's
+ratios to stateless, none, hindsight and the cheapest peer retaining at least as much.
+
+    python3 scripts/replay-compare.py --cli target/release/cutctx \
+        ../shared/realworld/long-runs --fractions 0.5 0.3 -- --warm-prefix
+
+Standard library only; the figures go in docs/SESSIONS.md.
+"""
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+PEERS = ["claude-code", "codex", "openhands", "clear-tool-uses", "server-compaction", "deep-agents"]
+
+
+def replay(cli, run, fraction, extra):
+    out = subprocess.run(
+        [cli, "replay", "--format", "openai-chat", "--window-fraction", str(fraction),
+         "--compare", "--json", *extra, str(run)],
+        check=True, capture_output=True, text=True).stdout
+    return json.loads(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("corpus")
+    ap.add_argument("--fractions", type=float, nargs="+", default=[0.5, 0.3])
+    ap.add_argument("--every", type=int, default=1, help="take every n-th run")
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args.extra = extra
+    corpus = pathlib.Path(args.corpus)
+    tmp = tempfile.TemporaryDirectory()
+    if (corpus / "gpt-4o-airline.json").exists():
+        # tau-bench: each run's body is {"model", "messages": traj, "tools": airline_tools}.
+        tools = json.loads((corpus / "airline_tools.json").read_text())
+        runs = []
+        for i, run in enumerate(json.loads((corpus / "gpt-4o-airline.json").read_text())):
+            path = pathlib.Path(tmp.name) / f"run{i:03}.json"
+            path.write_text(json.dumps({"model": "gpt-4o", "messages": run["traj"], "tools": tools}))
+            runs.append(path)
+        runs = runs[::args.every]
+    else:
+        runs = sorted(corpus.glob("*.chat.json"))[::args.every]
+    for fraction in args.fractions:
+        totals, retention, over, bound = {}, {}, {}, 0.0
+        dominated = []
+        for run in runs:
+            v = replay(args.cli, run, fraction, args.extra)
+            by = {s["name"]: s for s in v["strategies"]}
+            me = by["session"]
+            for p in PEERS:
+                s = by.get(p)
+                if s and s["fitting_over"] == 0 and s["cost_units"] < me["cost_units"] \
+                        and s["retention"]["identifiers"] > me["retention"]["identifiers"]:
+                    dominated.append(f"{run.name}: {p} {s['cost_units']:.0f} < {me['cost_units']:.0f}, "
+                                     f"identifiers {s['retention']['identifiers']:.3f} > {me['retention']['identifiers']:.3f}")
+            bound += v["bound_units"]
+            for s in v["strategies"]:
+                totals[s["name"]] = totals.get(s["name"], 0.0) + s["cost_units"]
+                over[s["name"]] = over.get(s["name"], 0) + s["fitting_over"]
+                r = retention.setdefault(s["name"], [0.0, 0.0, 0.0])
+                for i, k in enumerate(["identifiers", "task_intact", "recent_results"]):
+                    r[i] += s["retention"][k] / len(runs)
+        session = totals["session"]
+        print(f"window {fraction:.0%} of each run's final size, {len(runs)} runs; bound {bound:,.0f} units")
+        print("| strategy | cost (units) | / session | identifiers | task | recent | calls over the window (untouchable fits) |")
+        print("|---|---:|---:|---:|---:|---:|---:|")
+        for name, cost in totals.items():
+            i, t, r = retention[name]
+            print(f"| {name} | {cost:,.0f} | {cost / session:.3f} | {i:.3f} | {t:.3f} | {r:.3f} | {over[name]} |")
+        si = retention["session"][0]
+        peers = [p for p in PEERS if p in totals and retention[p][0] >= si]
+        cheapest = min(peers, key=lambda p: totals[p]) if peers else None
+        line = (f"session / stateless {session / totals['stateless']:.3f}; / none {session / totals['none']:.3f}; "
+                f"/ hindsight {session / totals['hindsight']:.3f}; / bound {session / bound:.3f}")
+        if cheapest:
+            line += f"; / cheapest peer retaining as many identifiers ({cheapest}) {session / totals[cheapest]:.3f}"
+        print(line)
+        print(f"runs where a peer within the window is cheaper and keeps more identifiers: {len(dominated)}")
+        for d in dominated:
+            print("  " + d)
+        print()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
