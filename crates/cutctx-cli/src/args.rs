@@ -349,6 +349,10 @@ pub(crate) struct ServeArgs {
     /// Where the sessions are kept: sqlite:PATH or memory.
     #[arg(long, default_value = "sqlite:cutctx-serve.db")]
     state: String,
+    /// When a SQLite commit is on disk: normal (in the write-ahead log: a killed proxy loses
+    /// nothing, a lost machine may lose the last calls) or full (synced: an fsync per call).
+    #[arg(long, default_value = "normal")]
+    sqlite_sync: String,
     /// The window of every model, in tokens, over the shipped table and the config.
     #[arg(long)]
     window: Option<u64>,
@@ -389,6 +393,7 @@ impl ServeArgs {
         o.openai_upstream.clone_from(&self.openai_upstream);
         o.anthropic_upstream.clone_from(&self.anthropic_upstream);
         o.state = self.state.parse()?;
+        o.sqlite_sync = self.sqlite_sync.parse()?;
         o.window = self.window;
         o.config_text = config_text;
         o.ledger.clone_from(&self.ledger);

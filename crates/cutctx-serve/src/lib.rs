@@ -29,7 +29,7 @@ mod upstream;
 mod usage;
 mod windows;
 
-pub use options::{DEFAULT_POLICY, ServeOptions, StateSpec};
+pub use options::{DEFAULT_POLICY, ServeOptions, SqliteSync, StateSpec};
 pub use route::{Provider, Route, route};
 pub use server::{Running, run, start};
 pub use windows::{DEFAULT_WINDOW, Windows};

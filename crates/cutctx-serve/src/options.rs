@@ -61,6 +61,43 @@ impl std::str::FromStr for StateSpec {
     }
 }
 
+/// When a SQLite commit is on disk (`--sqlite-sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqliteSync {
+    /// `synchronous=NORMAL` under WAL: a commit is in the write-ahead log when it returns, so
+    /// a proxy that is killed (`SIGKILL`) keeps every call it answered; an operating-system
+    /// crash or a power loss may lose the last few, whose conversations then start new
+    /// sessions. No `fsync` per call.
+    #[default]
+    Normal,
+    /// `synchronous=FULL`: every commit is synced to disk before it returns, which survives a
+    /// power loss too, at the price of an `fsync` per call.
+    Full,
+}
+
+impl std::str::FromStr for SqliteSync {
+    type Err = OpsError;
+
+    /// `normal` or `full`.
+    ///
+    /// ```
+    /// use cutctx_serve::SqliteSync;
+    /// assert_eq!("full".parse::<SqliteSync>()?, SqliteSync::Full);
+    /// assert!("off".parse::<SqliteSync>().is_err());
+    /// # Ok::<(), cutctx_ops::OpsError>(())
+    /// ```
+    fn from_str(s: &str) -> Result<Self, OpsError> {
+        match s {
+            "normal" => Ok(Self::Normal),
+            "full" => Ok(Self::Full),
+            _ => Err(OpsError::validation(
+                format!("--sqlite-sync must be normal or full, not {s:?}"),
+                details! { "sqlite_sync" => s },
+            )),
+        }
+    }
+}
+
 /// Everything `cutctx serve` is given, before it is checked.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -72,6 +109,8 @@ pub struct ServeOptions {
     pub anthropic_upstream: Option<String>,
     /// Where the sessions are kept (default `sqlite:cutctx-serve.db`).
     pub state: StateSpec,
+    /// When a SQLite commit is on disk (default [`SqliteSync::Normal`]).
+    pub sqlite_sync: SqliteSync,
     /// The window of every model, over the table and the config.
     pub window: Option<u64>,
     /// The config file's text: `{"windows": {...}, "openai_upstream", "anthropic_upstream"}`.
@@ -101,6 +140,7 @@ impl ServeOptions {
             openai_upstream: None,
             anthropic_upstream: None,
             state: StateSpec::Sqlite(PathBuf::from("cutctx-serve.db")),
+            sqlite_sync: SqliteSync::Normal,
             window: None,
             config_text: None,
             ledger: None,
@@ -156,6 +196,7 @@ pub(crate) struct Settings {
     pub(crate) openai: Base,
     pub(crate) anthropic: Base,
     pub(crate) state: StateSpec,
+    pub(crate) sqlite_sync: SqliteSync,
     pub(crate) windows: Windows,
     pub(crate) ledger: Option<PathBuf>,
     pub(crate) tuning: Tuning,
@@ -227,6 +268,7 @@ impl Settings {
             openai,
             anthropic,
             state: options.state,
+            sqlite_sync: options.sqlite_sync,
             windows,
             ledger: options.ledger,
             tuning,

@@ -268,9 +268,21 @@ fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
         .window_for(request.get("model").and_then(Value::as_str));
     let messages = history(format, &request);
     if messages.is_empty() {
-        // No history (a Responses `input` string, or no list at all): nothing a session could
-        // compact or find, and no session is made for it.
-        return Err(Undecided::Pass);
+        if format == Format::OpenAiResponses && request.get("input").is_none_or(Value::is_string) {
+            // A Responses `input` string (or none, as with a stored prompt) is a valid request
+            // with no history: nothing a session could compact or find, and no session is
+            // made for it.
+            return Err(Undecided::Pass);
+        }
+        // Chat Completions and Messages require a non-empty list: the provider would refuse
+        // this request, so it is unreadable (forwarded and counted, or refused when closed).
+        return Err(Undecided::Unreadable(OpsError::validation(
+            format!(
+                "the request has no {} list with a message in it",
+                cutctx::formats::list_key(format)
+            ),
+            cutctx::model::details! { "key" => cutctx::formats::list_key(format) },
+        )));
     }
     let digests = history_digests(format, messages);
     Ok(Read {

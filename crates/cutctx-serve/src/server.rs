@@ -35,7 +35,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, OpsError> {
 /// Checks `options`, opens the store, builds the client and binds the listener.
 async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsError> {
     let settings = Settings::check(options)?;
-    let store = Store::open(&settings.state)?;
+    let store = Store::open(&settings.state, settings.sqlite_sync)?;
     let upstream = Upstream::new(settings.upstream_timeout, settings.needs_tls())?;
     let listener = TcpListener::bind(&settings.listen).await.map_err(|e| {
         OpsError::input(

@@ -208,9 +208,6 @@ def post(url: str, body: bytes) -> tuple[int, dict]:
     return int(status), json.loads(text)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "--fail-closed passes through a JSON object whose message list is not a list or is missing; "
-    "remove this mark once fixed"))
 def test_fail_closed_refuses_a_request_without_a_message_list(fake, serve):
     closed = serve("--fail-closed", state="memory")
     for path, bad in (("/v1/messages", b'{"model": "c", "max_tokens": 5, "messages": 7}'),
