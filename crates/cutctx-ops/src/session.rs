@@ -314,10 +314,17 @@ pub fn session_with(
         .and_then(|f| f.reasoning.notice(format, config.estimator.as_ref()))
         .or_else(|| {
             step.held_off.map(|start| {
-                format!(
-                    "cutctx session: the request crossed the trigger ({} tokens) but still fits the window; a firing now would invalidate the reasoning of the tool loop in progress since message {start}, so it waits for the loop's answer",
-                    step.prompt_tokens
-                )
+                if step.over_window {
+                    format!(
+                        "cutctx session: the request ({} tokens) is over the window, but any compaction would invalidate the manual thinking the tool loop in progress since message {start} must keep (FORMAT_REASONING_OPEN_TOOL_LOOP); the session's own request is sent, over the window, until the loop's answer",
+                        step.prompt_tokens
+                    )
+                } else {
+                    format!(
+                        "cutctx session: the request crossed the trigger ({} tokens) but still fits the window; a firing now would invalidate the reasoning of the tool loop in progress since message {start}, so it waits for the loop's answer",
+                        step.prompt_tokens
+                    )
+                }
             })
         });
     let untouched = step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;

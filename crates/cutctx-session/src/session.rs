@@ -153,9 +153,16 @@ pub struct Step {
     /// The request's whole prompt with the reserve, as the trigger saw it.
     pub prompt_tokens: u64,
     /// When the request crossed the trigger but the firing was held off: where the tool
-    /// loop in progress starts whose reasoning a firing would invalidate (the request still
-    /// fitting the window). See [`step`].
+    /// loop in progress starts whose reasoning a firing would invalidate. The request still
+    /// fits the window, except under Anthropic's manual thinking, where no valid compaction
+    /// exists inside the loop and [`Step::over_window`] says the request is over it. See
+    /// [`step`].
     pub held_off: Option<usize>,
+    /// Whether the request sent is over the window: a firing held off in a manual-thinking
+    /// tool loop whose thinking any compaction would invalidate (`FORMAT_REASONING_OPEN_TOOL_LOOP`).
+    /// The request is then the session's own (its compacted prefix, the new messages
+    /// appended), the one the loop's thinking was made against, never the whole history.
+    pub over_window: bool,
     /// The estimate of everything in the request but its messages, for [`push`].
     pub fixed_tokens: u64,
     /// The request's validation, open at the end of its history, so that the next call's
@@ -193,7 +200,11 @@ pub type Summarize<'a, E> =
 ///
 /// A request over the trigger fires, unless it still fits the window and ends in a tool loop
 /// in progress whose reasoning a firing would invalidate: then the firing is held off
-/// ([`Step::held_off`]) until the loop has its answer or the window forces it.
+/// ([`Step::held_off`]) until the loop has its answer or the window forces it. Where the
+/// window forces it but no valid compaction exists (a manual-thinking Anthropic loop whose
+/// last assistant message must keep its thinking), the firing stays held off and the request
+/// is the session's own, over the window ([`Step::over_window`]): the loop's thinking was made
+/// against that prefix, so it stays valid, and it is the smallest valid request there is.
 ///
 /// # Errors
 ///
@@ -230,11 +241,32 @@ pub fn step<E: From<FormatError>>(
             restarted,
             prompt_tokens: prompt,
             held_off,
+            over_window: false,
             fixed_tokens: fixed,
             validation,
         });
     }
-    let fitted = compact_to(config, request, config.target, true, summarize)?;
+    let fitted = match compact_to_unless_open_loop(config, request, config.target, summarize)? {
+        Some(fitted) => fitted,
+        None => {
+            // The window forces a firing that no valid request allows: hold it off, over the
+            // window, until the loop has its answer.
+            let start = cutctx_formats::open_tool_loop(format, messages);
+            debug_assert!(start.is_some(), "an open-loop refusal outside a tool loop");
+            let request = materialize(format, request, &state)?;
+            return Ok(Step {
+                request,
+                state,
+                firing: None,
+                restarted,
+                prompt_tokens: prompt,
+                held_off: Some(start.unwrap_or(messages.len())),
+                over_window: true,
+                fixed_tokens: fixed,
+                validation,
+            });
+        }
+    };
     let list = history(format, &fitted.document);
     state.prefix = references(messages, list);
     state.prefix_len = messages.len();
@@ -261,6 +293,7 @@ pub fn step<E: From<FormatError>>(
         restarted,
         prompt_tokens: prompt,
         held_off: None,
+        over_window: false,
         fixed_tokens: fixed,
         validation,
     })
@@ -503,17 +536,56 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     if keep_task && let Ok(fitted) = fit(config, request, share, true, summarize)? {
         return Ok(fitted);
     }
-    fit(config, request, share, false, summarize)?.map_err(|e| E::from(FormatError::from(e)))
+    fit(config, request, share, false, summarize)?.map_err(|unfit| match unfit {
+        Unfit::Budget(e) => E::from(FormatError::from(e)),
+        Unfit::OpenLoop(e) => E::from(e),
+    })
 }
 
-/// [`compact_to`] with the task pinned or not; `Ok(Err(_))` when no plan fits the window.
+/// A session's firing: [`compact_to`] with the task kept, `None` where no valid compaction
+/// exists (`FORMAT_REASONING_OPEN_TOOL_LOOP`), which the session answers by holding off.
+fn compact_to_unless_open_loop<E: From<FormatError>>(
+    config: &SessionConfig,
+    request: &Value,
+    share: f64,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Option<Fitted>, E> {
+    let unpinned = match fit(config, request, share, true, summarize)? {
+        Ok(fitted) => return Ok(Some(fitted)),
+        Err(Unfit::OpenLoop(_)) => return Ok(None),
+        Err(Unfit::Budget(_)) => fit(config, request, share, false, summarize)?,
+    };
+    match unpinned {
+        Ok(fitted) => Ok(Some(fitted)),
+        Err(Unfit::OpenLoop(_)) => Ok(None),
+        Err(Unfit::Budget(e)) => Err(E::from(FormatError::from(e))),
+    }
+}
+
+/// Why [`fit`] found no request to send.
+enum Unfit {
+    /// No plan fits the window (`COMPACTION_BUDGET_UNSATISFIABLE`).
+    Budget(CompactionError),
+    /// A plan fits, but its request is one no provider rule allows
+    /// (`FORMAT_REASONING_OPEN_TOOL_LOOP`).
+    OpenLoop(FormatError),
+}
+
+impl From<CompactionError> for Unfit {
+    fn from(e: CompactionError) -> Self {
+        Self::Budget(e)
+    }
+}
+
+/// [`compact_to`] with the task pinned or not; `Ok(Err(_))` when no plan fits the window or
+/// none gives a valid request.
 fn fit<E: From<FormatError>>(
     config: &SessionConfig,
     request: &Value,
     share: f64,
     keep_task: bool,
     summarize: &mut Summarize<'_, E>,
-) -> Result<Result<Fitted, CompactionError>, E> {
+) -> Result<Result<Fitted, Unfit>, E> {
     let format = config.format;
     let estimator = config.estimator.as_ref();
     let mut pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
@@ -529,7 +601,7 @@ fn fit<E: From<FormatError>>(
     let floor = count.tools + count.reserve + turn_floor;
     let limit = config.window;
     if floor > limit {
-        return Ok(Err(CompactionError::BudgetUnsatisfiable {
+        return Ok(Err(Unfit::Budget(CompactionError::BudgetUnsatisfiable {
             message: format!(
                 "the untouchable part of the request (tools, system turns and the {} most \
                      recent turns, with the output reserve) is {floor} tokens, over the window \
@@ -537,7 +609,7 @@ fn fit<E: From<FormatError>>(
                 config.protected_recent
             ),
             details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
-        }));
+        })));
     }
     let goal = floor + fraction(limit - floor, share);
     let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
@@ -548,7 +620,7 @@ fn fit<E: From<FormatError>>(
             .with_protected_recent_turns(config.protected_recent);
         let plan = match config.policy.decide(pt.transcript(), &b) {
             Ok(plan) => plan,
-            Err(e @ CompactionError::BudgetUnsatisfiable { .. }) => return Ok(Err(e)),
+            Err(e @ CompactionError::BudgetUnsatisfiable { .. }) => return Ok(Err(e.into())),
             Err(e) => return Err(E::from(FormatError::from(e))),
         };
         let mut texts = BTreeMap::new();
@@ -572,7 +644,13 @@ fn fit<E: From<FormatError>>(
         }
         let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts)
             .map_err(|e| E::from(FormatError::from(e)))?;
-        let (document, reasoning) = pt.render_settled(&compacted.transcript).map_err(E::from)?;
+        let (document, reasoning) = match pt.render_settled(&compacted.transcript) {
+            Ok(rendered) => rendered,
+            Err(e @ FormatError::ReasoningOpenToolLoop { .. }) => {
+                return Ok(Err(Unfit::OpenLoop(e)));
+            }
+            Err(e) => return Err(E::from(e)),
+        };
         let measured =
             prompt_tokens(format, &document, estimator).map_err(E::from)? + config.reserve_output;
         let fitted = Fitted {
@@ -595,12 +673,12 @@ fn fit<E: From<FormatError>>(
     }
     match best {
         Some((measured, fitted)) if measured <= limit => Ok(Ok(fitted)),
-        Some((measured, _)) => Ok(Err(CompactionError::BudgetUnsatisfiable {
+        Some((measured, _)) => Ok(Err(Unfit::Budget(CompactionError::BudgetUnsatisfiable {
             message: format!(
                 "the most the policy could compact the request to is {measured} tokens, over the window of {limit}"
             ),
             details: details! { "untouchable_tokens" => measured, "max_tokens" => limit },
-        })),
+        }))),
         None => unreachable_fitted(),
     }
 }

@@ -74,10 +74,6 @@ def test_agent_loop(fmt, stream, cli, fake, serve):
     assert metrics.get("cutctx_serve_provider_uncached_tokens_total") == sum(p - c for p, c in usages)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a firing refused in an open tool loop (FORMAT_REASONING_OPEN_TOOL_LOOP) fails open with the "
-    "client's whole history instead of the session's compacted request; remove this mark once "
-    "fixed"))
 def test_enabled_thinking_in_a_long_tool_loop_keeps_the_compacted_prefix(cli, fake, serve):
     """Anthropic `thinking: enabled`: a tool loop in progress must keep its last assistant
     turn's thinking, so the session cannot fire inside it; what it sends meanwhile is its own

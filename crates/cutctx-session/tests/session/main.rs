@@ -624,6 +624,78 @@ fn a_firing_inside_a_tool_loop_with_reasoning_waits_while_the_request_fits() {
 }
 
 #[test]
+fn a_manual_thinking_loop_over_the_window_sends_the_sessions_own_request_not_the_history() {
+    // A closed run fires; the next call ends in a manual-thinking tool loop over the window,
+    // where any compaction would invalidate the thinking its last assistant message must
+    // start with. The session holds off, over the window, with its own request: the
+    // compacted prefix and the new messages, never the whole history, and never an error.
+    let mut run = thinking_run(6, 400, 2000, false);
+    run["thinking"] = json!({"type": "enabled", "budget_tokens": 1024});
+    let estimator = cutctx_policies::CharRatioEstimator::default();
+    let size = prompt_tokens(Format::Anthropic, &run, &estimator).expect("count");
+    let mut cfg = config(Format::Anthropic, size * 6 / 10, "observation_masking");
+    cfg.trigger = 0.5;
+    let first = step(&cfg, None, &run, &mut stand_in).expect("steps");
+    assert!(
+        first.firing.is_some(),
+        "the closed run over the window fires"
+    );
+    let mut longer = run.clone();
+    let list = longer["messages"].as_array_mut().expect("a list");
+    list.push(json!({"role": "user", "content": "Now the tests."}));
+    let loop_start = list.len();
+    for i in 0..4 {
+        list.push(json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "u".repeat(400), "signature": format!("late-{i}")},
+            {"type": "tool_use", "id": format!("toolu_late_{i}"), "name": "read", "input": {}}]}));
+        list.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_late_{i}"), "content": "s".repeat(3000)}]}));
+    }
+    let s = step(&cfg, Some(&first.state), &longer, &mut stand_in)
+        .expect("holds off instead of refusing");
+    assert!(s.firing.is_none());
+    assert!(s.over_window, "the request is over the window, and says so");
+    assert_eq!(
+        s.held_off,
+        Some(loop_start),
+        "the loop starts at its first assistant message"
+    );
+    let sent = s.request["messages"].as_array().expect("a list");
+    let before = first.request["messages"].as_array().expect("a list");
+    let (sent_tokens, history_tokens) = (
+        prompt_tokens(Format::Anthropic, &s.request, &estimator).expect("count"),
+        prompt_tokens(Format::Anthropic, &longer, &estimator).expect("count"),
+    );
+    assert!(
+        sent_tokens < history_tokens,
+        "{sent_tokens} tokens sent of {history_tokens}"
+    );
+    assert_eq!(
+        &sent[..before.len()],
+        &before[..],
+        "the compacted prefix, as sent last time"
+    );
+    assert_eq!(
+        &sent[before.len()..],
+        &longer["messages"].as_array().expect("a list")
+            [run["messages"].as_array().expect("a list").len()..],
+        "the new messages appended verbatim, thinking included"
+    );
+    // The loop's answer lets the firing happen.
+    let mut answered = longer.clone();
+    answered["messages"]
+        .as_array_mut()
+        .expect("a list")
+        .push(json!({"role": "assistant", "content": "All read."}));
+    answered["messages"]
+        .as_array_mut()
+        .expect("a list")
+        .push(json!({"role": "user", "content": "Summarize."}));
+    let s = step(&cfg, Some(&s.state), &answered, &mut stand_in).expect("steps");
+    assert!(s.firing.is_some() && !s.over_window);
+}
+
+#[test]
 fn the_replay_counts_invalidated_reasoning_once_and_prices_it_at_the_output_price() {
     let run = thinking_run(12, 800, 3000, false);
     let estimator = cutctx_policies::CharRatioEstimator::default();
