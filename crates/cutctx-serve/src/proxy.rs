@@ -652,8 +652,13 @@ pub(crate) async fn handle(
         },
         move |(tap, decided), end| {
             let mut usage = None;
-            if let (Some(t), Some(d), End::Complete) = (tap, decided.as_ref(), end) {
-                usage = t.finish();
+            if let (Some(t), Some(d)) = (tap, decided.as_ref()) {
+                // A stream cut after its usage event still reported (and billed) it: an SDK
+                // closes once it reads the last event, which may be before the body's end.
+                usage = match end {
+                    End::Complete => t.finish(),
+                    End::Failed | End::Cancelled => t.seen(),
+                };
                 if let Some(u) = usage {
                     // A durable write: off the runtime's own work, before the lock goes.
                     tokio::task::block_in_place(|| record(&app2, &d.held.id, d.tokens_out, u));

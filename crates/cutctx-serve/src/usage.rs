@@ -110,6 +110,16 @@ impl Tap {
         }
     }
 
+    /// The usage of a response cut short (the client left, the upstream failed): what the
+    /// stream's complete events reported, since the provider reported it to the client too,
+    /// and billed it. A cut body that is not a stream is not JSON, so it reports none.
+    pub(crate) fn seen(self) -> Option<Usage> {
+        if !self.sse {
+            return None;
+        }
+        self.usage()
+    }
+
     /// The usage read, once the body has ended; `None` when the response carried none.
     pub(crate) fn finish(mut self) -> Option<Usage> {
         if self.sse {
@@ -127,6 +137,11 @@ impl Tap {
                 self.event(&v);
             }
         }
+        self.usage()
+    }
+
+    /// The usage the fields read so far add up to; `None` when the prompt's count is missing.
+    fn usage(&self) -> Option<Usage> {
         let f = self.fields;
         match self.format {
             Format::Anthropic => {
@@ -211,6 +226,49 @@ mod tests {
             t.feed(c.as_bytes());
         }
         t.finish()
+    }
+
+    #[test]
+    fn a_cut_stream_reports_the_usage_of_its_complete_events_only() {
+        let done = "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":50,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\ndata: [DONE]\n\n";
+        let mut t = Tap::new(Format::OpenAiChat, true, false);
+        t.feed(done.as_bytes());
+        assert_eq!(
+            t.seen(),
+            Some(Usage {
+                prompt: 50,
+                cached: 32
+            })
+        );
+        // A usage event cut in the middle of its line was never whole: none.
+        let mut t = Tap::new(Format::OpenAiChat, true, false);
+        t.feed(&done.as_bytes()[..40]);
+        assert_eq!(t.seen(), None);
+        // Anthropic's prompt count comes in message_start: a stream cut before message_delta
+        // still reports it.
+        let mut t = Tap::new(Format::Anthropic, true, false);
+        t.feed(b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90}}}\n\n");
+        assert_eq!(
+            t.seen(),
+            Some(Usage {
+                prompt: 100,
+                cached: 90
+            })
+        );
+        // A whole JSON body cut short is not JSON: none, where finish would read a whole one.
+        let body = br#"{"usage":{"prompt_tokens":7}}"#;
+        let mut t = Tap::new(Format::OpenAiChat, false, false);
+        t.feed(body);
+        assert_eq!(t.seen(), None);
+        let mut t = Tap::new(Format::OpenAiChat, false, false);
+        t.feed(body);
+        assert_eq!(
+            t.finish(),
+            Some(Usage {
+                prompt: 7,
+                cached: 0
+            })
+        );
     }
 
     #[test]

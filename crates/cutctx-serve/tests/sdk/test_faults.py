@@ -303,9 +303,6 @@ def test_the_usage_of_streams_read_to_the_end_is_counted(fake, serve):
     assert want[0] > 0 and got == want
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a stream whose client closes after the last event, before the body's end, is logged "
-    "end: cancelled and its usage (already forwarded) is not counted; remove this mark once fixed"))
 def test_the_usage_of_a_stream_left_after_its_last_event_is_counted(fake, serve):
     """The openai SDK closes a stream once it reads `data: [DONE]`, which may be before the
     chunked body's end arrives: the usage chunk came before, and was forwarded."""
