@@ -108,6 +108,7 @@ impl FormatArgs {
             reserve_output: self.reserve_output,
             repair: self.repair,
             reasoning: self.reasoning,
+            fire_early: self.fire_early,
         }
     }
 }
@@ -141,6 +142,11 @@ pub(crate) struct TuningArgs {
     /// them as they are, or refuse to compact.
     #[arg(long, value_parser = reasoning(), default_value = "strip")]
     reasoning: ReasoningMode,
+    /// Also fire below the trigger where the cache model predicts that a firing now costs
+    /// less over the calls to come than not firing (priced by the format's shipped table; in
+    /// replay, by --pricing).
+    #[arg(long)]
+    fire_early: bool,
 }
 
 impl TuningArgs {

@@ -106,6 +106,10 @@ pub struct Tuning {
     /// What a firing does with the thinking blocks and reasoning items after the first
     /// message it changes: strip (the default), keep, or refuse.
     pub reasoning: cutctx::formats::ReasoningMode,
+    /// Also fire below the trigger where the cache model predicts that it pays
+    /// (`cutctx_session::EarlyFiring`), priced by the format's shipped table (the replay's own
+    /// table in `replay`). Off by default.
+    pub fire_early: bool,
 }
 
 /// The options of `cutctx session`.
@@ -180,6 +184,13 @@ fn config(
         cache_breakpoints: breakpoints == Breakpoints::Auto,
         reasoning: tuning.reasoning,
         pinned_results: std::collections::BTreeSet::new(),
+        early: tuning.fire_early.then(|| {
+            let table = match format {
+                Format::Anthropic => PriceTable::anthropic(),
+                Format::OpenAiChat | Format::OpenAiResponses => PriceTable::openai(),
+            };
+            cutctx::session::EarlyFiring::from_prices(&table)
+        }),
     };
     config.check()?;
     Ok(config)
@@ -552,7 +563,10 @@ pub fn replay(
     };
     // Under `--marks session-only` the session is priced as `cutctx session
     // --cache-breakpoints auto` marks it; under `shared` every strategy is marked alike.
-    let config = config(format, window, &args.tuning, Breakpoints::Auto)?;
+    let mut config = config(format, window, &args.tuning, Breakpoints::Auto)?;
+    if config.early.is_some() {
+        config.early = Some(cutctx::session::EarlyFiring::from_prices(prices));
+    }
     let options = ReplayOptions {
         marking: args.marks.into(),
         warm_prefix: args.warm_prefix,

@@ -182,6 +182,7 @@ impl SessionCore {
                     protected_recent: protected_recent_turns,
                     reserve_output,
                     reasoning: reasoning.parse()?,
+                    fire_early: false,
                 },
                 summarize_with: None,
                 cache_breakpoints: if cache_breakpoints {

@@ -153,6 +153,7 @@ impl ServeOptions {
                 protected_recent: None,
                 reserve_output: 0,
                 reasoning: cutctx::formats::ReasoningMode::default(),
+                fire_early: false,
             },
             max_body: 32 * 1024 * 1024,
             upstream_timeout: Duration::from_millis(600_000),

@@ -25,6 +25,7 @@ fn config() -> SessionConfig {
         cache_breakpoints: false,
         reasoning: cutctx_formats::ReasoningMode::Strip,
         pinned_results: Default::default(),
+        early: None,
     }
 }
 

@@ -40,7 +40,7 @@
 //!     estimator: EstimatorSpec::default().estimator()?,
 //!     cache_breakpoints: false,
 //!     reasoning: cutctx_formats::ReasoningMode::Strip,
-//!     pinned_results: Default::default(),
+//!     pinned_results: Default::default(), early: None,
 //! };
 //! let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
 //! let mut state = None;
@@ -69,6 +69,7 @@
 pub mod bound;
 pub mod cache;
 mod count;
+mod early;
 pub mod hindsight;
 pub mod peers;
 pub mod replay;
@@ -79,6 +80,7 @@ mod state;
 pub use cache::PriceTable;
 pub use count::prompt_tokens;
 pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
+pub use early::EarlyFiring;
 pub use replay::{
     External, ExternalCall, Marking, Replay, ReplayExtras, ReplayOptions, StrategyReport,
     SummaryInput, call_points, replay, replay_extended, replay_with,

@@ -18,6 +18,7 @@ use cutctx_policies::{CompactionPolicy, TokenEstimator};
 use serde_json::Value;
 
 use crate::count::{messages_tokens, prompt_tokens};
+use crate::early::EarlyFiring;
 use crate::state::{PrefixItem, SessionState, digest_of, message_digest};
 
 /// A session's settings. The same settings are expected at every call, but nothing breaks
@@ -48,6 +49,9 @@ pub struct SessionConfig {
     /// The calls whose results a firing must keep as they are (and so their calls): tool
     /// call ids ([`cutctx_formats::ProviderTranscript::pin_results`]). Empty for none.
     pub pinned_results: BTreeSet<String>,
+    /// Fire below the trigger where the cache model predicts that it pays ([`EarlyFiring`]);
+    /// `None` (the default) fires only at the trigger.
+    pub early: Option<EarlyFiring>,
 }
 
 impl SessionConfig {
@@ -232,7 +236,12 @@ pub fn step<E: From<FormatError>>(
     let held_off = (prompt > config.trigger_tokens() && prompt <= config.window)
         .then(|| loop_with_reasoning(config, messages))
         .flatten();
-    if prompt <= config.trigger_tokens() || held_off.is_some() {
+    let early = if prompt <= config.trigger_tokens() && held_off.is_none() {
+        fire_early(config, request, messages, prompt, fixed, summarize)?
+    } else {
+        None
+    };
+    if early.is_none() && (prompt <= config.trigger_tokens() || held_off.is_some()) {
         let request = materialize(format, request, &state)?;
         return Ok(Step {
             request,
@@ -246,7 +255,11 @@ pub fn step<E: From<FormatError>>(
             validation,
         });
     }
-    let fitted = match compact_to_unless_open_loop(config, request, config.target, summarize)? {
+    let fitted = match early {
+        Some(fitted) => Some(fitted),
+        None => compact_to_unless_open_loop(config, request, config.target, summarize)?,
+    };
+    let fitted = match fitted {
         Some(fitted) => fitted,
         None => {
             // The window forces a firing that no valid request allows: hold it off, over the
@@ -317,6 +330,7 @@ pub fn step<E: From<FormatError>>(
 ///     policy: policy_named("drop_oldest", "p", &EstimatorSpec::default())?.expect("known"),
 ///     estimator: EstimatorSpec::default().estimator()?, cache_breakpoints: false,
 ///     reasoning: cutctx_formats::ReasoningMode::Strip, pinned_results: Default::default(),
+///     early: None,
 /// };
 /// let request = json!({"model": "m", "messages": [{"role": "user", "content": "Hi"}]});
 /// let asked = cached_summary_request(&config, None, &request)?;
@@ -542,6 +556,43 @@ pub(crate) fn compact_to<E: From<FormatError>>(
     })
 }
 
+/// The firing below the trigger that [`EarlyFiring`] says pays, if any: the request is
+/// `prompt` tokens with the reserve (`fixed` of them outside the messages). Checked first
+/// against the least a firing could send (`fixed` and the reserve), then against its goal
+/// (the untouchable part plus the target's share of the room above it), before any
+/// compaction is made: no summary is asked for a firing that does not happen.
+fn fire_early<E: From<FormatError>>(
+    config: &SessionConfig,
+    request: &Value,
+    messages: &[Value],
+    prompt: u64,
+    fixed: u64,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Option<Fitted>, E> {
+    let Some(early) = config.early else {
+        return Ok(None);
+    };
+    let format = config.format;
+    let calls =
+        u64::try_from(crate::replay::call_points(format, messages).len()).unwrap_or(u64::MAX);
+    if calls == 0 {
+        return Ok(None);
+    }
+    let estimator = config.estimator.as_ref();
+    let growth = messages_tokens(format, messages, estimator).map_err(E::from)? / calls;
+    let least = goal_of(config, fixed + config.reserve_output, config.target);
+    if !early.pays(prompt, least, growth, calls) {
+        return Ok(None);
+    }
+    let floor = untouchable(config, request, true).map_err(E::from)?.floor;
+    if floor > config.window
+        || !early.pays(prompt, goal_of(config, floor, config.target), growth, calls)
+    {
+        return Ok(None);
+    }
+    compact_to_unless_open_loop(config, request, config.target, summarize)
+}
+
 /// A session's firing: [`compact_to`] with the task kept, `None` where no valid compaction
 /// exists (`FORMAT_REASONING_OPEN_TOOL_LOOP`), which the session answers by holding off.
 fn compact_to_unless_open_loop<E: From<FormatError>>(
@@ -577,6 +628,46 @@ impl From<CompactionError> for Unfit {
     }
 }
 
+/// A request read for a firing, with what no firing may touch.
+struct Untouchable {
+    /// The request's transcript, its reasoning mode and pins set.
+    transcript: ProviderTranscript,
+    /// The untouchable turns' tokens: system turns, pinned and protected recent turns.
+    turn_floor: u64,
+    /// Those with the tools and the reserve: the least a firing can send.
+    floor: u64,
+}
+
+/// Reads `request` for a firing (the task pinned with `keep_task`) and counts its untouchable
+/// part.
+fn untouchable(
+    config: &SessionConfig,
+    request: &Value,
+    keep_task: bool,
+) -> Result<Untouchable, FormatError> {
+    let mut pt = ProviderTranscript::parse_with(config.format, request, config.estimator.as_ref())?;
+    pt.set_reasoning(config.reasoning);
+    pt.pin_results(&config.pinned_results)?;
+    if keep_task {
+        pt.pin_first_user()?;
+    }
+    let count = pt.prompt_count(config.reserve_output);
+    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
+    let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
+    let turn_floor = analysis.untouchable_tokens();
+    Ok(Untouchable {
+        floor: count.tools + count.reserve + turn_floor,
+        transcript: pt,
+        turn_floor,
+    })
+}
+
+/// The tokens a firing compacts to, `share` of the way from the untouchable `floor` to the
+/// window.
+fn goal_of(config: &SessionConfig, floor: u64, share: f64) -> u64 {
+    floor + fraction(config.window.saturating_sub(floor), share)
+}
+
 /// [`compact_to`] with the task pinned or not; `Ok(Err(_))` when no plan fits the window or
 /// none gives a valid request.
 fn fit<E: From<FormatError>>(
@@ -588,17 +679,11 @@ fn fit<E: From<FormatError>>(
 ) -> Result<Result<Fitted, Unfit>, E> {
     let format = config.format;
     let estimator = config.estimator.as_ref();
-    let mut pt = ProviderTranscript::parse_with(format, request, estimator).map_err(E::from)?;
-    pt.set_reasoning(config.reasoning);
-    pt.pin_results(&config.pinned_results).map_err(E::from)?;
-    if keep_task {
-        pt.pin_first_user().map_err(E::from)?;
-    }
-    let count = pt.prompt_count(config.reserve_output);
-    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
-    let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
-    let turn_floor = analysis.untouchable_tokens();
-    let floor = count.tools + count.reserve + turn_floor;
+    let Untouchable {
+        transcript: pt,
+        turn_floor,
+        floor,
+    } = untouchable(config, request, keep_task).map_err(E::from)?;
     let limit = config.window;
     if floor > limit {
         return Ok(Err(Unfit::Budget(CompactionError::BudgetUnsatisfiable {
@@ -611,7 +696,7 @@ fn fit<E: From<FormatError>>(
             details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
         })));
     }
-    let goal = floor + fraction(limit - floor, share);
+    let goal = goal_of(config, floor, share);
     let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
     let mut best: Option<(u64, Fitted)> = None;
     let mut room = goal - floor;

@@ -31,6 +31,7 @@ fn config(format: Format, window: u64, policy: &str) -> SessionConfig {
         cache_breakpoints: false,
         reasoning: cutctx_formats::ReasoningMode::Strip,
         pinned_results: Default::default(),
+        early: None,
     }
 }
 
@@ -621,6 +622,33 @@ fn a_firing_inside_a_tool_loop_with_reasoning_waits_while_the_request_fits() {
     cfg.trigger = 0.5;
     let s = step(&cfg, None, &closed, &mut stand_in).expect("steps");
     assert!(s.firing.is_some() && s.held_off.is_none());
+}
+
+#[test]
+fn early_firing_fires_below_the_trigger_only_where_the_cache_model_says_it_pays() {
+    // 120 exchanges of 400 characters into a window that they never fill: without early
+    // firing nothing fires; with Anthropic's prices it fires below the trigger, keeping the
+    // prefix byte for byte between firings (checked by `run`), and each firing sends less.
+    let sizes = vec![400; 120];
+    let cfg = config(Format::Anthropic, 100_000, "observation_masking");
+    assert!(run(&cfg, &sizes).iter().all(|s| s.firing.is_none()));
+    let mut cfg = config(Format::Anthropic, 100_000, "observation_masking");
+    cfg.early = Some(cutctx_session::EarlyFiring::from_prices(
+        &cutctx_session::PriceTable::anthropic(),
+    ));
+    let steps = run(&cfg, &sizes);
+    let firings: Vec<_> = steps.iter().filter_map(|s| s.firing.as_ref()).collect();
+    assert!(!firings.is_empty(), "early firing fired");
+    for f in &firings {
+        assert!(f.before_tokens < 100_000, "below the trigger");
+        assert!(f.after_tokens < f.before_tokens, "and it compacted");
+    }
+    // Free cache reads make every firing a loss: none.
+    cfg.early = Some(cutctx_session::EarlyFiring {
+        cache_read: 0.0,
+        cache_write: 1.0,
+    });
+    assert!(run(&cfg, &sizes).iter().all(|s| s.firing.is_none()));
 }
 
 #[test]
