@@ -108,7 +108,6 @@ impl FormatArgs {
             reserve_output: self.reserve_output,
             repair: self.repair,
             reasoning: self.reasoning,
-            fire_early: self.fire_early,
         }
     }
 }
@@ -161,6 +160,7 @@ impl TuningArgs {
             protected_recent: self.protected_recent,
             reserve_output: self.reserve_output,
             reasoning: self.reasoning,
+            fire_early: self.fire_early,
         }
     }
 }
