@@ -9,9 +9,14 @@
 //! `L* = √(2·C·w / (g·r))` (`r`, `w`: the cache read and write prices): the economic order
 //! quantity of inventory theory. So a firing below the trigger pays when the request has grown
 //! past the compaction by `√(2·C·g·w / r)` tokens, and when the calls still to come repay its
-//! write: as many calls are predicted as the conversation has had so far, and they must save
-//! `k·(P − C)·r ≥ C·w − P·r`. Both conditions tighten as `C` grows, so a firing's goal is a
-//! sound first check and the compaction actually made is checked again.
+//! write, `k·(P − C)·r ≥ C·w − P·r`. The calls `k` predicted still to come are as many as the
+//! conversation has had so far, but no more than until the trigger forces a firing anyway:
+//! a firing now only brings that one forward. Both conditions tighten as `C` grows, so the
+//! least a firing could send is a sound first check before its goal is counted.
+//!
+//! On the recorded corpora (`docs/SESSIONS.md`) this rule never fires on tau-bench and costs
+//! the same as firing at the trigger on the long runs; predicting the horizon from the calls
+//! so far alone fired more and cost 1.025× at a 50% window. So it is off by default.
 
 /// The cache prices a firing below the trigger is weighed by, as multiples of the base input
 /// price (those of [`PriceTable`](crate::PriceTable)).
@@ -45,8 +50,8 @@ impl EarlyFiring {
     }
 
     /// Whether a firing now pays: the request is `prompt` tokens, the firing would send
-    /// `compacted`, each call appends `growth` on average, and the conversation has had
-    /// `calls` model calls (the prediction of how many are still to come).
+    /// `compacted`, each call appends `growth` on average, and `calls` more calls are
+    /// predicted before a firing would happen anyway.
     #[must_use]
     #[expect(
         clippy::cast_precision_loss,

@@ -580,6 +580,8 @@ fn fire_early<E: From<FormatError>>(
     }
     let estimator = config.estimator.as_ref();
     let growth = messages_tokens(format, messages, estimator).map_err(E::from)? / calls;
+    // As many calls to come as so far, but a firing at the trigger ends the horizon.
+    let calls = calls.min(config.trigger_tokens().saturating_sub(prompt) / growth.max(1));
     let least = goal_of(config, fixed + config.reserve_output, config.target);
     if !early.pays(prompt, least, growth, calls) {
         return Ok(None);
