@@ -183,7 +183,8 @@ pub enum Decision {
         /// The whole prompt with the reserve.
         prompt_tokens: u64,
     },
-    /// The request would cross the trigger: call [`step`] with the full history.
+    /// The request would cross the trigger, or [`SessionConfig::early`] is set (its rule
+    /// weighs the whole history): call [`step`] with the full history.
     Fire {
         /// The whole prompt with the reserve, before compaction.
         prompt_tokens: u64,
@@ -209,6 +210,8 @@ pub type Summarize<'a, E> =
 /// last assistant message must keep its thinking), the firing stays held off and the request
 /// is the session's own, over the window ([`Step::over_window`]): the loop's thinking was made
 /// against that prefix, so it stays valid, and it is the smallest valid request there is.
+/// With [`SessionConfig::early`], a request under the trigger also fires where
+/// [`EarlyFiring::pays`] says a firing now costs less over the calls to come.
 ///
 /// # Errors
 ///
@@ -241,7 +244,24 @@ pub fn step<E: From<FormatError>>(
     } else {
         None
     };
-    if early.is_none() && (prompt <= config.trigger_tokens() || held_off.is_some()) {
+    let must_fire = prompt > config.trigger_tokens() && held_off.is_none();
+    let fitted = match early {
+        Some(fitted) => Some(fitted),
+        None if must_fire => {
+            compact_to_unless_open_loop(config, request, config.target, summarize)?
+        }
+        None => None,
+    };
+    let Some(fitted) = fitted else {
+        // Nothing to fire; or, when it must, a firing the window forces that no valid request
+        // allows: held off, over the window, until the loop has its answer.
+        let held_off = if must_fire {
+            let start = cutctx_formats::open_tool_loop(format, messages);
+            debug_assert!(start.is_some(), "an open-loop refusal outside a tool loop");
+            Some(start.unwrap_or(messages.len()))
+        } else {
+            held_off
+        };
         let request = materialize(format, request, &state)?;
         return Ok(Step {
             request,
@@ -250,35 +270,10 @@ pub fn step<E: From<FormatError>>(
             restarted,
             prompt_tokens: prompt,
             held_off,
-            over_window: false,
+            over_window: must_fire,
             fixed_tokens: fixed,
             validation,
         });
-    }
-    let fitted = match early {
-        Some(fitted) => Some(fitted),
-        None => compact_to_unless_open_loop(config, request, config.target, summarize)?,
-    };
-    let fitted = match fitted {
-        Some(fitted) => fitted,
-        None => {
-            // The window forces a firing that no valid request allows: hold it off, over the
-            // window, until the loop has its answer.
-            let start = cutctx_formats::open_tool_loop(format, messages);
-            debug_assert!(start.is_some(), "an open-loop refusal outside a tool loop");
-            let request = materialize(format, request, &state)?;
-            return Ok(Step {
-                request,
-                state,
-                firing: None,
-                restarted,
-                prompt_tokens: prompt,
-                held_off: Some(start.unwrap_or(messages.len())),
-                over_window: true,
-                fixed_tokens: fixed,
-                validation,
-            });
-        }
     };
     let list = history(format, &fitted.document);
     state.prefix = references(messages, list);
@@ -398,8 +393,9 @@ pub fn push(
     let message_tokens =
         state.message_tokens + messages_tokens(config.format, new, config.estimator.as_ref())?;
     let prompt_tokens = fixed_tokens + message_tokens + config.reserve_output;
-    if prompt_tokens > config.trigger_tokens() {
-        // Left for step, which reads the whole history from this same state.
+    if prompt_tokens > config.trigger_tokens() || config.early.is_some() {
+        // Left for step, which reads the whole history from this same state (early firing
+        // weighs the whole history at every call).
         return Ok(Decision::Fire { prompt_tokens });
     }
     state.message_tokens = message_tokens;

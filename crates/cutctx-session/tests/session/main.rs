@@ -643,6 +643,13 @@ fn early_firing_fires_below_the_trigger_only_where_the_cache_model_says_it_pays(
         assert!(f.before_tokens < 100_000, "below the trigger");
         assert!(f.after_tokens < f.before_tokens, "and it compacted");
     }
+    // The in-memory path leaves every call to step, which holds the early rule.
+    let mut state = steps.last().expect("steps").state.clone();
+    let next = [json!({"role": "user", "content": "next"})];
+    assert!(matches!(
+        push(&cfg, &mut state, 10, &next).expect("push"),
+        Decision::Fire { .. }
+    ));
     // Free cache reads make every firing a loss: none.
     cfg.early = Some(cutctx_session::EarlyFiring {
         cache_read: 0.0,
