@@ -107,6 +107,7 @@ mod scan;
 mod text;
 mod tool_input;
 mod validate;
+mod written;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -139,6 +140,7 @@ pub use reasoning::{
 pub use repair::{Repair, RepairKind, first_repaired, is_repairable, repair};
 pub use text::TextParts;
 pub use validate::{Rule, Violation, validate};
+pub use written::to_string_as_written;
 
 /// A provider transcript format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -191,8 +193,8 @@ pub fn is_model_item(format: Format, item: &serde_json::Value) -> bool {
 }
 
 /// Whether `message` (of a `format` request's message list) is a system message: an OpenAI
-/// `system` or `developer` message. Anthropic's system prompt is not a message, so none of its
-/// messages is one.
+/// `system` or `developer` message, an Anthropic mid-conversation `system` message (its
+/// system prompt is not a message, and the list never opens with one).
 ///
 /// ```
 /// use cutctx_formats::{Format, is_system_message};
@@ -208,7 +210,7 @@ pub fn is_system_message(format: Format, message: &serde_json::Value) -> bool {
         Format::OpenAiChat | Format::OpenAiResponses => {
             role.and_then(roles::openai_role) == Some(cutctx_model::Role::System)
         }
-        Format::Anthropic => false,
+        Format::Anthropic => role == Some("system"),
     }
 }
 

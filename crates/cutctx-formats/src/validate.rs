@@ -41,6 +41,10 @@ pub enum Rule {
     /// `null_status`: an OpenAI Responses item other than a call output with `"status": null`,
     /// which the provider's schema does not allow (outputs may carry a null status).
     NullStatus,
+    /// `system_message_misplaced`: an Anthropic mid-conversation system message must follow a
+    /// user message (or tool results) or another system message; never first, never between a
+    /// `tool_use` and its `tool_result`.
+    SystemMessageMisplaced,
 }
 
 impl Rule {
@@ -60,6 +64,7 @@ impl Rule {
             Self::ReasoningWithoutFollowingItem => "reasoning_without_following_item",
             Self::EmptyContent => "empty_content",
             Self::NullStatus => "null_status",
+            Self::SystemMessageMisplaced => "system_message_misplaced",
         }
     }
 
@@ -83,6 +88,9 @@ impl Rule {
             }
             Self::EmptyContent => "a message has content, unless it is a final assistant message",
             Self::NullStatus => "an item's status is one of the provider's values, never null",
+            Self::SystemMessageMisplaced => {
+                "a system message in the list follows a user message or tool results, never an assistant message"
+            }
         }
     }
 

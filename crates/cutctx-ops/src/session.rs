@@ -347,18 +347,17 @@ pub fn session_with(
         }
         text
     } else {
+        // Every message and field the step kept leaves with the bytes it came with (a
+        // 23-digit integer, `1e2`, `-0`, the order of its keys); only what it made is written.
         let pretty = request_text.trim().contains('\n');
-        let text = if pretty {
-            serde_json::to_string_pretty(&step.request)
-        } else {
-            serde_json::to_string(&step.request)
-        };
-        text.map_err(|e| {
-            OpsError::validation(
-                format!("the request cannot be written as JSON: {e}"),
-                details! {},
-            )
-        })? + "\n"
+        cutctx::formats::to_string_as_written(format, &step.request, request_text, pretty).map_err(
+            |e| {
+                OpsError::validation(
+                    format!("the request cannot be written as JSON: {e}"),
+                    details! {},
+                )
+            },
+        )? + "\n"
     };
     let state = step.state.to_json();
     let open = match step.validation {

@@ -3,8 +3,8 @@
 //!
 //! A client (an SDK with its base URL pointed here, or an agent) sends its whole history at
 //! every call, as it would to the provider. The proxy finds the conversation's cutctx session
-//! (named by the `x-cutctx-session` header, or the stored session whose history the request
-//! extends), runs one step of it ([`cutctx_ops::session::session_with`]), and forwards what the
+//! (named by the `x-cutctx-session` header or by the session id the client already sends, or
+//! else the stored session whose history the request extends), runs one step of it ([`cutctx_ops::session::session_with`]), and forwards what the
 //! session says to send: the request byte for byte while it fits the model's window, the
 //! session's compacted request (prefix-stable from one firing to the next) once it does not.
 //! The response comes back unchanged, streamed chunk by chunk; its `usage` calibrates the
@@ -18,13 +18,16 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod encoding;
 mod metrics;
+mod names;
 mod options;
 mod proxy;
 mod route;
 mod server;
 mod sessions;
 mod store;
+mod unreadable;
 mod upstream;
 mod usage;
 mod windows;

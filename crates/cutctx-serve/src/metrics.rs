@@ -11,6 +11,9 @@ use std::time::Duration;
 #[derive(Debug, Default)]
 pub(crate) struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    unreadable: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    sessions: Mutex<BTreeMap<&'static str, u64>>,
+    pub(crate) session_restarts: AtomicU64,
     pub(crate) firings: AtomicU64,
     pub(crate) tokens_in: AtomicU64,
     pub(crate) tokens_out: AtomicU64,
@@ -42,6 +45,21 @@ impl Metrics {
         }
     }
 
+    /// Counts one request of `format` the proxy could not read or compact, for `reason`
+    /// (`not_json`, `encoding`, ...), whether it was then forwarded or refused.
+    pub(crate) fn unreadable(&self, format: &'static str, reason: &'static str) {
+        if let Ok(mut m) = self.unreadable.lock() {
+            *m.entry((format, reason)).or_insert(0) += 1;
+        }
+    }
+
+    /// Counts one session started, found by `source` (`x-cutctx-session`, ..., `history`).
+    pub(crate) fn session(&self, source: &'static str) {
+        if let Ok(mut m) = self.sessions.lock() {
+            *m.entry(source).or_insert(0) += 1;
+        }
+    }
+
     /// Observes the wait for the upstream's response headers.
     pub(crate) fn upstream(&self, d: Duration) {
         add(&self.upstream_micros, micros(d));
@@ -70,7 +88,8 @@ impl Metrics {
                 );
             }
         }
-        let counters: [(&str, &str, &AtomicU64); 8] = [
+        self.render_labelled(&mut s);
+        let counters: [(&str, &str, &AtomicU64); 9] = [
             (
                 "firings_total",
                 "Calls whose session compacted.",
@@ -111,6 +130,11 @@ impl Metrics {
                 "Requests the proxy could not read or compact, forwarded unchanged.",
                 &self.fail_open,
             ),
+            (
+                "session_restarts_total",
+                "Calls whose session started over: the history was rewound or changed.",
+                &self.session_restarts,
+            ),
         ];
         for (name, help, v) in counters {
             let _ = writeln!(
@@ -142,5 +166,31 @@ impl Metrics {
             );
         }
         s
+    }
+
+    /// The counters with labels beside `requests_total`: unreadable requests by reason and
+    /// sessions started by what found them.
+    fn render_labelled(&self, s: &mut String) {
+        let _ = writeln!(
+            s,
+            "# HELP cutctx_serve_unreadable_total Requests the proxy could not read or compact, by format and reason.\n# TYPE cutctx_serve_unreadable_total counter"
+        );
+        if let Ok(m) = self.unreadable.lock() {
+            for ((format, reason), n) in m.iter() {
+                let _ = writeln!(
+                    s,
+                    "cutctx_serve_unreadable_total{{format=\"{format}\",reason=\"{reason}\"}} {n}"
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP cutctx_serve_sessions_total Sessions started, by what named them.\n# TYPE cutctx_serve_sessions_total counter"
+        );
+        if let Ok(m) = self.sessions.lock() {
+            for (source, n) in m.iter() {
+                let _ = writeln!(s, "cutctx_serve_sessions_total{{source=\"{source}\"}} {n}");
+            }
+        }
     }
 }

@@ -1,9 +1,12 @@
-//! The handler of one request: route it, read its body under the limit, let its session
-//! decide what to send (or pass it through), forward it, and stream the response back
-//! unchanged while its usage is read.
+//! The handler of one request: route it, read its body under the limit (and decode it, under
+//! the same limit, when it came gzip- or zstd-encoded), let its session decide what to send
+//! (or pass it through), forward it, and stream the response back unchanged while its usage
+//! is read.
 //!
-//! A request the proxy cannot read or compact is forwarded unchanged and counted
-//! (fail-open), or refused with 400 in the provider's error shape (`--fail-closed`).
+//! What goes upstream is either the bytes that came in, with their `Content-Encoding`, or
+//! the session's compacted request, plain. A request the proxy cannot read or compact is
+//! forwarded unchanged and counted by reason (fail-open), or refused with 400 in the
+//! provider's error shape (`--fail-closed`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -14,17 +17,20 @@ use cutctx::formats::{EstimatorSpec, Format};
 use cutctx::session::{SessionState, history, history_digests, prompt_tokens};
 use cutctx_ops::OpsError;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
+use crate::encoding::{self, Coding, Failed};
 use crate::metrics::{Metrics, add};
+use crate::names::{self, Source};
 use crate::options::Settings;
 use crate::route::{Provider, Route, route};
 use crate::sessions::{Held, Locks};
 use crate::store::{Row, Store, now_secs};
+use crate::unreadable::{Reason, Unreadable};
 use crate::upstream::{End, Failure, Upstream, pump};
 use crate::usage::Tap;
 
@@ -40,8 +46,7 @@ pub(crate) struct App {
     pub(crate) locks: Locks,
 }
 
-/// A header the proxy reads and never forwards.
-const SESSION_HEADER: &str = "x-cutctx-session";
+/// A header the proxy reads and never forwards (`x-cutctx-session` is read in [`names`]).
 const BYPASS_HEADER: &str = "x-cutctx-bypass";
 const FORMAT_HEADER: &str = "x-cutctx-format";
 
@@ -136,13 +141,21 @@ fn forwarded_headers(headers: &HeaderMap) -> HeaderMap {
 
 /// What the session made of one model call.
 struct Decided {
-    /// The body to send.
+    /// The body to send: the session's request when `changed`, else the body as read.
     body: Bytes,
+    /// Whether the session changed the request (then it is sent plain, as `body`); when it
+    /// did not, the bytes that came in are sent, with their `Content-Encoding`.
+    changed: bool,
     /// Whether this call fired.
     fired: bool,
     /// Estimates of the prompt as received and as sent.
     tokens_in: u64,
     tokens_out: u64,
+    /// What found the session, whether this call started it, and whether its state started
+    /// over (the history was rewound or changed).
+    source: Source,
+    started: bool,
+    restarted: bool,
     /// The session, held until the response has been streamed.
     held: Held,
 }
@@ -153,13 +166,19 @@ enum Undecided {
     /// forwarded as it is.
     Pass,
     /// It cannot be read or compacted: forwarded unchanged (fail-open) or refused.
-    Unreadable(OpsError),
+    Unreadable(Unreadable),
 }
 
 impl From<OpsError> for Undecided {
+    /// A failure of the proxy's own (its store, its ledger): the request itself may be fine.
     fn from(e: OpsError) -> Self {
-        Self::Unreadable(e)
+        Self::Unreadable(Unreadable::new(Reason::Internal, e))
     }
+}
+
+/// The error `e` as a request unreadable for `reason`.
+fn because(reason: Reason) -> impl FnOnce(OpsError) -> Undecided {
+    move |e| Undecided::Unreadable(Unreadable::new(reason, e))
 }
 
 /// What a model call's body says, read.
@@ -172,9 +191,26 @@ struct Read {
 /// What one step of the session made of a call.
 struct Stepped {
     body: Bytes,
+    changed: bool,
     fired: bool,
+    restarted: bool,
     tokens_in: u64,
     tokens_out: u64,
+}
+
+/// A request body: the bytes as they came, and what they read as.
+struct Payload {
+    /// As received (still encoded, when it was).
+    raw: Bytes,
+    /// The body decoded from its `Content-Encoding`; why not, when it could not be.
+    plain: Result<Bytes, Unreadable>,
+}
+
+impl Payload {
+    /// The bytes to read the body's shape from: decoded when they could be.
+    fn readable(&self) -> &[u8] {
+        self.plain.as_ref().map_or(&self.raw, |b| b)
+    }
 }
 
 /// Runs `f` on the blocking pool: parsing and compacting a large request takes milliseconds,
@@ -183,73 +219,149 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, Undecided> + Send + 'static,
 ) -> Result<T, Undecided> {
     tokio::task::spawn_blocking(f).await.map_err(|e| {
-        Undecided::Unreadable(OpsError::internal(
+        Undecided::from(OpsError::internal(
             format!("a step of the call failed: {e}"),
             cutctx::model::details! {},
         ))
     })?
 }
 
-/// Runs the session's step for a model call of `format` with body `bytes`.
+/// Reads the body off a request under `--max-body`: the bytes, or the response refusing them
+/// (413 over the limit, 400 when the client's connection failed).
+async fn collect(
+    app: &App,
+    body: Incoming,
+    format: Option<Format>,
+    provider: Provider,
+) -> Result<Bytes, Response<Body>> {
+    match Limited::new(body, app.settings.max_body).collect().await {
+        Ok(c) => Ok(c.to_bytes()),
+        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
+            app.metrics.request(label(format), "too_large");
+            Err(too_large(provider, app.settings.max_body, "is"))
+        }
+        Err(_) => {
+            app.metrics.request(label(format), "unreadable");
+            Err(error(
+                provider,
+                StatusCode::BAD_REQUEST,
+                "cutctx_unreadable_request",
+                "the request body could not be read",
+            ))
+        }
+    }
+}
+
+/// The 413 refusal of a body that `is` (or `decodes to`) more than `limit` bytes.
+fn too_large(provider: Provider, limit: usize, is: &str) -> Response<Body> {
+    error(
+        provider,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "cutctx_request_too_large",
+        &format!("the request body {is} over the proxy's limit of {limit} bytes (--max-body)"),
+    )
+}
+
+/// `raw` with its `Content-Encoding` undone (gzip, zstd) under `--max-body`: the payload, or
+/// the 413 refusing a body that decodes to more (counted as `too_large` for `format`). A
+/// coding the proxy does not know, or a body that does not decode, leaves the payload
+/// unreadable, for reason `encoding`.
+async fn payload(
+    app: &App,
+    headers: &HeaderMap,
+    raw: Bytes,
+    format: Option<Format>,
+    provider: Provider,
+) -> Result<Payload, Response<Body>> {
+    let coding = encoding::coding(headers);
+    let plain = match coding {
+        Coding::Identity => Ok(raw.clone()),
+        Coding::Unknown => Err(undecodable(
+            coding,
+            "the request's Content-Encoding is not one the proxy decodes (one of gzip, zstd)",
+        )),
+        Coding::Gzip | Coding::Zstd => {
+            match decode(coding, raw.clone(), app.settings.max_body).await {
+                Ok(plain) => Ok(plain),
+                Err(Failed::TooLarge) => {
+                    let limit = app.settings.max_body;
+                    app.metrics.request(label(format), "too_large");
+                    log(
+                        &json!({"event": "too_large", "format": label(format), "encoding": coding.as_str(), "limit": limit}),
+                    );
+                    return Err(too_large(provider, limit, "decodes to"));
+                }
+                Err(Failed::Corrupt) => Err(undecodable(
+                    coding,
+                    "the request body does not decode as its Content-Encoding says",
+                )),
+            }
+        }
+    };
+    Ok(Payload { raw, plain })
+}
+
+/// `raw` decoded from `coding` on the blocking pool (a large body takes milliseconds). A
+/// decoder that panics has met a body it cannot decode.
+async fn decode(coding: Coding, raw: Bytes, limit: usize) -> Result<Bytes, Failed> {
+    tokio::task::spawn_blocking(move || encoding::decode(coding, &raw, limit))
+        .await
+        .unwrap_or(Err(Failed::Corrupt))
+        .map(Bytes::from)
+}
+
+/// A body whose `coding` cannot be undone, unreadable for reason `encoding`.
+fn undecodable(coding: Coding, message: &str) -> Unreadable {
+    Unreadable::new(
+        Reason::Encoding,
+        OpsError::input(
+            format!("{message} ({})", coding.as_str()),
+            cutctx::model::details! { "encoding" => coding.as_str() },
+        ),
+    )
+}
+
+/// Runs the session's step for a model call of `format` whose body reads as `plain`.
 async fn decide(
     app: &Arc<App>,
     format: Format,
     headers: &HeaderMap,
-    bytes: &Bytes,
+    plain: Result<Bytes, Unreadable>,
 ) -> Result<Decided, Undecided> {
+    let bytes = plain.map_err(Undecided::Unreadable)?;
     let read = {
         let (app, bytes) = (Arc::clone(app), bytes.clone());
         blocking(move || read(&app, format, &bytes)).await?
     };
-    let named = headers
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .filter(|v| !v.is_empty());
+    let name = names::name(format, headers, &read.request);
+    let key = name.as_ref().map(|n| n.key.as_str());
     let held = app
         .locks
-        .hold(&app.store, format, named, &read.digests)
+        .hold(&app.store, format, key, &read.digests)
         .await?;
+    let started = held.row.is_none();
     let stepped = {
-        let (app, bytes, row, id) = (
-            Arc::clone(app),
-            bytes.clone(),
-            held.row.clone(),
-            held.id.clone(),
-        );
+        let (app, row, id) = (Arc::clone(app), held.row.clone(), held.id.clone());
         blocking(move || step(&app, format, &bytes, read, row.as_ref(), &id)).await?
     };
     Ok(Decided {
         body: stepped.body,
+        changed: stepped.changed,
         fired: stepped.fired,
         tokens_in: stepped.tokens_in,
         tokens_out: stepped.tokens_out,
+        source: name.map_or(Source::History, |n| n.source),
+        started,
+        restarted: stepped.restarted,
         held,
     })
 }
 
 /// Reads a model call's body: JSON, an object, with a history the session can work on.
 fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
-    let text = std::str::from_utf8(bytes).map_err(|e| {
-        OpsError::input(
-            format!(
-                "the request body is not UTF-8 (invalid byte at offset {})",
-                e.valid_up_to()
-            ),
-            cutctx::model::details! { "offset" => e.valid_up_to() },
-        )
-    })?;
-    let request: Value = serde_json::from_str(text).map_err(|e| {
-        OpsError::input(
-            format!(
-                "the request body is not JSON (line {}, column {})",
-                e.line(),
-                e.column()
-            ),
-            cutctx::model::details! { "line" => e.line(), "column" => e.column() },
-        )
-    })?;
+    let request = parse(bytes)?;
     if !request.is_object() {
-        return Err(Undecided::Unreadable(OpsError::input(
+        return Err(because(Reason::NotObject)(OpsError::input(
             "the request body is not a JSON object",
             cutctx::model::details! {},
         )));
@@ -276,7 +388,7 @@ fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
         }
         // Chat Completions and Messages require a non-empty list: the provider would refuse
         // this request, so it is unreadable (forwarded and counted, or refused when closed).
-        return Err(Undecided::Unreadable(OpsError::validation(
+        return Err(because(Reason::NoMessages)(OpsError::validation(
             format!(
                 "the request has no {} list with a message in it",
                 cutctx::formats::list_key(format)
@@ -289,6 +401,29 @@ fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
         request,
         window,
         digests,
+    })
+}
+
+/// `bytes` as UTF-8 JSON.
+fn parse(bytes: &[u8]) -> Result<Value, Undecided> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        because(Reason::NotJson)(OpsError::input(
+            format!(
+                "the request body is not UTF-8 (invalid byte at offset {})",
+                e.valid_up_to()
+            ),
+            cutctx::model::details! { "offset" => e.valid_up_to() },
+        ))
+    })?;
+    serde_json::from_str(text).map_err(|e| {
+        because(Reason::NotJson)(OpsError::input(
+            format!(
+                "the request body is not JSON (line {}, column {})",
+                e.line(),
+                e.column()
+            ),
+            cutctx::model::details! { "line" => e.line(), "column" => e.column() },
+        ))
     })
 }
 
@@ -322,18 +457,12 @@ fn step(
     let state = row
         .filter(|r| r.format == format.as_str())
         .map(|r| r.state.as_str());
-    let out = cutctx_ops::session::session_with(&options, text, state, None)?;
+    let out = cutctx_ops::session::session_with(&options, text, state, None)
+        .map_err(|e| because(Reason::of_session(&e))(e))?;
     let untouched = out.output == text || out.output.strip_suffix('\n') == Some(text);
-    let spec: EstimatorSpec = app
-        .settings
-        .tuning
-        .estimator
-        .as_deref()
-        .map_or_else(|| Ok(EstimatorSpec::default()), str::parse)
-        .map_err(cutctx_ops::formats::from_format)?;
-    let estimator = spec.estimator().map_err(cutctx_ops::formats::from_format)?;
+    let estimator = estimator(app)?;
     let tokens_in = prompt_tokens(format, &read.request, estimator.as_ref())
-        .map_err(cutctx_ops::formats::from_format)?;
+        .map_err(|e| because(Reason::Rule)(cutctx_ops::formats::from_format(e)))?;
     let (body, tokens_out) = if untouched {
         (bytes.clone(), tokens_in)
     } else {
@@ -373,10 +502,24 @@ fn step(
     }
     Ok(Stepped {
         body,
+        changed: !untouched,
         fired: out.firing.is_some(),
+        restarted: out.notice.is_some(),
         tokens_in,
         tokens_out,
     })
+}
+
+/// The estimator the settings name.
+fn estimator(app: &App) -> Result<Box<dyn cutctx::TokenEstimator>, OpsError> {
+    let spec: EstimatorSpec = app
+        .settings
+        .tuning
+        .estimator
+        .as_deref()
+        .map_or_else(|| Ok(EstimatorSpec::default()), str::parse)
+        .map_err(cutctx_ops::formats::from_format)?;
+    spec.estimator().map_err(cutctx_ops::formats::from_format)
 }
 
 /// The format of a `/v1/compact` body: the header's, else the body's shape (`input`:
@@ -422,6 +565,148 @@ fn compact_format(headers: &HeaderMap, bytes: &[u8]) -> Result<Format, OpsError>
     }
 }
 
+/// The fixed path of the endpoint for `format`'s model calls (in logs: never the client's).
+const fn endpoint(format: Format) -> &'static str {
+    match format {
+        Format::OpenAiChat => "/v1/chat/completions",
+        Format::OpenAiResponses => "/v1/responses",
+        Format::Anthropic => "/v1/messages",
+    }
+}
+
+/// Counts and logs a call of `format` to `path` the proxy could not read or compact: the
+/// refusal to answer with when `--fail-closed`, else `None` (it is forwarded as it came).
+fn refuse_or_count(
+    app: &App,
+    format: Format,
+    path: &str,
+    u: &Unreadable,
+    provider: Provider,
+) -> Option<Response<Body>> {
+    let fail_closed = app.settings.fail_closed;
+    log(&u.event(format.as_str(), path, fail_closed));
+    app.metrics.unreadable(format.as_str(), u.reason.as_str());
+    if fail_closed {
+        app.metrics.request(format.as_str(), "fail_closed");
+        return Some(error(
+            provider,
+            StatusCode::BAD_REQUEST,
+            "cutctx_unreadable_request",
+            &format!("{}: {}", u.error.code, u.error.message),
+        ));
+    }
+    add(&app.metrics.fail_open, 1);
+    None
+}
+
+/// A body the proxy answers or sends as it came: `raw`, with the `Content-Encoding` of
+/// `headers` (if any), so that it still decodes as it did.
+fn as_received(raw: Bytes, headers: &HeaderMap) -> Response<Body> {
+    let mut r = text(StatusCode::OK, "application/json", raw);
+    for v in headers.get_all(header::CONTENT_ENCODING) {
+        r.headers_mut().append(header::CONTENT_ENCODING, v.clone());
+    }
+    r
+}
+
+/// `POST /v1/compact`: what would be sent for this request (the session updated as if it had
+/// been), without sending it. A request sent as it came is answered as it came, encoded as it
+/// was; one the session changed, plain.
+async fn compact(app: &Arc<App>, headers: &HeaderMap, raw: Bytes) -> Response<Body> {
+    let payload = match payload(app, headers, raw, None, Provider::OpenAi).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    let format = match compact_format(headers, payload.readable()) {
+        Ok(f) => f,
+        Err(e) => {
+            return error(
+                Provider::OpenAi,
+                StatusCode::BAD_REQUEST,
+                "cutctx_unreadable_request",
+                &e.message,
+            );
+        }
+    };
+    let provider = Provider::of(format);
+    let raw = payload.raw;
+    match decide(app, format, headers, payload.plain).await {
+        Ok(d) => {
+            count_decided(&app.metrics, format, &d, "compact");
+            drop(d.held);
+            if d.changed {
+                text(StatusCode::OK, "application/json", d.body)
+            } else {
+                as_received(raw, headers)
+            }
+        }
+        Err(Undecided::Pass) => as_received(raw, headers),
+        Err(Undecided::Unreadable(u)) => refuse_or_count(app, format, "/v1/compact", &u, provider)
+            .unwrap_or_else(|| {
+                app.metrics.request(format.as_str(), "fail_open");
+                as_received(raw, headers)
+            }),
+    }
+}
+
+/// What goes upstream for one call.
+struct Outgoing {
+    /// The body.
+    body: Bytes,
+    /// Whether it is the session's request, sent plain (its `Content-Encoding` dropped);
+    /// otherwise it is the bytes that came in, sent with theirs.
+    plain: bool,
+    /// The outcome, for metrics and the log.
+    outcome: &'static str,
+    /// The session's decision, when it made one.
+    decided: Option<Decided>,
+}
+
+/// Decides what a model call of `format` sends: the session's request, or (bypassed, not one
+/// the session handles, unreadable) the bytes as they came; or the response refusing it.
+async fn model_call(
+    app: &Arc<App>,
+    format: Format,
+    headers: &HeaderMap,
+    raw: Bytes,
+    provider: Provider,
+) -> Result<Outgoing, Response<Body>> {
+    let mut out = Outgoing {
+        body: raw.clone(),
+        plain: false,
+        outcome: "passthrough",
+        decided: None,
+    };
+    if headers
+        .get(BYPASS_HEADER)
+        .is_some_and(|v| v.as_bytes() == b"1")
+    {
+        out.outcome = "bypass";
+        add(&app.metrics.passthrough, 1);
+        return Ok(out);
+    }
+    let payload = payload(app, headers, raw, Some(format), provider).await?;
+    match decide(app, format, headers, payload.plain).await {
+        Ok(d) => {
+            out.outcome = if d.fired { "fired" } else { "fits" };
+            count_decided(&app.metrics, format, &d, out.outcome);
+            if d.changed {
+                out.body = d.body.clone();
+                out.plain = true;
+            }
+            out.decided = Some(d);
+        }
+        Err(Undecided::Pass) => add(&app.metrics.passthrough, 1),
+        Err(Undecided::Unreadable(u)) => {
+            if let Some(refusal) = refuse_or_count(app, format, endpoint(format), &u, provider) {
+                return Err(refusal);
+            }
+            out.outcome = "fail_open";
+        }
+    }
+    Ok(out)
+}
+
 /// Handles one request; never fails (every failure is a response).
 pub(crate) async fn handle(
     app: Arc<App>,
@@ -443,122 +728,34 @@ pub(crate) async fn handle(
         Route::Compact | Route::Pass(_) => None,
     };
     let (parts, body) = request.into_parts();
-    let compact = routed == Route::Compact;
-    let compact_format = |bytes: &[u8]| compact_format(&parts.headers, bytes);
     let provider = match routed {
         Route::Pass(p) => p,
         _ => format.map_or(Provider::OpenAi, Provider::of),
     };
-    let bytes = match Limited::new(body, app.settings.max_body).collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            let too_large = e
-                .downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some();
-            app.metrics.request(
-                label(format),
-                if too_large { "too_large" } else { "unreadable" },
-            );
-            return Ok(if too_large {
-                error(
-                    provider,
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "cutctx_request_too_large",
-                    &format!(
-                        "the request body is over the proxy's limit of {} bytes (--max-body)",
-                        app.settings.max_body
-                    ),
-                )
-            } else {
-                error(
-                    provider,
-                    StatusCode::BAD_REQUEST,
-                    "cutctx_unreadable_request",
-                    "the request body could not be read",
-                )
-            });
+    let raw = match collect(&app, body, format, provider).await {
+        Ok(b) => b,
+        Err(refusal) => return Ok(refusal),
+    };
+    if routed == Route::Compact {
+        return Ok(compact(&app, &parts.headers, raw).await);
+    }
+    let out = match format {
+        Some(f) => match model_call(&app, f, &parts.headers, raw, provider).await {
+            Ok(out) => out,
+            Err(refusal) => return Ok(refusal),
+        },
+        None => {
+            add(&app.metrics.passthrough, 1);
+            Outgoing {
+                body: raw,
+                plain: false,
+                outcome: "passthrough",
+                decided: None,
+            }
         }
     };
-    if compact {
-        let format = match compact_format(&bytes) {
-            Ok(f) => f,
-            Err(e) => {
-                return Ok(error(
-                    Provider::OpenAi,
-                    StatusCode::BAD_REQUEST,
-                    "cutctx_unreadable_request",
-                    &e.message,
-                ));
-            }
-        };
-        let provider = Provider::of(format);
-        return Ok(match decide(&app, format, &parts.headers, &bytes).await {
-            Ok(d) => {
-                count_decided(&app.metrics, format, &d, "compact");
-                drop(d.held);
-                text(StatusCode::OK, "application/json", d.body)
-            }
-            Err(Undecided::Pass) => text(StatusCode::OK, "application/json", bytes),
-            Err(Undecided::Unreadable(e)) if app.settings.fail_closed => {
-                app.metrics.request(format.as_str(), "fail_closed");
-                error(
-                    provider,
-                    StatusCode::BAD_REQUEST,
-                    "cutctx_unreadable_request",
-                    &format!("{}: {}", e.code, e.message),
-                )
-            }
-            Err(Undecided::Unreadable(e)) => {
-                add(&app.metrics.fail_open, 1);
-                app.metrics.request(format.as_str(), "fail_open");
-                log(
-                    &json!({"event": "fail_open", "format": format.as_str(), "code": e.code, "message": e.message}),
-                );
-                text(StatusCode::OK, "application/json", bytes)
-            }
-        });
-    }
-    let bypass = parts
-        .headers
-        .get(BYPASS_HEADER)
-        .is_some_and(|v| v.as_bytes() == b"1");
-    let mut outcome = "passthrough";
-    let mut sent = bytes.clone();
-    let mut decided = None;
-    if let (Some(f), false) = (format, bypass) {
-        match decide(&app, f, &parts.headers, &bytes).await {
-            Ok(d) => {
-                outcome = if d.fired { "fired" } else { "fits" };
-                count_decided(&app.metrics, f, &d, outcome);
-                sent = d.body.clone();
-                decided = Some(d);
-            }
-            Err(Undecided::Pass) => add(&app.metrics.passthrough, 1),
-            Err(Undecided::Unreadable(e)) => {
-                log(
-                    &json!({"event": "unreadable", "format": f.as_str(), "code": e.code, "message": e.message, "fail_closed": app.settings.fail_closed}),
-                );
-                if app.settings.fail_closed {
-                    app.metrics.request(f.as_str(), "fail_closed");
-                    return Ok(error(
-                        provider,
-                        StatusCode::BAD_REQUEST,
-                        "cutctx_unreadable_request",
-                        &format!("{}: {}", e.code, e.message),
-                    ));
-                }
-                add(&app.metrics.fail_open, 1);
-                outcome = "fail_open";
-            }
-        }
-    } else {
-        if bypass {
-            outcome = "bypass";
-        }
-        add(&app.metrics.passthrough, 1);
-    }
-    if decided.is_none() {
-        app.metrics.request(label(format), outcome);
+    if out.decided.is_none() {
+        app.metrics.request(label(format), out.outcome);
     }
     let base = match provider {
         Provider::OpenAi => &app.settings.openai,
@@ -570,9 +767,16 @@ pub(crate) async fn handle(
             .path_and_query()
             .map_or(path.as_str(), |p| p.as_str()),
     );
-    let mut upstream_request = Request::new(Full::new(sent));
+    let mut upstream_request = Request::new(Full::new(out.body));
     *upstream_request.method_mut() = parts.method.clone();
     *upstream_request.headers_mut() = forwarded_headers(&parts.headers);
+    if out.plain {
+        // The session's request is written plain: every provider reads it, and it is small
+        // next to the history it replaced. hyper sets its Content-Length from the body.
+        upstream_request
+            .headers_mut()
+            .remove(header::CONTENT_ENCODING);
+    }
     match url.parse() {
         Ok(uri) => *upstream_request.uri_mut() = uri,
         Err(_) => {
@@ -585,6 +789,27 @@ pub(crate) async fn handle(
         }
     }
     app.metrics.added(started.elapsed());
+    Ok(send(
+        &app,
+        upstream_request,
+        format,
+        provider,
+        out.outcome,
+        out.decided,
+    )
+    .await)
+}
+
+/// Sends `upstream_request` and streams its response back unchanged, its usage read on the
+/// way when the session decided the call.
+async fn send(
+    app: &Arc<App>,
+    upstream_request: Request<Full<Bytes>>,
+    format: Option<Format>,
+    provider: Provider,
+    outcome: &'static str,
+    decided: Option<Decided>,
+) -> Response<Body> {
     let asked = Instant::now();
     let response = app.upstream.send(upstream_request).await;
     app.metrics.upstream(asked.elapsed());
@@ -595,7 +820,7 @@ pub(crate) async fn handle(
                 &json!({"event": "upstream_timeout", "format": label(format), "timeout_ms": app.settings.upstream_timeout.as_millis()}),
             );
             app.metrics.request(label(format), "upstream_timeout");
-            return Ok(error(
+            return error(
                 provider,
                 StatusCode::GATEWAY_TIMEOUT,
                 "cutctx_upstream_timeout",
@@ -603,19 +828,32 @@ pub(crate) async fn handle(
                     "the upstream did not answer within {} ms",
                     app.settings.upstream_timeout.as_millis()
                 ),
-            ));
+            );
         }
         Err(Failure::Unreachable(why)) => {
             log(&json!({"event": "upstream_unreachable", "format": label(format), "why": why}));
             app.metrics.request(label(format), "upstream_unreachable");
-            return Ok(error(
+            return error(
                 provider,
                 StatusCode::BAD_GATEWAY,
                 "cutctx_upstream_unreachable",
                 &format!("the upstream could not be reached: {why}"),
-            ));
+            );
         }
     };
+    stream_back(app, response, format, outcome, decided)
+}
+
+/// The upstream's response as the client gets it: status and headers (less hop-by-hop), the
+/// body pumped chunk by chunk through the usage tap; the session's lock goes with the call
+/// once the body has ended.
+fn stream_back(
+    app: &Arc<App>,
+    response: Response<Incoming>,
+    format: Option<Format>,
+    outcome: &'static str,
+    decided: Option<Decided>,
+) -> Response<Body> {
     let (mut rparts, rbody) = response.into_parts();
     let status = rparts.status.as_u16();
     let kept: HeaderMap = std::mem::take(&mut rparts.headers)
@@ -640,7 +878,7 @@ pub(crate) async fn handle(
     let tap = format
         .filter(|_| ok && decided.is_some())
         .map(|f| Tap::new(f, sse, gzip));
-    let app2 = Arc::clone(&app);
+    let app2 = Arc::clone(app);
     let piped = pump(
         rbody,
         app.upstream.timeout(),
@@ -670,12 +908,15 @@ pub(crate) async fn handle(
                 "provider_cached": usage.map(|u| u.cached),
                 "tokens_in": decided.as_ref().map(|d| d.tokens_in),
                 "tokens_out": decided.as_ref().map(|d| d.tokens_out),
+                "session": decided.as_ref().map(|d| d.source.as_str()),
+                "new_session": decided.as_ref().map(|d| d.started),
+                "restarted": decided.as_ref().map(|d| d.restarted),
             }));
             // The session's lock goes with the call, once its response has been streamed.
             drop(decided);
         },
     );
-    Ok(Response::from_parts(rparts, piped.boxed()))
+    Response::from_parts(rparts, piped.boxed())
 }
 
 fn count_decided(metrics: &Metrics, format: Format, d: &Decided, outcome: &'static str) {
@@ -688,6 +929,12 @@ fn count_decided(metrics: &Metrics, format: Format, d: &Decided, outcome: &'stat
     );
     if d.fired {
         add(&metrics.firings, 1);
+    }
+    if d.started {
+        metrics.session(d.source.as_str());
+    }
+    if d.restarted {
+        add(&metrics.session_restarts, 1);
     }
 }
 

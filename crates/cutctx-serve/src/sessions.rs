@@ -1,8 +1,11 @@
-//! Finding a request's session: the one the `x-cutctx-session` header names, else the stored
-//! session whose recorded history the request extends (the longest such; never one whose
-//! history it diverges from), else a new one. Histories are compared by the chained digests
-//! the session state itself keeps ([`cutctx::session::history_digests`]), so nothing of a
-//! message is stored to find it.
+//! Finding a request's session: the one its name names (the digest [`crate::names`] made of
+//! the name the request gives its conversation), else the stored session whose recorded
+//! history the request extends (the longest such; never one whose history it diverges from),
+//! else a new one. Histories are compared by the chained digests the session state itself
+//! keeps ([`cutctx::session::history_digests`]), so nothing of a message is stored to find it.
+//! A named session whose history the request rewinds or rewrites is the same session: its
+//! state starts over there ([`cutctx::session::step`] sets a state that does not describe the
+//! history aside).
 //!
 //! Each session has an async lock: its calls run one at a time (a call's state is the one the
 //! call before it left), while other sessions' calls run beside them.
@@ -63,7 +66,8 @@ impl Locks {
     }
 
     /// The session of a request of `format` whose history has the chained digests `digests`
-    /// (`digests[k]` for its first `k` messages), `named` by the header or not, held.
+    /// (`digests[k]` for its first `k` messages), named by the digest `named` of its name or
+    /// not, held.
     pub(crate) async fn hold(
         &self,
         store: &Store,
@@ -71,8 +75,8 @@ impl Locks {
         named: Option<&str>,
         digests: &[String],
     ) -> Result<Held, OpsError> {
-        if let Some(name) = named {
-            let id = format!("named-{}-{name}", format.as_str());
+        if let Some(key) = named {
+            let id = format!("named-{}-{key}", format.as_str());
             let guard = self.lock(&id).await;
             let row = store.load(&id)?;
             return Ok(Held { id, row, guard });

@@ -1,6 +1,7 @@
 //! The proxy as a client and a provider see it: what passes untouched (bytes, headers,
 //! status, SSE streams), the faults (upstream errors, a cut stream, a slow upstream, a client
-//! that goes away), the limits, the control endpoints and headers.
+//! that goes away), the limits, the control endpoints and headers, compressed request bodies,
+//! the names clients give their sessions, and the unreadable requests counted by reason.
 
 mod common;
 
@@ -330,4 +331,436 @@ fn bad_settings_stop_the_start() {
     let err = cutctx_serve::start(o).expect_err("plain http to a non-loopback host");
     assert_eq!(err.code, "VALIDATION_ERROR");
     assert!(err.message.contains("plain http"), "{}", err.message);
+}
+
+/// The value of the metric series `series` (its name and labels, as written), 0 when absent.
+fn metric(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{series} ")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn metrics(p: &cutctx_serve::Running) -> String {
+    call(p.addr(), "GET", "/metrics", &[], b"").text()
+}
+
+fn gzip(data: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    e.write_all(data).expect("gzip");
+    e.finish().expect("gzip")
+}
+
+fn zstd(data: &[u8]) -> Vec<u8> {
+    ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)
+}
+
+/// A Chat history of `n` long messages, tagged `tag`, valid for the provider.
+fn long_chat(n: usize, tag: &str) -> Vec<u8> {
+    let messages: Vec<_> = (0..n)
+        .map(|i| {
+            json!({"role": if i % 2 == 0 { "user" } else { "assistant" },
+                "content": format!("{tag} message {i}: ") + &"lorem ipsum dolor sit amet ".repeat(20)})
+        })
+        .collect();
+    serde_json::to_vec(&json!({"model": "gpt-4o", "messages": messages})).expect("json")
+}
+
+#[test]
+fn compressed_bodies_that_fit_pass_byte_for_byte_with_their_encoding() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |_| {});
+    let body = chat(3);
+    let sent = [("zstd", zstd(&body)), ("gzip", gzip(&body))];
+    for (coding, bytes) in &sent {
+        let headers = [
+            ("content-encoding", *coding),
+            ("content-type", "application/json"),
+        ];
+        let r = call(p.addr(), "POST", "/v1/chat/completions", &headers, bytes);
+        assert_eq!(r.status, 200);
+    }
+    for (got, (coding, bytes)) in up.requests().iter().zip(&sent) {
+        assert_eq!(&got.body, bytes, "{coding}: forwarded as it came");
+        assert_eq!(got.header("content-encoding"), Some(*coding));
+        assert_eq!(
+            got.header("content-length"),
+            Some(bytes.len().to_string().as_str())
+        );
+    }
+    let m = metrics(&p);
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_requests_total{format=\"openai-chat\",outcome=\"fits\"}"
+        ),
+        2,
+        "both were read: {m}"
+    );
+    // /v1/compact answers what would be sent: the same bytes, with their encoding.
+    let compact = [
+        ("content-encoding", "zstd"),
+        ("x-cutctx-format", "openai-chat"),
+    ];
+    let r = call(p.addr(), "POST", "/v1/compact", &compact, &sent[0].1);
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        (r.body.as_slice(), r.header("content-encoding")),
+        (sent[0].1.as_slice(), Some("zstd"))
+    );
+}
+
+#[test]
+fn compressed_bodies_over_the_window_are_compacted_and_arrive_plain() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |o| o.window = Some(2000));
+    let plain = long_chat(40, "zstd");
+    let r = call(
+        p.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[("content-encoding", "zstd")],
+        &zstd(&plain),
+    );
+    assert_eq!(r.status, 200);
+    let plain = long_chat(40, "gzip");
+    let r = call(
+        p.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[("content-encoding", "GZIP")],
+        &gzip(&plain),
+    );
+    assert_eq!(r.status, 200);
+    for got in up.requests() {
+        assert_eq!(
+            got.header("content-encoding"),
+            None,
+            "the session's request is plain"
+        );
+        assert_eq!(
+            got.header("content-length"),
+            Some(got.body.len().to_string().as_str())
+        );
+        let doc = got.json();
+        cutctx::formats::validate(cutctx::formats::Format::OpenAiChat, &doc)
+            .unwrap_or_else(|v| panic!("{v}"));
+        assert!(
+            doc["messages"].as_array().expect("messages").len() < 40,
+            "compacted"
+        );
+    }
+    let m = metrics(&p);
+    assert_eq!(metric(&m, "cutctx_serve_firings_total"), 2, "{m}");
+    // /v1/compact answers the compacted request plain too.
+    let r = call(
+        p.addr(),
+        "POST",
+        "/v1/compact",
+        &[("content-encoding", "zstd")],
+        &zstd(&long_chat(40, "c")),
+    );
+    assert_eq!((r.status, r.header("content-encoding")), (200, None));
+    assert!(r.json()["messages"].as_array().expect("messages").len() < 40);
+}
+
+#[test]
+fn a_decompression_bomb_is_refused_and_a_body_that_does_not_decode_goes_as_it_came() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let open = proxy(&up, |o| o.max_body = 100_000);
+    let closed = proxy(&up, |o| o.fail_closed = true);
+    // A few kilobytes that unpack to 8 MiB, far over the limit.
+    let bomb = vec![b' '; 8 << 20];
+    let z = zstd(&bomb);
+    assert!(z.len() < 100_000);
+    let r = call(
+        open.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[("content-encoding", "zstd")],
+        &z,
+    );
+    assert_eq!(r.status, 413);
+    assert_eq!(r.json()["error"]["code"], "cutctx_request_too_large");
+    let r = call(
+        open.addr(),
+        "POST",
+        "/v1/messages",
+        &[("content-encoding", "gzip")],
+        &gzip(&bomb),
+    );
+    assert_eq!(r.status, 413);
+    assert_eq!(r.json()["type"], "error");
+    assert_eq!(r.json()["error"]["type"], "cutctx_request_too_large");
+    assert!(up.requests().is_empty(), "a bomb is never forwarded");
+
+    // Truncated: it does not decode. Fail-open forwards it as it came; fail-closed refuses it.
+    let good = zstd(&chat(2));
+    let corrupt = &good[..good.len() - 4];
+    let headers = [("content-encoding", "zstd")];
+    let r = call(
+        open.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        corrupt,
+    );
+    assert_eq!(r.status, 200);
+    let got = &up.requests()[0];
+    assert_eq!(
+        (got.body.as_slice(), got.header("content-encoding")),
+        (corrupt, Some("zstd"))
+    );
+    let r = call(
+        closed.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &headers,
+        corrupt,
+    );
+    assert_eq!(r.status, 400);
+    assert_eq!(r.json()["error"]["type"], "cutctx_unreadable_request");
+    // A coding the proxy does not know: forwarded untouched.
+    let r = call(
+        open.addr(),
+        "POST",
+        "/v1/chat/completions",
+        &[("content-encoding", "br")],
+        b"\x0b\x02\x80{}\x03",
+    );
+    assert_eq!(r.status, 200);
+    let got = &up.requests()[1];
+    assert_eq!(
+        (got.body.as_slice(), got.header("content-encoding")),
+        (&b"\x0b\x02\x80{}\x03"[..], Some("br"))
+    );
+    assert_eq!(up.requests().len(), 2, "fail-closed forwarded nothing");
+    let m = metrics(&open);
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_unreadable_total{format=\"openai-chat\",reason=\"encoding\"}"
+        ),
+        2,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_requests_total{format=\"openai-chat\",outcome=\"too_large\"}"
+        ),
+        1,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_requests_total{format=\"anthropic\",outcome=\"too_large\"}"
+        ),
+        1,
+        "{m}"
+    );
+    assert_eq!(metric(&m, "cutctx_serve_fail_open_total"), 2, "{m}");
+}
+
+#[test]
+fn unreadable_requests_are_counted_by_reason() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |_| {});
+    let orphan = json!({"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "42"}]});
+    let cases: [(&str, Vec<u8>); 4] = [
+        ("not_json", b"{\"model\": ".to_vec()),
+        ("not_object", b"[1, 2]".to_vec()),
+        (
+            "no_messages",
+            br#"{"model": "gpt-4o", "messages": []}"#.to_vec(),
+        ),
+        ("rule", serde_json::to_vec(&orphan).expect("json")),
+    ];
+    for (reason, body) in &cases {
+        let r = call(p.addr(), "POST", "/v1/chat/completions", &[], body);
+        assert_eq!(r.status, 200, "{reason}: forwarded (fail-open)");
+    }
+    let m = metrics(&p);
+    for (reason, _) in &cases {
+        let series =
+            format!("cutctx_serve_unreadable_total{{format=\"openai-chat\",reason=\"{reason}\"}}");
+        assert_eq!(metric(&m, &series), 1, "{reason} in {m}");
+    }
+    assert_eq!(metric(&m, "cutctx_serve_fail_open_total"), 4, "{m}");
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_requests_total{format=\"openai-chat\",outcome=\"fail_open\"}"
+        ),
+        4
+    );
+    for (got, (_, body)) in up.requests().iter().zip(&cases) {
+        assert_eq!(&got.body, body, "forwarded unchanged");
+    }
+}
+
+/// An Anthropic request from Claude Code: `metadata.user_id` naming session `session`, the
+/// first message carrying `reminder`, then `n` more messages.
+fn claude_code(user_id: &str, reminder: &str, n: usize) -> Vec<u8> {
+    let mut messages = vec![
+        json!({"role": "user", "content": format!("<system-reminder>{reminder}</system-reminder> read the files")}),
+    ];
+    for i in 1..=n {
+        let role = if i % 2 == 1 { "assistant" } else { "user" };
+        messages.push(json!({"role": role, "content": format!("turn {i}: ") + &"lorem ipsum dolor sit amet ".repeat(20)}));
+    }
+    serde_json::to_vec(&json!({"model": "claude-sonnet-4-5", "max_tokens": 256,
+        "metadata": {"user_id": user_id}, "messages": messages}))
+    .expect("json")
+}
+
+#[test]
+fn a_claude_code_session_survives_a_rewritten_first_message() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |o| o.window = Some(1500));
+    let user_id = r#"{"device_id":"d1","account_uuid":"","session_id":"0b7e-42"}"#;
+    // Fits; then message 0 rewritten (over the window: it fires); then rewound.
+    for body in [
+        claude_code(user_id, "OLD-REMINDER", 2),
+        claude_code(user_id, "NEW-REMINDER", 24),
+        claude_code("user_ab12_account__session_0b7e-42", "NEW-REMINDER", 4),
+    ] {
+        let r = call(p.addr(), "POST", "/v1/messages", &[], &body);
+        assert_eq!(r.status, 200);
+    }
+    let m = metrics(&p);
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_sessions_total{source=\"metadata.user_id\"}"
+        ),
+        1,
+        "one session: {m}"
+    );
+    assert_eq!(
+        metric(&m, "cutctx_serve_sessions_total{source=\"history\"}"),
+        0,
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "cutctx_serve_session_restarts_total"),
+        2,
+        "rewritten, then rewound: {m}"
+    );
+    assert_eq!(metric(&m, "cutctx_serve_firings_total"), 1, "{m}");
+    let got = up.requests();
+    let fired = got[1].json();
+    cutctx::formats::validate(cutctx::formats::Format::Anthropic, &fired)
+        .unwrap_or_else(|v| panic!("{v}"));
+    assert!(!String::from_utf8_lossy(&got[1].body).contains("OLD-REMINDER"));
+    assert_eq!(
+        got[2].body,
+        claude_code("user_ab12_account__session_0b7e-42", "NEW-REMINDER", 4),
+        "it fits again: as it came"
+    );
+
+    // The same calls with no name: each rewrite is a session of its own.
+    let anonymous = proxy(&up, |o| o.window = Some(1500));
+    for reminder in ["OLD-REMINDER", "NEW-REMINDER"] {
+        call(
+            anonymous.addr(),
+            "POST",
+            "/v1/messages",
+            &[],
+            &claude_code("", reminder, 2),
+        );
+    }
+    let m = metrics(&anonymous);
+    assert_eq!(
+        metric(&m, "cutctx_serve_sessions_total{source=\"history\"}"),
+        2,
+        "{m}"
+    );
+}
+
+#[test]
+fn session_names_are_taken_in_their_order_and_a_malformed_one_is_skipped() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |_| {});
+    let responses = serde_json::to_vec(&json!({"model": "gpt-5", "prompt_cache_key": "pck-1",
+        "input": [{"type": "message", "role": "user", "content": "hi"}]}))
+    .expect("json");
+    let all = [
+        ("x-cutctx-session", "a"),
+        ("x-session-id", "b"),
+        ("session_id", "c"),
+    ];
+    // Each call drops the name the one before used: each starts the session of the next.
+    for k in 0..=all.len() {
+        let r = call(p.addr(), "POST", "/v1/responses", &all[k..], &responses);
+        assert_eq!(r.status, 200);
+    }
+    // The first again: found, not started.
+    call(p.addr(), "POST", "/v1/responses", &all, &responses);
+    let m = metrics(&p);
+    for source in [
+        "x-cutctx-session",
+        "x-session-id",
+        "session_id",
+        "prompt_cache_key",
+    ] {
+        let series = format!("cutctx_serve_sessions_total{{source=\"{source}\"}}");
+        assert_eq!(metric(&m, &series), 1, "{source} in {m}");
+    }
+    let got = up.requests();
+    assert_eq!(got[0].header("x-cutctx-session"), None);
+    assert_eq!(
+        (got[0].header("x-session-id"), got[0].header("session_id")),
+        (Some("b"), Some("c")),
+        "the client's own headers are forwarded"
+    );
+
+    // Anthropic: the session_id header before metadata.user_id; a malformed user id names
+    // nothing, and the request goes on by its history.
+    let valid = claude_code(r#"{"session_id":"s-1"}"#, "r", 2);
+    call(
+        p.addr(),
+        "POST",
+        "/v1/messages",
+        &[("session_id", "c-2")],
+        &valid,
+    );
+    call(p.addr(), "POST", "/v1/messages", &[], &valid);
+    for malformed in [
+        r#"{"session_id": 7"#,
+        "alice@example.com",
+        "user_x_account__session_",
+    ] {
+        let r = call(
+            p.addr(),
+            "POST",
+            "/v1/messages",
+            &[],
+            &claude_code(malformed, malformed, 2),
+        );
+        assert_eq!(r.status, 200);
+    }
+    let m = metrics(&p);
+    assert_eq!(
+        metric(&m, "cutctx_serve_sessions_total{source=\"session_id\"}"),
+        2,
+        "{m}"
+    );
+    assert_eq!(
+        metric(
+            &m,
+            "cutctx_serve_sessions_total{source=\"metadata.user_id\"}"
+        ),
+        1,
+        "{m}"
+    );
+    assert_eq!(
+        metric(&m, "cutctx_serve_sessions_total{source=\"history\"}"),
+        3,
+        "{m}"
+    );
+    assert!(!m.contains("cutctx_serve_unreadable_total{"), "{m}");
 }

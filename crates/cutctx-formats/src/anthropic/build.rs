@@ -83,9 +83,22 @@ impl Build {
         let built = &mut self.built;
         let keys = &mut self.keys;
         let id = message_id(i, None);
-        let assistant = m.get("role").and_then(Value::as_str) == Some("assistant");
+        let kind = Kind::of_message(m);
         let blocks = blocks(m);
-        if assistant {
+        // A message with a block carried untouched (a compaction, a tool-set change, a block
+        // type this crate does not know) is pinned: kept in its place, its exchange with it.
+        let pinned = blocks.iter().any(|b| untouchable_block(b).is_some());
+        if matches!(kind, Kind::System | Kind::Opaque) {
+            let mut t = Text::default();
+            t.push_content(m.get("content").unwrap_or(&Value::Null));
+            let (content, estimate) = t.finish(estimator);
+            built.push(
+                TranscriptTurn::new(id, Role::System, content, estimate)?,
+                TurnSource::Message(i),
+            );
+            return Ok(());
+        }
+        if kind == Kind::Assistant {
             let key: Option<Arc<str>> = blocks
                 .iter()
                 .any(|b| block_type(b) == "tool_use")
@@ -102,7 +115,8 @@ impl Build {
             t.push_content(m.get("content").unwrap_or(&Value::Null));
             let (content, estimate) = t.finish(estimator);
             let turn = TranscriptTurn::new(id, Role::Assistant, content, estimate)?
-                .with_tool_call_id_opt(key);
+                .with_tool_call_id_opt(key)
+                .with_pinned(pinned);
             built.push(turn, TurnSource::Message(i));
             return Ok(());
         }
@@ -111,7 +125,7 @@ impl Build {
             t.push_content(m.get("content").unwrap_or(&Value::Null));
             let (content, estimate) = t.finish(estimator);
             built.push(
-                TranscriptTurn::new(id, Role::User, content, estimate)?,
+                TranscriptTurn::new(id, Role::User, content, estimate)?.with_pinned(pinned),
                 TurnSource::Message(i),
             );
             return Ok(());
@@ -135,7 +149,8 @@ impl Build {
             t.push_content(b.get("content").unwrap_or(&Value::Null));
             push_result(built, (i, j), t, key, estimator)?;
         }
-        push_rest(built, i, rest, rest_text, message_key, estimator)
+        // The untouchable blocks are among the message's other blocks: their turn is pinned.
+        push_rest(built, i, (rest, pinned), rest_text, message_key, estimator)
     }
 }
 
@@ -152,7 +167,25 @@ impl Build {
         let keys = &mut self.keys;
         let id = message_id(i, None);
         let blocks = m.content.blocks();
-        if m.role == "assistant" {
+        let kind = Kind::of(&m.role);
+        if matches!(kind, Kind::System | Kind::Opaque) {
+            let mut t = Text::default();
+            match &m.content {
+                Content::Text(text) => t.push_str(text),
+                Content::Blocks(_) => {
+                    for b in blocks {
+                        if let Block::Text(text) = b {
+                            t.push_str(text);
+                        }
+                    }
+                }
+            }
+            let (content, estimate, written) = t.finish_deferring(estimator);
+            let turn = TranscriptTurn::new(id, Role::System, content, estimate)?;
+            built.push_deferring(turn, TurnSource::Message(i), written);
+            return Ok(());
+        }
+        if kind == Kind::Assistant {
             let key: Option<Arc<str>> = blocks
                 .iter()
                 .any(|b| matches!(b, Block::ToolUse { .. }))
@@ -226,7 +259,7 @@ impl Build {
             built.push_deferring(turn, TurnSource::Message(i), written);
             return Ok(());
         }
-        push_rest(built, i, rest, rest_text, message_key, estimator)
+        push_rest(built, i, (rest, false), rest_text, message_key, estimator)
     }
 }
 
@@ -255,11 +288,12 @@ pub(super) fn push_result(
 
 /// The one user turn of the other blocks `rest` of a message holding results (none when it
 /// has no others), named after the first of them and in the exchange of the message's first
-/// result: the same from either reading of the message.
+/// result, pinned when one of them is carried untouched: the same from either reading of the
+/// message.
 pub(super) fn push_rest(
     built: &mut Built,
     i: usize,
-    rest: Vec<usize>,
+    (rest, pinned): (Vec<usize>, bool),
     text: Text<'_>,
     key: Option<Arc<str>>,
     estimator: &dyn TokenEstimator,
@@ -269,7 +303,8 @@ pub(super) fn push_rest(
     };
     let (content, estimate, written) = text.finish_deferring(estimator);
     let turn = TranscriptTurn::new(message_id(i, Some(first)), Role::User, content, estimate)?
-        .with_tool_call_id_opt(key);
+        .with_tool_call_id_opt(key)
+        .with_pinned(pinned);
     built.push_deferring(
         turn,
         TurnSource::Blocks {

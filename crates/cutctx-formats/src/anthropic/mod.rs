@@ -116,6 +116,84 @@ impl ProviderFormat for Anthropic {
     }
 }
 
+/// What a message of the list is, by its role: the one place Anthropic's roles are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    User,
+    Assistant,
+    /// A mid-conversation system message: instructions from that point on, untouchable.
+    System,
+    /// A role the format does not name: carried in its place, untouchable, never merged.
+    Opaque,
+}
+
+impl Kind {
+    pub(crate) fn of(role: &str) -> Self {
+        match role {
+            "user" => Self::User,
+            "assistant" => Self::Assistant,
+            "system" => Self::System,
+            _ => Self::Opaque,
+        }
+    }
+
+    /// The kind of `message`, by its `role` (a message without one is [`Kind::Opaque`]; the
+    /// rules refuse it before anything asks).
+    pub(crate) fn of_message(message: &Value) -> Self {
+        Self::of(message.get("role").and_then(Value::as_str).unwrap_or(""))
+    }
+}
+
+/// The block types cutctx reads, or carries knowing what they are; any other block type makes
+/// its message untouchable ([`untouchable_block`]).
+pub(crate) const KNOWN_BLOCKS: [&str; 22] = [
+    "text",
+    "image",
+    "document",
+    "search_result",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "server_tool_use",
+    "web_search_tool_result",
+    "web_fetch_tool_result",
+    "code_execution_tool_result",
+    "bash_code_execution_tool_result",
+    "text_editor_code_execution_tool_result",
+    "tool_search_tool_result",
+    "mcp_tool_use",
+    "mcp_tool_result",
+    "container_upload",
+    "compaction",
+    "tool_addition",
+    "tool_removal",
+    "tool_reference",
+];
+
+/// Why block `b` makes its message untouchable, if it does: a `compaction` block (the
+/// provider's own summary, signed, which later requests carry first and byte-exact), a
+/// `tool_addition` or `tool_removal` block (a change of the tool set from that point on), or
+/// a block type this crate does not know (carried as it came, never summarized away).
+pub(crate) fn untouchable_block(b: &Value) -> Option<&'static str> {
+    match block_type(b) {
+        "compaction" => Some("compaction"),
+        "tool_addition" | "tool_removal" => Some("tool_change"),
+        t if KNOWN_BLOCKS.contains(&t) => None,
+        _ => Some("unknown_block"),
+    }
+}
+
+/// Why `message` is carried untouched, if it is: a role the format does not name
+/// (`unknown_role`), or a block that [`untouchable_block`] names. Mid-conversation system
+/// messages are untouchable too, but they are a known role, not an opaque item.
+pub(crate) fn opaque_reason(message: &Value) -> Option<&'static str> {
+    if Kind::of_message(message) == Kind::Opaque {
+        return Some("unknown_role");
+    }
+    blocks(message).iter().find_map(untouchable_block)
+}
+
 /// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
 pub(crate) fn is_model_message(message: &Value) -> bool {
     message.get("role").and_then(Value::as_str) == Some("assistant")

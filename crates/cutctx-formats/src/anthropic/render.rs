@@ -5,7 +5,11 @@ use super::*;
 /// One message of the output, before roles are reconciled.
 pub(super) struct Out {
     pub(super) piece: Piece,
-    pub(super) assistant: bool,
+    /// Whose message it is: only user or assistant messages are merged with their like.
+    pub(super) side: Kind,
+    /// A pinned message (one carrying a compaction block, a tool-set change or a block type
+    /// cutctx does not know among them) is never merged: it leaves as it came.
+    pub(super) pinned: bool,
     /// The input message it starts with, if it starts with one (not with a summary).
     pub(super) first: Option<usize>,
     /// The input message it ends with, if it ends with one.
@@ -20,6 +24,8 @@ pub(super) struct Pending {
     pub(super) blocks: BTreeMap<usize, Part>,
     /// How many of the message's turns came.
     pub(super) turns: usize,
+    /// Whether one of them is pinned.
+    pub(super) pinned: bool,
 }
 
 /// One block of a pending message.
@@ -56,7 +62,8 @@ pub(crate) fn render(
                 m.insert("content".into(), Value::from(&**text));
                 outs.push(Out {
                     piece: Piece::New(Value::Object(m)),
-                    assistant: false,
+                    side: Kind::User,
+                    pinned: false,
                     first: None,
                     last: None,
                 });
@@ -76,9 +83,17 @@ pub(crate) fn render(
                 if !list.has(*i) {
                     return Err(crate::mapping::bad_position(position));
                 }
-                // A message turn is an assistant turn exactly when the message is one.
-                let assistant =
-                    turns.get(position).map(TranscriptTurn::role) == Some(Role::Assistant);
+                // A message turn is an assistant turn exactly when the message is one, and a
+                // system turn when it is a system message or one of a role the format does not
+                // name (which the message itself tells apart).
+                let side = match turns.get(position).map(TranscriptTurn::role) {
+                    Some(Role::Assistant) => Kind::Assistant,
+                    Some(Role::System) => {
+                        list.get(*i).map_or(Kind::Opaque, |m| Kind::of_message(&m))
+                    }
+                    _ => Kind::User,
+                };
+                let assistant = side == Kind::Assistant;
                 let piece = match stub {
                     None => Piece::Kept(*i),
                     Some(stub) => {
@@ -92,7 +107,8 @@ pub(crate) fn render(
                     }
                 };
                 outs.push(Out {
-                    assistant,
+                    side,
+                    pinned: turns.get(position).is_some_and(TranscriptTurn::pinned),
                     piece,
                     first: Some(*i),
                     last: Some(*i),
@@ -104,6 +120,7 @@ pub(crate) fn render(
                 }
                 let p = open_pending(list, sources, &mut pending, &mut outs, *i, position);
                 p.turns += 1;
+                p.pinned |= turns.get(position).is_some_and(TranscriptTurn::pinned);
                 p.blocks.insert(
                     *block,
                     Part::Block {
@@ -118,6 +135,7 @@ pub(crate) fn render(
                 }
                 let p = open_pending(list, sources, &mut pending, &mut outs, *i, position);
                 p.turns += 1;
+                p.pinned |= turns.get(position).is_some_and(TranscriptTurn::pinned);
                 match stub {
                     Some(stub) => {
                         if let Some(&first) = blocks.first() {
@@ -144,18 +162,7 @@ pub(crate) fn render(
     if !system_kept && let Value::Object(map) = &mut doc {
         map.remove("system");
     }
-    let mut messages = reconcile(outs, list);
-    if messages.first().is_none_or(|m| m.assistant) {
-        messages.insert(
-            0,
-            Out {
-                piece: Piece::New(crate::mapping::lead_in_message()),
-                assistant: false,
-                first: None,
-                last: None,
-            },
-        );
-    }
+    let messages = lead_ins(reconcile(outs, list));
     Ok(Rendered {
         shell: doc,
         list: Some(messages.into_iter().map(|o| o.piece).collect()),
@@ -180,6 +187,7 @@ pub(super) fn open_pending<'p>(
         position,
         blocks: BTreeMap::new(),
         turns: 0,
+        pinned: false,
     })
 }
 
@@ -259,7 +267,8 @@ pub(super) fn flush(
     };
     outs.push(Out {
         piece,
-        assistant: false,
+        side: Kind::User,
+        pinned: p.pinned,
         first: Some(p.message),
         last: Some(p.message),
     });
@@ -290,7 +299,9 @@ pub(super) fn reconcile(mut outs: Vec<Out>, list: Source<'_>) -> Vec<Out> {
             (prev.last, out.first),
             (Some(last), Some(first)) if last + 1 == first
         );
-        if prev.assistant != out.assistant || met_in_input {
+        let mergeable =
+            matches!(out.side, Kind::User | Kind::Assistant) && !out.pinned && !prev.pinned;
+        if prev.side != out.side || !mergeable || met_in_input {
             return false;
         }
         let next = Out {
@@ -301,6 +312,37 @@ pub(super) fn reconcile(mut outs: Vec<Out>, list: Source<'_>) -> Vec<Out> {
         true
     });
     outs
+}
+
+/// The messages with the user message [`LEAD_IN_TEXT`](crate::LEAD_IN_TEXT) put where the
+/// provider needs a user message that compaction removed: first, when the first message left
+/// is an assistant or system message (or none is left), and before a mid-conversation system
+/// message that would otherwise follow an assistant message.
+pub(super) fn lead_ins(outs: Vec<Out>) -> Vec<Out> {
+    let lead_in = || Out {
+        piece: Piece::New(crate::mapping::lead_in_message()),
+        side: Kind::User,
+        pinned: false,
+        first: None,
+        last: None,
+    };
+    let mut messages = Vec::with_capacity(outs.len() + 1);
+    if outs
+        .first()
+        .is_none_or(|m| matches!(m.side, Kind::Assistant | Kind::System))
+    {
+        messages.push(lead_in());
+    }
+    for out in outs {
+        let after_assistant = messages
+            .last()
+            .is_some_and(|m: &Out| matches!(m.side, Kind::Assistant | Kind::Opaque));
+        if out.side == Kind::System && after_assistant {
+            messages.push(lead_in());
+        }
+        messages.push(out);
+    }
+    messages
 }
 
 /// A piece as a value: merging looks inside the messages it joins. A kept or masked piece

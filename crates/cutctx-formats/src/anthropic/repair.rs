@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
+use super::Kind;
 use crate::Repair;
 use crate::repair::{RepairKind, record};
 
@@ -53,6 +54,25 @@ pub(crate) fn repair(items: Vec<Value>, repairs: &mut Vec<Repair>) -> Vec<Value>
     kept
 }
 
+/// A system or opaque message `m`, after `before`: kept as it is when it holds no call or result
+/// and is placed as the rules allow, else where the walk stops.
+fn carried(m: Value, empty: bool, calls_open: bool, kind: Kind, before: Option<&Value>) -> Step {
+    let tools = m
+        .get("content")
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| {
+            blocks
+                .iter()
+                .any(|b| matches!(block_type(b), "tool_use" | "tool_result"))
+        });
+    let placed = kind != Kind::System
+        || before.is_some_and(|b| matches!(Kind::of_message(b), Kind::User | Kind::System));
+    if empty || calls_open || tools || !placed {
+        return Step::Stop(m);
+    }
+    Step::Keep(m, Vec::new())
+}
+
 fn block_type(b: &Value) -> &str {
     b.get("type").and_then(Value::as_str).unwrap_or("")
 }
@@ -85,8 +105,14 @@ fn step(
         _ => return Step::Stop(m),
     };
     let user = role == "user";
-    // An unknown role, or a first message that is not a user message.
-    if !user && (role != "assistant" || kept.is_empty()) {
+    let kind = Kind::of(&role);
+    if matches!(kind, Kind::System | Kind::Opaque) {
+        // Instructions, or a message of a role cutctx does not know: never dropped. One that
+        // breaks a rule stops the walk, and the validator says which.
+        return carried(m, empty, open.is_some(), kind, kept.last());
+    }
+    // A first message that is not a user message.
+    if !user && kept.is_empty() {
         return Step::Stop(m);
     }
     // The provider allows an empty final assistant message (a prefill to continue from).

@@ -50,6 +50,9 @@ pub(crate) struct Check {
     /// The tool_use ids of the previous message, when it was an assistant message with calls
     /// (a message of many parallel calls costs no more than its length).
     pub(super) open: Option<(usize, Ids<String>)>,
+    /// Whether the previous message may be followed by a mid-conversation system message: a
+    /// user message (tool results included) or a system message.
+    pub(super) system_may_follow: bool,
 }
 
 impl Check {
@@ -63,7 +66,11 @@ impl Check {
                 "messages".into(),
             ));
         }
-        Ok(Self { len, open: None })
+        Ok(Self {
+            len,
+            open: None,
+            system_may_follow: false,
+        })
     }
 
     /// A check of a list whose length is not known yet: as [`Check::start`] of a list longer
@@ -73,6 +80,7 @@ impl Check {
         Self {
             len: usize::MAX,
             open: None,
+            system_may_follow: false,
         }
     }
 
@@ -133,11 +141,13 @@ impl Check {
         self.rules(i, &m.role, false, facts).ok()
     }
 
-    /// The format's rules on message `i`, whichever reader read it: roles `user` and
-    /// `assistant`, a `user` first; content unless it is the final assistant message; the
-    /// results of the previous message's calls first in a user message, each once, every
-    /// call answered; `tool_use` only from the assistant, its ids distinct. The state changes
-    /// only when the message passes.
+    /// The format's rules on message `i`, whichever reader read it: a `user` first; a
+    /// mid-conversation `system` message only after a user or system message; a role the format
+    /// does not name is an opaque message ([`Kind::Opaque`]), checked only for what it holds;
+    /// content unless it is the final assistant message; the results of the previous
+    /// message's calls first in a user message, each once, every call answered; `tool_use`
+    /// only from the assistant, its ids distinct. The state changes only when the message
+    /// passes.
     fn rules<'m>(
         &mut self,
         i: usize,
@@ -145,20 +155,21 @@ impl Check {
         empty: bool,
         blocks: impl Iterator<Item = BlockFact<'m>>,
     ) -> Result<(), Violation> {
-        if role != "user" && role != "assistant" {
-            return Err(Violation::new(
-                FORMAT,
-                Rule::UnknownRole,
-                Some(i),
-                format!("{}.role", path(i)),
-            ));
-        }
-        if i == 0 && role != "user" {
+        let kind = Kind::of(role);
+        if i == 0 && matches!(kind, Kind::Assistant | Kind::System) {
             return Err(Violation::new(
                 FORMAT,
                 Rule::FirstMessageNotUser,
                 Some(0),
                 format!("{}.role", path(0)),
+            ));
+        }
+        if kind == Kind::System && !self.system_may_follow {
+            return Err(Violation::new(
+                FORMAT,
+                Rule::SystemMessageMisplaced,
+                Some(i),
+                format!("{}.role", path(i)),
             ));
         }
         // The provider allows an empty final assistant message (a prefill to continue from).
@@ -241,6 +252,7 @@ impl Check {
             );
         }
         self.open = (!uses.is_empty()).then_some((i, uses));
+        self.system_may_follow = matches!(kind, Kind::User | Kind::System);
         Ok(())
     }
 

@@ -34,6 +34,7 @@ mod repair_oracle;
 mod repairs;
 mod roundtrip;
 mod text;
+mod today;
 mod validators;
 
 #[cfg(feature = "bpe")]

@@ -228,10 +228,57 @@ fn anthropic_rules() {
         .2,
         "system"
     );
+    // A mid-conversation system message: never first, never after an assistant message
+    // (so never between a tool_use and its tool_result), fine after a user message, tool
+    // results or another system message.
     assert_eq!(
         broken(f, &json!([{"role": "system", "content": "x"}])).0,
-        Rule::UnknownRole
+        Rule::FirstMessageNotUser
     );
+    let system = json!({"role": "system", "content": [{"type": "text", "text": "Be brief."}]});
+    let answer = json!({"role": "assistant", "content": "ok"});
+    assert_eq!(
+        broken(f, &json!([user, answer, system])),
+        (
+            Rule::SystemMessageMisplaced,
+            Some(2),
+            "messages[2].role".into(),
+            None
+        )
+    );
+    let call = json!({"type": "tool_use", "id": "c1", "name": "f", "input": {}});
+    let result = json!({"type": "tool_result", "tool_use_id": "c1", "content": "r"});
+    assert_eq!(
+        broken(
+            f,
+            &json!([
+                user,
+                asst(vec![call.clone()]),
+                system,
+                results(vec![result.clone()])
+            ])
+        )
+        .0,
+        Rule::SystemMessageMisplaced
+    );
+    validate(f, &json!([user, system, system, answer])).expect("after a user message");
+    validate(
+        f,
+        &json!([
+            user,
+            asst(vec![call]),
+            results(vec![result]),
+            system,
+            answer
+        ]),
+    )
+    .expect("after tool results");
+    // A role the format does not name is carried as an opaque message, not refused.
+    validate(
+        f,
+        &json!([user, {"role": "critic", "content": "x"}, answer]),
+    )
+    .expect("opaque");
     assert_eq!(
         broken(f, &json!([{"role": "assistant", "content": "x"}])),
         (
