@@ -214,6 +214,91 @@ pub fn is_system_message(format: Format, message: &serde_json::Value) -> bool {
     }
 }
 
+/// An item of a request's list that cutctx carries untouched, in its place, while compaction
+/// goes on around it: its index and why (`unknown_role`, `unknown_block`, `unknown_item`,
+/// `compaction`, `compaction_trigger`, `configuration`, `tool_change`, `item_reference`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Opaque {
+    /// The item's index in the message list.
+    pub index: usize,
+    /// Why it is carried untouched: a stable name, never content.
+    pub reason: &'static str,
+}
+
+/// The items of `document`'s list (a `format` request) that compaction carries untouched
+/// ([`Opaque`]), in order: for a front end to count and log. Anthropic's mid-conversation
+/// system messages are a known role and not listed.
+///
+/// ```
+/// use cutctx_formats::{Format, opaque_items};
+/// use serde_json::json;
+/// let doc = json!({"messages": [
+///     {"role": "user", "content": "Hi"},
+///     {"role": "critic", "content": "?"},
+///     {"role": "assistant", "content": [{"type": "future_block"}]},
+/// ]});
+/// let found = opaque_items(Format::Anthropic, &doc);
+/// assert_eq!(found.iter().map(|o| (o.index, o.reason)).collect::<Vec<_>>(),
+///            [(1, "unknown_role"), (2, "unknown_block")]);
+/// ```
+#[must_use]
+pub fn opaque_items(format: Format, document: &serde_json::Value) -> Vec<Opaque> {
+    let reason: fn(&serde_json::Value) -> Option<&'static str> = match format {
+        Format::Anthropic => anthropic::opaque_reason,
+        Format::OpenAiResponses => openai_responses::untouchable_item,
+        Format::OpenAiChat => |m| {
+            let role = m.get("role").and_then(serde_json::Value::as_str)?;
+            roles::openai_role(role).is_none().then_some("unknown_role")
+        },
+    };
+    message_list(format, document)
+        .iter()
+        .enumerate()
+        .filter_map(|(index, m)| reason(m).map(|reason| Opaque { index, reason }))
+        .collect()
+}
+
+/// Whether `document` asks the provider itself to compact the conversation: a Responses
+/// request whose last input item is a `compaction_trigger`. Such a request goes to the
+/// provider as it came, never compacted; the provider answers with one `compaction` item,
+/// which later requests carry, untouched, in place of what it summarized.
+///
+/// ```
+/// use cutctx_formats::{Format, asks_provider_to_compact};
+/// use serde_json::json;
+/// let doc = json!({"input": [{"role": "user", "content": "Hi"}, {"type": "compaction_trigger"}]});
+/// assert!(asks_provider_to_compact(Format::OpenAiResponses, &doc));
+/// ```
+#[must_use]
+pub fn asks_provider_to_compact(format: Format, document: &serde_json::Value) -> bool {
+    format == Format::OpenAiResponses && openai_responses::asks_provider_to_compact(document)
+}
+
+/// `message` (of a `format` request's list) as what names it in a history: the message
+/// without what a client may rewrite between calls while meaning the same thing. Anthropic: no
+/// `cache_control` marks (Claude Code moves its marks to the newest message at every call), and
+/// content of one plain text block written as the string it holds (it sends a message as a
+/// marked block, then as a string once the mark has moved on). Other formats: the message.
+///
+/// ```
+/// use cutctx_formats::{Format, history_form};
+/// use serde_json::json;
+/// let marked = json!({"role": "user", "content": [{"type": "text", "text": "Hi", "cache_control": {"type": "ephemeral"}}]});
+/// let plain = json!({"role": "user", "content": "Hi"});
+/// assert_eq!(history_form(Format::Anthropic, &marked), history_form(Format::Anthropic, &plain));
+/// assert_ne!(history_form(Format::OpenAiChat, &marked), history_form(Format::OpenAiChat, &plain));
+/// ```
+#[must_use]
+pub fn history_form(
+    format: Format,
+    message: &serde_json::Value,
+) -> std::borrow::Cow<'_, serde_json::Value> {
+    match format {
+        Format::Anthropic => anthropic::history_form(message),
+        Format::OpenAiChat | Format::OpenAiResponses => std::borrow::Cow::Borrowed(message),
+    }
+}
+
 /// Whether `message` (of a `format` request's list) holds signed reasoning: an Anthropic
 /// message with a `thinking` or `redacted_thinking` block, a Responses `reasoning` item.
 /// Chat Completions messages carry none.

@@ -95,6 +95,13 @@ impl Built {
         self.sources.push(source);
     }
 
+    /// Pins the turn built last: one that compaction must carry as it came.
+    pub(crate) fn pin_last(&mut self) {
+        if let Some(turn) = self.turns.last_mut() {
+            *turn = turn.clone().with_pinned(true);
+        }
+    }
+
     /// Puts `turn` before every turn built so far: each content left in the request keeps
     /// its place, its position counted one further.
     pub(crate) fn insert_first(&mut self, turn: TranscriptTurn, source: TurnSource) {

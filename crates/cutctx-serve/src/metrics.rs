@@ -12,6 +12,7 @@ use std::time::Duration;
 pub(crate) struct Metrics {
     requests: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     unreadable: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    opaque: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     sessions: Mutex<BTreeMap<&'static str, u64>>,
     pub(crate) session_restarts: AtomicU64,
     pub(crate) firings: AtomicU64,
@@ -50,6 +51,14 @@ impl Metrics {
     pub(crate) fn unreadable(&self, format: &'static str, reason: &'static str) {
         if let Ok(mut m) = self.unreadable.lock() {
             *m.entry((format, reason)).or_insert(0) += 1;
+        }
+    }
+
+    /// Counts `n` items of a `format` request carried untouched for `reason` (a role, block
+    /// or item type cutctx does not know, a provider compaction, ...).
+    pub(crate) fn opaque(&self, format: &'static str, reason: &'static str, n: u64) {
+        if let Ok(mut m) = self.opaque.lock() {
+            *m.entry((format, reason)).or_insert(0) += n;
         }
     }
 
@@ -180,6 +189,18 @@ impl Metrics {
                 let _ = writeln!(
                     s,
                     "cutctx_serve_unreadable_total{{format=\"{format}\",reason=\"{reason}\"}} {n}"
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "# HELP cutctx_serve_opaque_items_total Items carried untouched while compaction went on around them, by format and reason, counted in each request that holds them.\n# TYPE cutctx_serve_opaque_items_total counter"
+        );
+        if let Ok(m) = self.opaque.lock() {
+            for ((format, reason), n) in m.iter() {
+                let _ = writeln!(
+                    s,
+                    "cutctx_serve_opaque_items_total{{format=\"{format}\",reason=\"{reason}\"}} {n}"
                 );
             }
         }

@@ -396,6 +396,7 @@ fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
             cutctx::model::details! { "key" => cutctx::formats::list_key(format) },
         )));
     }
+    count_opaque(app, format, &request);
     let digests = history_digests(format, messages);
     Ok(Read {
         request,
@@ -425,6 +426,23 @@ fn parse(bytes: &[u8]) -> Result<Value, Undecided> {
             cutctx::model::details! { "line" => e.line(), "column" => e.column() },
         ))
     })
+}
+
+/// Counts the items of `request` that compaction carries untouched, by reason, and logs how
+/// many of each (reasons and figures, never content).
+fn count_opaque(app: &App, format: Format, request: &Value) {
+    let found = cutctx::formats::opaque_items(format, request);
+    if found.is_empty() {
+        return;
+    }
+    let mut by_reason: std::collections::BTreeMap<&'static str, u64> = Default::default();
+    for o in &found {
+        *by_reason.entry(o.reason).or_insert(0) += 1;
+    }
+    for (reason, n) in &by_reason {
+        app.metrics.opaque(format.as_str(), reason, *n);
+    }
+    log(&json!({"event": "opaque", "format": format.as_str(), "items": by_reason}));
 }
 
 /// One step of session `id` (stored as `row`, if it is) for the call `bytes`, read as `read`:

@@ -230,6 +230,9 @@ pub fn step<E: From<FormatError>>(
     let validation =
         cutctx_formats::OpenValidation::over(format, request).map_err(FormatError::from)?;
     let messages = history(format, request);
+    if cutctx_formats::asks_provider_to_compact(format, request) {
+        return provider_compacts(config, request, messages, validation);
+    }
     let (mut state, restarted) = continue_from(format, previous, messages)?;
     let new = messages.get(state.messages..).unwrap_or(&[]);
     state.message_tokens += messages_tokens(format, new, config.estimator.as_ref())?;
@@ -436,6 +439,34 @@ fn continue_from(
         ));
     }
     Ok((prev.clone(), None))
+}
+
+/// The step of a request that asks the provider to compact the conversation itself (a
+/// Responses `compaction_trigger`): the request goes as it came, whole, since the provider
+/// summarizes what it is sent; the session starts afresh, ready for the request that carries
+/// the provider's `compaction` item in place of that history.
+fn provider_compacts<E: From<FormatError>>(
+    config: &SessionConfig,
+    request: &Value,
+    messages: &[Value],
+    validation: Option<cutctx_formats::OpenValidation>,
+) -> Result<Step, E> {
+    let format = config.format;
+    let fixed = fixed_tokens(format, request, config.estimator.as_ref())?;
+    let prompt = fixed
+        + messages_tokens(format, messages, config.estimator.as_ref())?
+        + config.reserve_output;
+    Ok(Step {
+        request: request.clone(),
+        state: SessionState::new(format),
+        firing: None,
+        restarted: None,
+        prompt_tokens: prompt,
+        held_off: None,
+        over_window: false,
+        fixed_tokens: fixed,
+        validation,
+    })
 }
 
 /// The request to send: `request` with its message list replaced by the state's prefix and
@@ -799,9 +830,59 @@ fn mark_prefix_end(request: &Value, prefix: &mut Vec<PrefixItem>) {
         }
         None => return,
     };
+    // Nothing follows the prefix yet: the mark takes the TTL of the client's last mark, the
+    // one its later marks will follow.
+    let mark = added_mark(marks_in(request).last().copied());
     if let Some(PrefixItem::Insert(last)) = prefix.last_mut() {
-        *last = with_mark(message);
+        *last = with_mark(message, mark);
     }
+}
+
+/// The mark the session adds: ephemeral, with the one-hour TTL when `beside` (the client's
+/// mark nearest after where it goes, else nearest before) has it. The provider refuses a
+/// 5-minute mark ahead of a 1-hour one, so a mark of the session's never precedes one of the
+/// client's with a longer life.
+fn added_mark(beside: Option<&Value>) -> Value {
+    let mut mark = serde_json::json!({"type": "ephemeral"});
+    if let Some(ttl) = beside
+        .and_then(|m| m.get("ttl"))
+        .filter(|t| t.as_str() == Some("1h"))
+        && let Value::Object(map) = &mut mark
+    {
+        map.insert("ttl".to_owned(), ttl.clone());
+    }
+    mark
+}
+
+/// The `cache_control` marks of a request, in the order the provider reads them (tools,
+/// system, messages).
+fn marks_in(request: &Value) -> Vec<&Value> {
+    ["tools", "system", "messages"]
+        .into_iter()
+        .filter_map(|key| request.get(key))
+        .flat_map(marks_in_value)
+        .collect()
+}
+
+/// The `cache_control` marks of `value`, in document order.
+fn marks_in_value(value: &Value) -> Vec<&Value> {
+    fn walk<'v>(value: &'v Value, out: &mut Vec<&'v Value>) {
+        match value {
+            Value::Object(map) => {
+                if let Some(mark) = map.get("cache_control") {
+                    out.push(mark);
+                }
+                map.iter()
+                    .filter(|(k, _)| *k != "cache_control")
+                    .for_each(|(_, v)| walk(v, out));
+            }
+            Value::Array(list) => list.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(value, &mut out);
+    out
 }
 
 /// Anthropic: puts `cache_control` on the last block of `system` when the request has room
@@ -812,10 +893,18 @@ fn mark_system(request: &mut Value) {
     if count_marks(request) >= MAX_CACHE_MARKS {
         return;
     }
+    // The client's mark nearest after the system's last block is its first in the messages;
+    // else the nearest before is its last on the tools.
+    let after = request.get("messages").map(marks_in_value);
+    let before = request.get("tools").map(marks_in_value);
+    let beside = after
+        .and_then(|m| m.first().copied())
+        .or_else(|| before.and_then(|m| m.last().copied()))
+        .cloned();
+    let mark = added_mark(beside.as_ref());
     let Some(system) = request.get_mut("system") else {
         return;
     };
-    let mark = serde_json::json!({"type": "ephemeral"});
     match system {
         Value::String(text) if !text.is_empty() => {
             *system = serde_json::json!([{"type": "text", "text": text, "cache_control": mark}]);
@@ -844,10 +933,9 @@ fn count_marks(value: &Value) -> usize {
     }
 }
 
-/// `message` with an ephemeral `cache_control` on its last content block (a string content
+/// `message` with `mark` as the `cache_control` of its last content block (a string content
 /// becomes one text block); unchanged when that block is already marked.
-fn with_mark(mut message: Value) -> Value {
-    let mark = serde_json::json!({"type": "ephemeral"});
+fn with_mark(mut message: Value, mark: Value) -> Value {
     let Some(content) = message.get_mut("content") else {
         return message;
     };

@@ -131,7 +131,7 @@ impl SessionState {
     /// Advances the digest over `messages`, the ones after those already described.
     pub(crate) fn absorb(&mut self, messages: &[Value]) {
         for m in messages {
-            self.digest = chain(&self.digest, m);
+            self.digest = chain(self.format, &self.digest, m);
         }
         self.messages += messages.len();
     }
@@ -257,11 +257,15 @@ fn seed(format: Format) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// One link of the chain: `sha256(previous || sha256(message's JSON))`.
-fn chain(previous: &[u8; 32], message: &Value) -> [u8; 32] {
+/// One link of the chain: `sha256(previous || sha256(JSON of the message's history form))`.
+/// The history form ([`cutctx_formats::history_form`]) leaves out what a client rewrites
+/// without changing the message (Anthropic's cache marks), so that its session goes on.
+fn chain(format: Format, previous: &[u8; 32], message: &Value) -> [u8; 32] {
     let mut h = Sha256::new();
     h.update(previous);
-    h.update(message_digest(message));
+    h.update(message_digest(&cutctx_formats::history_form(
+        format, message,
+    )));
     h.finalize().into()
 }
 
@@ -290,7 +294,7 @@ pub fn history_digests(format: Format, messages: &[Value]) -> Vec<String> {
     let mut out = Vec::with_capacity(messages.len() + 1);
     out.push(hex(&digest));
     for m in messages {
-        digest = chain(&digest, m);
+        digest = chain(format, &digest, m);
         out.push(hex(&digest));
     }
     out
@@ -298,7 +302,9 @@ pub fn history_digests(format: Format, messages: &[Value]) -> Vec<String> {
 
 /// The chained digest of `messages` from the empty history of `format`.
 pub(crate) fn digest_of(format: Format, messages: &[Value]) -> [u8; 32] {
-    messages.iter().fold(seed(format), |d, m| chain(&d, m))
+    messages
+        .iter()
+        .fold(seed(format), |d, m| chain(format, &d, m))
 }
 
 fn hex(bytes: &[u8; 32]) -> String {

@@ -301,3 +301,49 @@ pub(crate) fn answers_tools(message: &Value) -> bool {
 pub(crate) fn starts_with_thinking(message: &Value) -> bool {
     blocks(message).first().is_some_and(is_reasoning_block)
 }
+
+/// `message` as what names it in a history ([`crate::history_form`]): without `cache_control`
+/// marks, and content of one plain text block as its string. Borrowed when nothing differs.
+pub(crate) fn history_form(message: &Value) -> Cow<'_, Value> {
+    if !holds_mark(message) && !one_text_block(message) {
+        return Cow::Borrowed(message);
+    }
+    let mut m = message.clone();
+    strip_marks(&mut m);
+    if one_text_block(&m)
+        && let Some(content) = m.get_mut("content")
+    {
+        let text = content[0]["text"].clone();
+        *content = text;
+    }
+    Cow::Owned(m)
+}
+
+/// Whether `message`'s content is one block holding only `type: text` and a string `text`
+/// (with any `cache_control`, which [`history_form`] removes first).
+fn one_text_block(message: &Value) -> bool {
+    matches!(blocks(message), [Value::Object(b)]
+        if b.get("type").and_then(Value::as_str) == Some("text")
+            && b.get("text").is_some_and(Value::is_string)
+            && b.keys().all(|k| matches!(k.as_str(), "type" | "text")))
+}
+
+/// Whether `value` holds a `cache_control` mark at any depth.
+fn holds_mark(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.contains_key("cache_control") || map.values().any(holds_mark),
+        Value::Array(list) => list.iter().any(holds_mark),
+        _ => false,
+    }
+}
+
+fn strip_marks(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.remove("cache_control");
+            map.values_mut().for_each(strip_marks);
+        }
+        Value::Array(list) => list.iter_mut().for_each(strip_marks),
+        _ => {}
+    }
+}

@@ -63,7 +63,8 @@ impl Build {
         let mut text = Text::default();
         text.push_content(m.get("content").unwrap_or(&Value::Null));
         let (role, key) = match openai_role(role_name) {
-            Some(Role::System) => (Role::System, None),
+            // A role the format does not name: an opaque message, untouchable as a system one.
+            Some(Role::System) | None => (Role::System, None),
             Some(Role::User) => (Role::User, None),
             Some(Role::Tool) => {
                 let call = m
@@ -117,7 +118,8 @@ impl Build {
             text.push_str(content);
         }
         let (role, key) = match openai_role(&m.role) {
-            Some(Role::System) => (Role::System, None),
+            // A role the format does not name: an opaque message, untouchable as a system one.
+            Some(Role::System) | None => (Role::System, None),
             Some(Role::User) => (Role::User, None),
             Some(Role::Tool) => {
                 let call = m

@@ -81,10 +81,11 @@ fn step(
     }
     close(open.take(), kept, repairs);
     match crate::roles::openai_role(&role) {
-        Some(Role::System | Role::User) => Step::Keep(m),
+        // An opaque message (a role the format does not name) is kept as a system one is.
+        Some(Role::System | Role::User) | None => Step::Keep(m),
         Some(Role::Assistant) => assistant(m, position, kept.len(), open, repairs),
         // A tool message was stepped above.
-        Some(Role::Tool) | None => Step::Stop(m),
+        Some(Role::Tool) => Step::Stop(m),
     }
 }
 

@@ -161,7 +161,9 @@ impl Check {
         }
         close(self.open.as_ref())?;
         match openai_role(m.role) {
-            Some(Role::System | Role::User) => self.open = None,
+            // A role the format does not name is an opaque message: carried untouched, in its
+            // place, like a system message ([`crate::opaque_items`] counts it).
+            Some(Role::System | Role::User) | None => self.open = None,
             Some(Role::Assistant) => {
                 let ids = calls()?;
                 // Content is required unless the message calls a tool (or is a refusal or
@@ -181,7 +183,7 @@ impl Check {
                 });
             }
             // A tool message was checked above.
-            Some(Role::Tool) | None => {
+            Some(Role::Tool) => {
                 return Err(Violation::new(
                     FORMAT,
                     Rule::UnknownRole,

@@ -113,7 +113,12 @@ impl Build {
             Kind::Output(..) => text.push_content(item.get("output").unwrap_or(&Value::Null)),
             _ => model_text(&mut text, item),
         }
-        self.push(i, k, text, estimator)
+        self.push(i, k, text, estimator)?;
+        if untouchable_item(item).is_some() {
+            // Carried untouched, in its place: its step goes with it.
+            self.built.pin_last();
+        }
+        Ok(())
     }
 
     /// The turn of item `i`, read as a [`Plain`] item: the turn [`Build::item`] makes of its

@@ -205,13 +205,44 @@ pub(crate) fn reasoning_text(item: &Value) -> Option<String> {
 /// call or message whose `id` was produced with a reasoning item the request no longer carries
 /// ("provided without its required 'reasoning' item"); the item's `id` is optional in a
 /// request, and a call's `call_id`, which is kept, is what pairs it with its output.
+///
+/// An assistant message without its `id` is no longer an output message (whose schema
+/// requires `id` and `status`, and alone allows `output_text` parts): it takes the shape the
+/// API documents for an assistant message in the input, `role` and string `content`, its
+/// `output_text` and `refusal` parts written as the text they hold, one after another
+/// (`annotations` and `logprobs` describe that text and go with the parts), and no `status`.
 pub(crate) fn unlinked(item: &Value) -> Option<Value> {
-    if !matches!(kind(0, item), Ok(Kind::Answer | Kind::Call(..))) {
-        return None;
-    }
+    let answer = match kind(0, item) {
+        Ok(Kind::Answer) => true,
+        Ok(Kind::Call(..)) => false,
+        _ => return None,
+    };
     let mut item = item.clone();
-    item.as_object_mut()?.remove("id")?;
+    let map = item.as_object_mut()?;
+    map.remove("id")?;
+    if answer {
+        map.remove("status");
+        if let Some(text) = map.get("content").and_then(output_parts_text) {
+            map.insert("content".to_owned(), Value::String(text));
+        }
+    }
     Some(item)
+}
+
+/// The text of an assistant message's content when every part is an `output_text` or a
+/// `refusal` part (`None` for string content or any other part).
+fn output_parts_text(content: &Value) -> Option<String> {
+    let parts = content.as_array()?;
+    let mut text = String::new();
+    for part in parts {
+        let piece = match part.get("type").and_then(Value::as_str) {
+            Some("output_text") => part.get("text"),
+            Some("refusal") => part.get("refusal"),
+            _ => None,
+        };
+        text.push_str(piece.and_then(Value::as_str)?);
+    }
+    Some(text)
 }
 
 /// The kind of item `i`, or the shape violation that hides it.
@@ -254,12 +285,9 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
             Some(Role::User) => Ok(Kind::Prompt(Role::User)),
             Some(Role::System) => Ok(Kind::Prompt(Role::System)),
             Some(Role::Assistant) => Ok(Kind::Answer),
-            Some(Role::Tool) | None => Err(Violation::new(
-                FORMAT,
-                Rule::UnknownRole,
-                Some(i),
-                format!("{}.role", path(i)),
-            )),
+            // A role the format does not name: an opaque item ([`untouchable_item`]), paired
+            // and grouped as any other item the model's step may hold.
+            Some(Role::Tool) | None => Ok(Kind::Other),
         };
     };
     if ty == "reasoning" {
@@ -285,6 +313,67 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
         return Ok(Kind::Output(call, call_id()?));
     }
     Ok(Kind::Other)
+}
+
+/// The item types cutctx reads, or carries knowing what they are; any other item type is
+/// carried untouched ([`untouchable_item`]).
+pub(crate) const KNOWN_ITEMS: [&str; 27] = [
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "computer_call",
+    "computer_call_output",
+    "shell_call",
+    "shell_call_output",
+    "apply_patch_call",
+    "apply_patch_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "web_search_call",
+    "file_search_call",
+    "image_generation_call",
+    "code_interpreter_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "mcp_approval_request",
+    "mcp_approval_response",
+    "tool_search_call",
+    "tool_search_output",
+    "item_reference",
+    "compaction",
+    "compaction_trigger",
+];
+
+/// Why `item` is carried untouched, if it is: a `compaction` item (the provider's own
+/// summary, encrypted, readable only by the provider that made it), the `compaction_trigger`
+/// that asks for one, a `configuration_update` or `additional_tools` item (a change of the
+/// request's setup from that point on), an `item_reference` (a stored item, by id), a message
+/// of a role the format does not name (`unknown_role`) or an item type this crate does not
+/// know (`unknown_item`).
+pub(crate) fn untouchable_item(item: &Value) -> Option<&'static str> {
+    let ty = item.get("type").and_then(Value::as_str);
+    match ty {
+        None | Some("message") => {
+            let role = item.get("role").and_then(Value::as_str).unwrap_or("");
+            matches!(openai_role(role), None | Some(Role::Tool)).then_some("unknown_role")
+        }
+        Some("compaction") => Some("compaction"),
+        Some("compaction_trigger") => Some("compaction_trigger"),
+        Some("configuration_update" | "additional_tools") => Some("configuration"),
+        Some("item_reference") => Some("item_reference"),
+        Some(t) if KNOWN_ITEMS.contains(&t) => None,
+        Some(_) => Some("unknown_item"),
+    }
+}
+
+/// Whether the request asks the provider to compact it: its last input item is a
+/// `compaction_trigger` ("must be the final input item"). Such a request goes as it came.
+pub(crate) fn asks_provider_to_compact(document: &Value) -> bool {
+    matches!(input(document), Ok(Input::Items(items))
+        if items.last().and_then(|i| i.get("type")).and_then(Value::as_str) == Some("compaction_trigger"))
 }
 
 /// The item list of a Responses document, and whether `input` is one string.

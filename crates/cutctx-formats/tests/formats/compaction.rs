@@ -67,13 +67,25 @@ fn check_faithful(
     let input = list(format, pt.document());
     // After the first change, an Anthropic message is sent without its thinking.
     let unthought: Vec<Value> = input.iter().map(without_thinking).collect();
-    // After a removed reasoning item, a Responses call or answer is sent without its `id`.
+    // After a removed reasoning item, a Responses call or answer is sent without its `id`
+    // (an answer then as an input message: no `status`, its output text as string content).
     let unlinked: Vec<Value> = input
         .iter()
         .map(|m| {
             let mut m = m.clone();
             if let Some(map) = m.as_object_mut() {
                 map.remove("id");
+                if map.get("role").and_then(Value::as_str) == Some("assistant") {
+                    map.remove("status");
+                    let parts = map.get("content").and_then(Value::as_array).cloned();
+                    if let Some(parts) = parts
+                        && parts.iter().all(|p| p["type"] == "output_text")
+                    {
+                        let text: String =
+                            parts.iter().filter_map(|p| p["text"].as_str()).collect();
+                        map.insert("content".into(), Value::String(text));
+                    }
+                }
             }
             m
         })

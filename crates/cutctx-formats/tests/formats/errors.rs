@@ -30,10 +30,7 @@ fn no_error_names_content() {
             Format::OpenAiChat,
             json!([{"role": "user", "content": SECRET}, {"role": "tool", "tool_call_id": "c", "content": SECRET}]),
         ),
-        (
-            Format::OpenAiChat,
-            json!([{"role": SECRET, "content": SECRET}]),
-        ),
+        (Format::OpenAiChat, json!([{"role": 5, "content": SECRET}])),
         (
             Format::OpenAiResponses,
             json!([{"role": "user", "content": SECRET}, {"type": "reasoning", "summary": [{"type": "summary_text", "text": SECRET}]}]),

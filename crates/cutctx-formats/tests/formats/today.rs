@@ -180,3 +180,92 @@ fn anthropic_fields_and_numbers_leave_as_they_came() {
         assert!(written.contains(&format!(": {number}")), "{number} changed");
     }
 }
+
+/// Codex's shape: a provider `compaction` item, a configuration update, added tools, an item
+/// reference, an item type and a role cutctx does not know, all among reasoning and calls.
+/// Every output keeps each of them, unchanged and in order; compaction still happens.
+#[test]
+fn responses_opaque_items_are_carried_while_compaction_goes_on() {
+    let (_, document) = corpus_file(Format::OpenAiResponses, "codex-today.json");
+    let untouchable = |m: &Value| {
+        matches!(
+            m.get("type").and_then(Value::as_str),
+            Some(
+                "compaction"
+                    | "configuration_update"
+                    | "additional_tools"
+                    | "item_reference"
+                    | "future_item"
+            )
+        ) || role(m) == "critic"
+    };
+    let changed = compacts_around(Format::OpenAiResponses, &document, untouchable);
+    assert!(changed > 10, "only {changed} outputs were compacted");
+    let found = cutctx_formats::opaque_items(Format::OpenAiResponses, &document);
+    let reasons: Vec<&str> = found.iter().map(|o| o.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            "compaction",
+            "configuration",
+            "configuration",
+            "unknown_item",
+            "unknown_role",
+            "item_reference"
+        ]
+    );
+}
+
+/// A Chat message of a role the format does not name, among tool calls, is carried in place.
+#[test]
+fn a_chat_message_of_an_unknown_role_is_carried_while_compaction_goes_on() {
+    let (_, document) = corpus_file(Format::OpenAiChat, "unknown-role-among-calls.json");
+    let changed = compacts_around(Format::OpenAiChat, &document, |m| role(m) == "critic");
+    assert!(changed > 5, "only {changed} outputs were compacted");
+    let found = cutctx_formats::opaque_items(Format::OpenAiChat, &document);
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].reason, "unknown_role");
+}
+
+/// An assistant message whose reasoning item was left out loses its `id`, and with it the
+/// output-message shape: it leaves as the input message the API documents (role and string
+/// content, no `status`), whatever `annotations` and `logprobs` its parts had.
+#[test]
+fn an_unlinked_responses_answer_takes_the_documented_input_shape() {
+    let (_, document) = corpus_file(Format::OpenAiResponses, "codex-today.json");
+    let pt = ProviderTranscript::parse(Format::OpenAiResponses, &document).expect("valid");
+    let budget = CompactionBudget::new(pt.transcript().token_estimate() / 3);
+    let drop_oldest = &policies()[0].1;
+    let out = compact(&pt, drop_oldest.as_ref(), &budget)
+        .expect("compacts")
+        .expect("fits");
+    let answer = list(Format::OpenAiResponses, &out.document)
+        .into_iter()
+        .find(|m| role(m) == "assistant")
+        .expect("the answer is kept");
+    assert!(answer.get("id").is_none(), "{answer}");
+    assert!(answer.get("status").is_none(), "{answer}");
+    assert_eq!(answer["content"], "Found it: the order id overflowed.");
+}
+
+/// A request whose last item is a `compaction_trigger` asks the provider to compact it.
+#[test]
+fn a_compaction_trigger_last_asks_the_provider() {
+    let (_, mut document) = corpus_file(Format::OpenAiResponses, "codex-today.json");
+    assert!(!cutctx_formats::asks_provider_to_compact(
+        Format::OpenAiResponses,
+        &document
+    ));
+    document["input"]
+        .as_array_mut()
+        .expect("items")
+        .push(serde_json::json!({"type": "compaction_trigger"}));
+    assert!(cutctx_formats::asks_provider_to_compact(
+        Format::OpenAiResponses,
+        &document
+    ));
+    assert!(!cutctx_formats::asks_provider_to_compact(
+        Format::Anthropic,
+        &document
+    ));
+}

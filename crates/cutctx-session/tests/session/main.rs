@@ -302,6 +302,47 @@ fn anthropic_marks_the_prefix_end_and_keeps_the_users_marks() {
     validate(Format::Anthropic, &s.request).expect("valid");
 }
 
+/// Claude Code's marks: one on the newest message, moved on at every call, and that message
+/// written as a marked block, then as a string once the mark has moved. The session goes on
+/// (no restart, its compacted prefix kept), and the mark it adds takes the client's one-hour
+/// TTL, since the provider refuses a 5-minute mark ahead of a 1-hour one.
+#[test]
+fn a_client_that_moves_its_marks_keeps_its_session_and_its_ttl() {
+    let mut cfg = config(Format::Anthropic, 3_000, "drop_oldest");
+    cfg.cache_breakpoints = true;
+    let one_hour = json!({"type": "ephemeral", "ttl": "1h"});
+    // The newest message marked, as the client sends it; the others as plain strings.
+    let marked = |messages: &[Value]| -> Value {
+        let mut all = messages.to_vec();
+        if let Some(last) = all.last_mut()
+            && let Some(text) = last["content"].as_str().map(str::to_owned)
+        {
+            last["content"] = json!([{"type": "text", "text": text, "cache_control": one_hour}]);
+        }
+        let mut req = request(Format::Anthropic, &all);
+        req["system"] = json!([{"type": "text", "text": "Be brief.", "cache_control": one_hour}]);
+        req
+    };
+    let mut messages = Vec::new();
+    let mut state: Option<SessionState> = None;
+    let mut firings = 0;
+    for i in 0..40 {
+        messages.extend(exchange(Format::Anthropic, i, 400));
+        let s = step(&cfg, state.as_ref(), &marked(&messages), &mut stand_in).expect("step");
+        assert!(s.restarted.is_none(), "call {i} restarted the session");
+        firings += usize::from(s.firing.is_some());
+        validate(Format::Anthropic, &s.request).expect("valid");
+        let text = s.request.to_string();
+        assert!(text.matches("cache_control").count() <= 4, "call {i}");
+        assert!(
+            !text.contains(r#""cache_control":{"type":"ephemeral"}"#),
+            "call {i}: a 5-minute mark"
+        );
+        state = Some(s.state);
+    }
+    assert!(firings >= 2, "only {firings} firings");
+}
+
 #[test]
 fn push_decides_as_step_does_on_new_messages_alone() {
     let cfg = config(Format::OpenAiChat, 3_000, "drop_oldest");
