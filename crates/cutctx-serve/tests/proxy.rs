@@ -764,3 +764,56 @@ fn session_names_are_taken_in_their_order_and_a_malformed_one_is_skipped() {
     );
     assert!(!m.contains("cutctx_serve_unreadable_total{"), "{m}");
 }
+
+/// Claude Code's shape over the window: mid-conversation system messages after tool results,
+/// a role and a block type the format does not know. The proxy reads it (nothing unreadable),
+/// fires, sends a valid request holding every such item unchanged, and `/metrics` counts the
+/// opaque ones by reason.
+#[test]
+fn mid_conversation_system_messages_and_unknown_items_are_read_compacted_and_counted() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |o| o.window = Some(2000));
+    let mut messages = vec![json!({"role": "user", "content": "fix the build"})];
+    for k in 0..10 {
+        messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("t{k}"), "name": "Bash", "input": {"command": "cat f"}}]}));
+        let mut result = vec![
+            json!({"type": "tool_result", "tool_use_id": format!("t{k}"), "content": "line of output ".repeat(60)}),
+        ];
+        if k == 3 {
+            result.push(json!({"type": "future_block", "x": 1}));
+        }
+        messages.push(json!({"role": "user", "content": result}));
+        if k % 3 == 1 {
+            messages.push(json!({"role": "system", "content": format!("reminder {k}")}));
+        }
+        if k == 5 {
+            messages.push(json!({"role": "critic", "content": "opaque"}));
+        }
+    }
+    let body = serde_json::to_vec(&json!({"model": "claude-opus-5-5", "max_tokens": 256,
+        "system": [{"type": "text", "text": "You are a coding agent."}], "messages": messages}))
+    .expect("json");
+    let r = call(p.addr(), "POST", "/v1/messages", &[], &body);
+    assert_eq!(r.status, 200);
+    let m = metrics(&p);
+    assert!(!m.contains("cutctx_serve_unreadable_total{"), "{m}");
+    assert_eq!(metric(&m, "cutctx_serve_firings_total"), 1, "{m}");
+    for (reason, n) in [("unknown_role", 1), ("unknown_block", 1)] {
+        let series =
+            format!("cutctx_serve_opaque_items_total{{format=\"anthropic\",reason=\"{reason}\"}}");
+        assert_eq!(metric(&m, &series), n, "{reason} in {m}");
+    }
+    let sent = up.requests()[0].json();
+    cutctx::formats::validate(cutctx::formats::Format::Anthropic, &sent)
+        .unwrap_or_else(|v| panic!("{v}"));
+    let kept = sent["messages"].as_array().expect("messages");
+    assert!(kept.len() < messages.len(), "compacted");
+    for m in &messages {
+        let carried = matches!(m["role"].as_str(), Some("system" | "critic"));
+        assert!(!carried || kept.contains(m), "{m} was not carried");
+    }
+    assert!(
+        String::from_utf8_lossy(&up.requests()[0].body)
+            .contains(r#"{"type":"future_block","x":1}"#)
+    );
+}

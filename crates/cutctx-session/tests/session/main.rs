@@ -343,6 +343,46 @@ fn a_client_that_moves_its_marks_keeps_its_session_and_its_ttl() {
     assert!(firings >= 2, "only {firings} firings");
 }
 
+/// A Responses request that ends in `compaction_trigger` asks the provider to compact the
+/// history itself: it goes as it came, whole, even over the window and after firings, and the
+/// session starts afresh for the request that carries the provider's `compaction` item.
+#[test]
+fn a_compaction_trigger_goes_as_it_came_and_the_session_starts_afresh() {
+    let cfg = config(Format::OpenAiResponses, 2_000, "drop_oldest");
+    let mut messages = Vec::new();
+    let mut state: Option<SessionState> = None;
+    let mut fired = false;
+    for i in 0..20 {
+        messages.extend(exchange(Format::OpenAiResponses, i, 300));
+        let s = step(
+            &cfg,
+            state.as_ref(),
+            &request(Format::OpenAiResponses, &messages),
+            &mut stand_in,
+        )
+        .expect("step");
+        fired |= s.firing.is_some();
+        state = Some(s.state);
+    }
+    assert!(fired, "the session never fired");
+    let mut asking = messages.clone();
+    asking.push(json!({"type": "compaction_trigger"}));
+    let req = request(Format::OpenAiResponses, &asking);
+    let s = step(&cfg, state.as_ref(), &req, &mut stand_in).expect("step");
+    assert_eq!(s.request, req, "the trigger request went as it came");
+    assert!(s.firing.is_none() && s.restarted.is_none());
+    // The provider's answer replaces the history: the next request carries its compaction
+    // item and goes on from a fresh session, with nothing of the old prefix.
+    let next = vec![
+        json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}),
+        json!({"role": "user", "content": "go on"}),
+    ];
+    let req = request(Format::OpenAiResponses, &next);
+    let after = step(&cfg, Some(&s.state), &req, &mut stand_in).expect("step");
+    assert!(after.restarted.is_none());
+    assert_eq!(after.request, req);
+}
+
 #[test]
 fn push_decides_as_step_does_on_new_messages_alone() {
     let cfg = config(Format::OpenAiChat, 3_000, "drop_oldest");
