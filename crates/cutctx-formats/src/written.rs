@@ -27,9 +27,10 @@ use crate::scan::{Top, top};
 /// let mut sent: serde_json::Value = serde_json::from_str(text).unwrap();
 /// sent["messages"].as_array_mut().unwrap().push(serde_json::json!({"role": "assistant", "content": "y"}));
 /// let out = to_string_as_written(Format::Anthropic, &sent, text, false).unwrap();
+/// // The kept message as it was written; the new one as serde_json writes it.
 /// assert_eq!(
 ///     out,
-///     r#"{"model":"m","messages":[{"role": "user", "content": "x", "n": 1e2},{"role":"assistant","content":"y"}]}"#
+///     r#"{"model":"m","messages":[{"role": "user", "content": "x", "n": 1e2},{"content":"y","role":"assistant"}]}"#
 /// );
 /// ```
 ///

@@ -18,7 +18,7 @@ pub(crate) enum Source {
     Cutctx,
     /// An `x-session-id` header.
     SessionIdHeader,
-    /// Codex's `session_id` header.
+    /// Codex's `session-id` header (`session_id` in earlier versions).
     CodexHeader,
     /// The `session_id` in Claude Code's `metadata.user_id`.
     ClaudeMetadata,
@@ -71,7 +71,12 @@ pub(crate) fn name(format: Format, headers: &HeaderMap, request: &Value) -> Opti
     }
     let found = header("x-session-id")
         .map(|n| (Source::SessionIdHeader, n))
-        .or_else(|| header("session_id").map(|n| (Source::CodexHeader, n)))
+        // Codex 0.171 writes `session-id`; earlier versions `session_id`.
+        .or_else(|| {
+            header("session-id")
+                .or_else(|| header("session_id"))
+                .map(|n| (Source::CodexHeader, n))
+        })
         .or_else(|| claude_session(format, request).map(|n| (Source::ClaudeMetadata, n)))
         .or_else(|| prompt_cache_key(format, request).map(|n| (Source::PromptCacheKey, n)))?;
     // A client's own session id also names its side calls and sub-agents (Claude Code sends
@@ -196,6 +201,11 @@ mod tests {
         );
         assert_eq!(
             source(Format::OpenAiResponses, &all[2..], &body),
+            Source::CodexHeader
+        );
+        // Codex 0.171 writes the header with a hyphen.
+        assert_eq!(
+            source(Format::OpenAiResponses, &[("session-id", "c")], &body),
             Source::CodexHeader
         );
         assert_eq!(
