@@ -682,11 +682,29 @@ impl ProviderTranscript {
         &self,
         view: &Transcript,
     ) -> Result<(Value, ReasoningOutcome), FormatError> {
+        self.render_traced(view)
+            .map(|(out, outcome, _)| (out, outcome))
+    }
+
+    /// As [`ProviderTranscript::render_settled`], with the origin of each message of the
+    /// output's list: the index of the input message it is, unchanged (kept whole: not
+    /// masked, merged or stripped of reasoning), or `None` for one compaction made or
+    /// changed. A writer that copies kept messages from the request's text
+    /// ([`to_string_as_written`]) copies exactly these.
+    ///
+    /// # Errors
+    ///
+    /// As [`ProviderTranscript::render_settled`].
+    pub fn render_traced(
+        &self,
+        view: &Transcript,
+    ) -> Result<(Value, ReasoningOutcome, Vec<Option<usize>>), FormatError> {
         let list = Messages::borrowed(&self.document, list_key(self.format));
         let (rendered, outcome) = self.pieces(view, None)?;
-        let out = mapping::resolve(rendered, list_key(self.format), self.list_or_empty(list)?)?;
+        let (out, origins) =
+            mapping::resolve_traced(rendered, list_key(self.format), self.list_or_empty(list)?)?;
         validate(self.format, &out).map_err(FormatError::Invalid)?;
-        Ok((out, outcome))
+        Ok((out, outcome, origins))
     }
 
     /// Says what rendering does with the thinking blocks and reasoning items after the first

@@ -680,13 +680,28 @@ impl<'a> Source<'a> {
 pub(crate) fn resolve(
     rendered: Rendered,
     key: &str,
-    mut list: Messages<'_>,
+    list: Messages<'_>,
 ) -> Result<Value, FormatError> {
+    resolve_traced(rendered, key, list).map(|(document, _)| document)
+}
+
+/// [`resolve`], with the origin of each message of the document's list: the index of the
+/// input message it is, unchanged, or `None` for one compaction made or changed.
+pub(crate) fn resolve_traced(
+    rendered: Rendered,
+    key: &str,
+    mut list: Messages<'_>,
+) -> Result<(Value, Vec<Option<usize>>), FormatError> {
     let Some(pieces) = rendered.list else {
-        return Ok(rendered.shell);
+        return Ok((rendered.shell, Vec::new()));
     };
     let mut items = Vec::with_capacity(pieces.len());
+    let mut origins = Vec::with_capacity(pieces.len());
     for piece in pieces {
+        origins.push(match &piece {
+            Piece::Kept(i) => Some(*i),
+            _ => None,
+        });
         let value = match piece {
             Piece::Kept(i) => list.take(i),
             Piece::Masked { index, patches } => {
@@ -696,5 +711,5 @@ pub(crate) fn resolve(
         };
         items.push(value.ok_or_else(|| bad_position(items.len()))?);
     }
-    Ok(Emit::replace(&rendered.shell, key, items))
+    Ok((Emit::replace(&rendered.shell, key, items), origins))
 }

@@ -4,33 +4,42 @@
 //! sorted keys, so writing it back turns `12345678901234567890123` into
 //! `1.2345678901234568e22`, `1e2` into `100.0`, `-0` into `0`, and reorders keys. A compactor
 //! must never change what it keeps: this writes a compacted request from the text of the
-//! request it came from, each top-level field and each message that is unchanged copied as
-//! the bytes it was written with, in the order it was written, and only what compaction made
-//! (a summary, a masked result, a merged message, a field it changed) written anew.
+//! request it came from, each top-level member and each kept message copied as the bytes it
+//! was written with, in the order it was written, and only what compaction made (a summary, a
+//! masked result, a merged message, a field it changed) written anew.
 
 use std::ops::Range;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::Format;
-use crate::scan::{Top, top};
 
-/// `sent`, a request made from the request `text` of `format` (compacted, repaired or
-/// continued), as JSON: each top-level field and each message equal to one of `text`'s copied
-/// from `text` byte for byte, in `text`'s order; everything else written by serde_json
-/// (indented when `pretty`). A request whose text the scan does not take (a repeated key, a
-/// key with an escape) is written by serde_json whole.
+/// How deep a value may nest for the walk to step over it: far more than a request needs, and
+/// under the parser's limit, which has already read the text.
+const DEPTH: usize = 128;
+
+/// `sent`, a request made from the request `text` of `format` (compacted, continued or
+/// repaired), as JSON. `origins` says, for each message of `sent`'s list, the index of the
+/// message of `text`'s list it is, unchanged (`None` for one compaction made or changed), as
+/// [`ProviderTranscript::render_traced`](crate::ProviderTranscript::render_traced) and a
+/// session's state say it; those messages are copied from `text` byte for byte. Without
+/// origins (`None`), a message equal as a value to the next unused one of `text` is copied,
+/// which is exact unless two messages are equal as values but written differently. Each
+/// top-level member whose value `sent` keeps is copied too (its key as written, its value, the
+/// space around its colon), in `text`'s order; members `sent` adds come last. Everything else is
+/// written by serde_json (indented when `pretty`). A text whose top level repeats a key is
+/// written by serde_json whole.
 ///
 /// ```
 /// use cutctx_formats::{Format, to_string_as_written};
 /// let text = r#"{"model": "m", "messages": [{"role": "user", "content": "x", "n": 1e2}]}"#;
 /// let mut sent: serde_json::Value = serde_json::from_str(text).unwrap();
 /// sent["messages"].as_array_mut().unwrap().push(serde_json::json!({"role": "assistant", "content": "y"}));
-/// let out = to_string_as_written(Format::Anthropic, &sent, text, false).unwrap();
+/// let out = to_string_as_written(Format::Anthropic, &sent, text, Some(&[Some(0), None]), false).unwrap();
 /// // The kept message as it was written; the new one as serde_json writes it.
 /// assert_eq!(
 ///     out,
-///     r#"{"model":"m","messages":[{"role": "user", "content": "x", "n": 1e2},{"content":"y","role":"assistant"}]}"#
+///     r#"{"model": "m","messages":[{"role": "user", "content": "x", "n": 1e2},{"content":"y","role":"assistant"}]}"#
 /// );
 /// ```
 ///
@@ -41,6 +50,7 @@ pub fn to_string_as_written(
     format: Format,
     sent: &Value,
     text: &str,
+    origins: Option<&[Option<usize>]>,
     pretty: bool,
 ) -> Result<String, serde_json::Error> {
     let key = crate::list_key(format);
@@ -49,10 +59,10 @@ pub fn to_string_as_written(
         pretty,
         out: String::with_capacity(text.len()),
     };
-    match (top(text, key), sent) {
-        (Some(Top::List(items)), Value::Array(list)) => w.list(list, &items, 0)?,
-        (Some(Top::Object(fields, items)), Value::Object(map)) => {
-            w.object(map, &fields, key, &items)?;
+    match (layout(text, key), sent) {
+        (Some(Layout::List(items)), Value::Array(list)) => w.list(list, &items, origins, 0)?,
+        (Some(Layout::Object(members, items)), Value::Object(map)) => {
+            w.object(map, &members, key, &items, origins)?;
         }
         _ => {
             return if pretty {
@@ -65,6 +75,100 @@ pub fn to_string_as_written(
     Ok(w.out)
 }
 
+/// Where a request's top level lies in its text.
+enum Layout {
+    /// A bare list: each message's span.
+    List(Vec<Range<usize>>),
+    /// An object: its members in order, and the spans of the messages of its list.
+    Object(Vec<Member>, Vec<Range<usize>>),
+}
+
+/// A top-level member: its name (decoded), its key as written, its whole text (key, colon
+/// and value) and its value.
+struct Member {
+    name: String,
+    key: Range<usize>,
+    whole: Range<usize>,
+    value: Range<usize>,
+}
+
+/// Walks the top level of `text` (which the parser has read): a bare list, or an object whose
+/// list sits at `key`. `None` when a key repeats (the value holds the last one only).
+fn layout(text: &str, key: &str) -> Option<Layout> {
+    let b = text.as_bytes();
+    let at = skip(b, 0);
+    match b.get(at)? {
+        b'[' => Some(Layout::List(elements(b, at)?)),
+        b'{' => {
+            let members = members(text, at)?;
+            let mut names: Vec<&str> = members.iter().map(|m| m.name.as_str()).collect();
+            names.sort_unstable();
+            if names.windows(2).any(|w| w[0] == w[1]) {
+                return None;
+            }
+            let items = match members.iter().find(|m| m.name == key) {
+                Some(m) if b.get(m.value.start) == Some(&b'[') => elements(b, m.value.start)?,
+                _ => Vec::new(),
+            };
+            Some(Layout::Object(members, items))
+        }
+        _ => None,
+    }
+}
+
+fn skip(b: &[u8], at: usize) -> usize {
+    cutctx_json::lex::skip_whitespace(b, at)
+}
+
+/// The spans of the elements of the array opening at `open`.
+fn elements(b: &[u8], open: usize) -> Option<Vec<Range<usize>>> {
+    let mut out = Vec::new();
+    let mut at = skip(b, open + 1);
+    if b.get(at) == Some(&b']') {
+        return Some(out);
+    }
+    loop {
+        let end = cutctx_json::lex::value_end(b, at, DEPTH)?;
+        out.push(at..end);
+        at = skip(b, end);
+        match b.get(at)? {
+            b',' => at = skip(b, at + 1),
+            b']' => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
+/// The members of the object opening at `open`.
+fn members(text: &str, open: usize) -> Option<Vec<Member>> {
+    let b = text.as_bytes();
+    let mut out = Vec::new();
+    let mut at = skip(b, open + 1);
+    if b.get(at) == Some(&b'}') {
+        return Some(out);
+    }
+    loop {
+        let key_end = cutctx_json::string_end(b, at)?;
+        let name: String = serde_json::from_str(text.get(at..key_end)?).ok()?;
+        let colon = skip(b, key_end);
+        (b.get(colon) == Some(&b':')).then_some(())?;
+        let start = skip(b, colon + 1);
+        let end = cutctx_json::lex::value_end(b, start, DEPTH)?;
+        out.push(Member {
+            name,
+            key: at..key_end,
+            whole: at..end,
+            value: start..end,
+        });
+        at = skip(b, end);
+        match b.get(at)? {
+            b',' => at = skip(b, at + 1),
+            b'}' => return Some(out),
+            _ => return None,
+        }
+    }
+}
+
 /// The output being written, and the text it copies from.
 struct Writer<'t> {
     text: &'t str,
@@ -73,93 +177,106 @@ struct Writer<'t> {
 }
 
 impl Writer<'_> {
-    /// The request object: `text`'s fields in their order (the list where it was), those of
-    /// `map` that `text` lacks after them.
+    /// The request object: `text`'s members in their order (the list where it was), those
+    /// `sent` adds after them.
     fn object(
         &mut self,
-        map: &serde_json::Map<String, Value>,
-        fields: &[(&str, Range<usize>)],
+        map: &Map<String, Value>,
+        members: &[Member],
         key: &str,
         items: &[Range<usize>],
+        origins: Option<&[Option<usize>]>,
     ) -> Result<(), serde_json::Error> {
-        // The list sat after the fields written before its first message.
-        let list_at = items.first().map_or(fields.len(), |first| {
-            fields.iter().filter(|(_, s)| s.start < first.start).count()
-        });
-        let mut order: Vec<(&str, Option<Range<usize>>)> =
-            fields.iter().map(|(n, s)| (*n, Some(s.clone()))).collect();
-        order.insert(list_at, (key, None));
-        for (name, _) in map.iter() {
-            if !order.iter().any(|(n, _)| *n == name) {
-                order.push((name, None));
-            }
-        }
         self.out.push('{');
         let mut first = true;
-        for (name, span) in order {
-            let Some(value) = map.get(name) else {
+        for m in members {
+            let Some(value) = map.get(&m.name) else {
                 continue;
             };
             self.separator(&mut first, 1);
-            self.out.push_str(&serde_json::to_string(name)?);
-            self.out.push_str(if self.pretty { ": " } else { ":" });
-            match (name == key, value) {
-                (true, Value::Array(list)) => self.list(list, items, 1)?,
-                _ => self.value(value, span, 1)?,
+            match value {
+                Value::Array(list) if m.name == key => {
+                    self.copy(m.key.clone());
+                    self.colon();
+                    self.list(list, items, origins, 1)?;
+                }
+                _ if self.holds(m.value.clone(), value) => self.copy(m.whole.clone()),
+                _ => {
+                    self.copy(m.key.clone());
+                    self.colon();
+                    self.write(value, 1)?;
+                }
             }
+        }
+        for (name, value) in map {
+            if members.iter().any(|m| m.name == *name) {
+                continue;
+            }
+            self.separator(&mut first, 1);
+            self.out.push_str(&serde_json::to_string(name)?);
+            self.colon();
+            self.write(value, 1)?;
         }
         self.close(first, 0, '}');
         Ok(())
     }
 
-    /// The message list: each message equal to one of `items` (searched from the last one
-    /// copied on, since compaction keeps the order) copied, the others written.
+    /// The message list: each message whose origin is known copied from its span, the others
+    /// written (without origins, each one equal to the next unused message of `text` copied).
     fn list(
         &mut self,
         list: &[Value],
         items: &[Range<usize>],
+        origins: Option<&[Option<usize>]>,
         depth: usize,
     ) -> Result<(), serde_json::Error> {
-        // Each message of the text read once, to be compared with those sent.
-        let written: Vec<Option<Value>> = items
-            .iter()
-            .map(|span| {
-                self.text
-                    .get(span.clone())
-                    .and_then(|t| serde_json::from_str(t).ok())
-            })
-            .collect();
-        let mut next = 0;
         self.out.push('[');
         let mut first = true;
-        for m in list {
+        let mut next = 0;
+        for (k, m) in list.iter().enumerate() {
             self.separator(&mut first, depth + 1);
-            let found = (next..items.len()).find(|&j| written[j].as_ref() == Some(m));
-            match found {
-                Some(j) => {
-                    next = j + 1;
-                    self.out.push_str(&self.text[items[j].clone()]);
+            let span = match origins {
+                Some(origins) => origins
+                    .get(k)
+                    .copied()
+                    .flatten()
+                    .and_then(|i| items.get(i).cloned())
+                    .filter(|span| self.holds(span.clone(), m)),
+                None => {
+                    let found = (next..items.len()).find(|&j| self.holds(items[j].clone(), m));
+                    if let Some(j) = found {
+                        next = j + 1;
+                    }
+                    found.map(|j| items[j].clone())
                 }
-                None => self.value(m, None, depth + 1)?,
+            };
+            match span {
+                Some(span) => self.copy(span),
+                None => self.write(m, depth + 1)?,
             }
         }
         self.close(first, depth, ']');
         Ok(())
     }
 
-    /// `value`, copied from `span` when the text there is that value, else written.
-    fn value(
-        &mut self,
-        value: &Value,
-        span: Option<Range<usize>>,
-        depth: usize,
-    ) -> Result<(), serde_json::Error> {
-        if let Some(written) = span.and_then(|s| self.text.get(s))
-            && serde_json::from_str::<Value>(written).is_ok_and(|v| v == *value)
-        {
-            self.out.push_str(written);
-            return Ok(());
-        }
+    /// Whether the text at `span` is `value` (a check that an origin names what is sent).
+    fn holds(&self, span: Range<usize>, value: &Value) -> bool {
+        self.text
+            .get(span)
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+            .is_some_and(|v| v == *value)
+    }
+
+    fn copy(&mut self, span: Range<usize>) {
+        self.out.push_str(&self.text[span]);
+    }
+
+    fn colon(&mut self) {
+        self.out.push_str(if self.pretty { ": " } else { ":" });
+    }
+
+    /// `value` written anew, at nesting `depth`.
+    fn write(&mut self, value: &Value, depth: usize) -> Result<(), serde_json::Error> {
         let text = if self.pretty {
             indent(&serde_json::to_string_pretty(value)?, depth)
         } else {

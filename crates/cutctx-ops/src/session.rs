@@ -349,15 +349,26 @@ pub fn session_with(
     } else {
         // Every message and field the step kept leaves with the bytes it came with (a
         // 23-digit integer, `1e2`, `-0`, the order of its keys); only what it made is written.
+        // The state says which messages are the request's own; after a repair its list is
+        // not the text's, and messages are matched by value instead.
         let pretty = request_text.trim().contains('\n');
-        cutctx::formats::to_string_as_written(format, &step.request, request_text, pretty).map_err(
-            |e| {
-                OpsError::validation(
-                    format!("the request cannot be written as JSON: {e}"),
-                    details! {},
-                )
-            },
-        )? + "\n"
+        let origins = repairs.is_empty().then(|| {
+            step.state
+                .origins(cutctx::session::history(format, &request).len())
+        });
+        cutctx::formats::to_string_as_written(
+            format,
+            &step.request,
+            request_text,
+            origins.as_deref(),
+            pretty,
+        )
+        .map_err(|e| {
+            OpsError::validation(
+                format!("the request cannot be written as JSON: {e}"),
+                details! {},
+            )
+        })? + "\n"
     };
     let state = step.state.to_json();
     let open = match step.validation {

@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::count::{messages_tokens, prompt_tokens};
 use crate::early::EarlyFiring;
-use crate::state::{PrefixItem, SessionState, digest_of, message_digest};
+use crate::state::{PrefixItem, SessionState, digest_of};
 
 /// A session's settings. The same settings are expected at every call, but nothing breaks
 /// when they change: the next call simply decides with the new ones.
@@ -279,7 +279,7 @@ pub fn step<E: From<FormatError>>(
         });
     };
     let list = history(format, &fitted.document);
-    state.prefix = references(messages, list);
+    state.prefix = references(&fitted.origins, list);
     state.prefix_len = messages.len();
     state.message_tokens = messages_tokens(format, list, config.estimator.as_ref())?;
     state.marks_system = false;
@@ -516,29 +516,23 @@ fn with_list(format: Format, request: &Value, state: &SessionState) -> Result<Va
     Ok(out)
 }
 
-/// The compacted message list `list` as prefix items over `messages`: a message of `list`
-/// equal to the next unused one of `messages` (found by digest) is a reference, any other is
-/// stored. Consecutive references merge into one range.
-fn references(messages: &[Value], list: &[Value]) -> Vec<PrefixItem> {
-    let mut by_digest: BTreeMap<[u8; 32], Vec<usize>> = BTreeMap::new();
-    for (i, m) in messages.iter().enumerate() {
-        by_digest.entry(message_digest(m)).or_default().push(i);
-    }
+/// The compacted message list `list` as prefix items over the history: a message the
+/// rendering kept unchanged (its origin, the index of the history's message it is) is a
+/// reference, any other is stored. Consecutive references merge into one range. The origin
+/// comes from the rendering, never from comparing values: two messages equal as values (a
+/// 23-digit integer read as a float, the same text written with other escapes) are still two
+/// messages, and the one kept is the one whose bytes are sent.
+fn references(origins: &[Option<usize>], list: &[Value]) -> Vec<PrefixItem> {
+    debug_assert_eq!(origins.len(), list.len(), "one origin per message");
     let mut items: Vec<PrefixItem> = Vec::new();
-    let mut next = 0usize;
-    for m in list {
-        let found = by_digest.get(&message_digest(m)).and_then(|at| {
-            let k = at.partition_point(|&i| i < next);
-            at.get(k).copied()
-        });
-        match found {
+    for (m, origin) in list.iter().zip(origins) {
+        match origin {
             Some(i) => {
-                let (a, b) = (i as u64, i as u64 + 1);
+                let (a, b) = (*i as u64, *i as u64 + 1);
                 match items.last_mut() {
                     Some(PrefixItem::Keep([_, end])) if *end == a => *end = b,
                     _ => items.push(PrefixItem::Keep([a, b])),
                 }
-                next = i + 1;
             }
             None => items.push(PrefixItem::Insert(m.clone())),
         }
@@ -549,6 +543,8 @@ fn references(messages: &[Value], list: &[Value]) -> Vec<PrefixItem> {
 /// What [`compact_to`] returns.
 pub(crate) struct Fitted {
     pub(crate) document: Value,
+    /// The origin of each message of `document`'s list ([`ProviderTranscript::render_traced`]).
+    pub(crate) origins: Vec<Option<usize>>,
     pub(crate) input: Transcript,
     pub(crate) plan: CompactionPlan,
     pub(crate) compacted: CompactedTranscript,
@@ -758,7 +754,7 @@ fn fit<E: From<FormatError>>(
         }
         let compacted = cutctx_executor::apply(pt.transcript(), &plan, &texts)
             .map_err(|e| E::from(FormatError::from(e)))?;
-        let (document, reasoning) = match pt.render_settled(&compacted.transcript) {
+        let (document, reasoning, origins) = match pt.render_traced(&compacted.transcript) {
             Ok(rendered) => rendered,
             Err(e @ FormatError::ReasoningOpenToolLoop { .. }) => {
                 return Ok(Err(Unfit::OpenLoop(e)));
@@ -769,6 +765,7 @@ fn fit<E: From<FormatError>>(
             prompt_tokens(format, &document, estimator).map_err(E::from)? + config.reserve_output;
         let fitted = Fitted {
             document,
+            origins,
             input: pt.transcript().clone(),
             plan,
             compacted,

@@ -116,6 +116,34 @@ impl SessionState {
         (&self.prefix, self.prefix_len)
     }
 
+    /// The origin of each message of the list this state sends for a history of `len`
+    /// messages: the index of the history's message it is, unchanged (the prefix's kept
+    /// ranges, then every message after the prefix), or `None` for one the prefix stores (a
+    /// summary, a masked or merged message). A writer copies those from the request's text
+    /// ([`cutctx_formats::to_string_as_written`]).
+    ///
+    /// ```
+    /// use cutctx_formats::Format;
+    /// use cutctx_session::SessionState;
+    /// assert_eq!(SessionState::new(Format::OpenAiChat).origins(2), [Some(0), Some(1)]);
+    /// ```
+    #[must_use]
+    pub fn origins(&self, len: usize) -> Vec<Option<usize>> {
+        let mut out = Vec::with_capacity(self.prefix.len() + len.saturating_sub(self.prefix_len));
+        for item in &self.prefix {
+            match item {
+                PrefixItem::Keep([a, b]) => {
+                    let range = usize::try_from(*a).unwrap_or(usize::MAX)
+                        ..usize::try_from(*b).unwrap_or(usize::MAX);
+                    out.extend(range.map(Some));
+                }
+                PrefixItem::Insert(_) => out.push(None),
+            }
+        }
+        out.extend((self.prefix_len..len).map(Some));
+        out
+    }
+
     /// The estimate of the message list last sent.
     #[must_use]
     pub const fn message_tokens(&self) -> u64 {

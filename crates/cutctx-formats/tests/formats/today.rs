@@ -173,7 +173,7 @@ fn anthropic_fields_and_numbers_leave_as_they_came() {
         assert_eq!(out.document.get(key), document.get(key), "{key}");
     }
     let written =
-        cutctx_formats::to_string_as_written(Format::Anthropic, &out.document, &text, false)
+        cutctx_formats::to_string_as_written(Format::Anthropic, &out.document, &text, None, false)
             .expect("writes");
     for number in ["12345678901234567890123", "1e2", "-0"] {
         assert!(text.contains(number), "the corpus holds {number}");
