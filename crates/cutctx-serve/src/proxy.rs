@@ -380,10 +380,11 @@ fn read(app: &App, format: Format, bytes: &[u8]) -> Result<Read, Undecided> {
         .window_for(request.get("model").and_then(Value::as_str));
     let messages = history(format, &request);
     if messages.is_empty() {
-        if format == Format::OpenAiResponses && request.get("input").is_none_or(Value::is_string) {
+        if format == Format::OpenAiResponses && request.get("input").is_none_or(|i| !i.is_array()) {
             // A Responses `input` string (or none, as with a stored prompt) is a valid request
             // with no history: nothing a session could compact or find, and no session is
-            // made for it.
+            // made for it. An `input` of a shape this proxy does not know (an object) is
+            // carried through untouched likewise, never refused as unreadable.
             return Err(Undecided::Pass);
         }
         // Chat Completions and Messages require a non-empty list: the provider would refuse

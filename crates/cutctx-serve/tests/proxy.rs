@@ -323,6 +323,21 @@ fn previous_response_id_passes_untouched() {
     assert_eq!(up.requests()[0].body, body);
 }
 
+/// A Responses `input` of a shape the proxy does not know (an object) is carried through
+/// untouched, and not counted as unreadable.
+#[test]
+fn an_input_of_an_unknown_shape_passes_untouched() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |o| o.window = Some(50));
+    let body = serde_json::to_vec(&json!({"model": "gpt-5", "input": {"type": "message", "role": "user", "content": "x".repeat(4000)}})).expect("json");
+    let r = call(p.addr(), "POST", "/v1/responses", &[], &body);
+    assert_eq!(r.status, 200);
+    assert_eq!(up.requests()[0].body, body);
+    let m = metrics(&p);
+    assert!(!m.contains("cutctx_serve_unreadable_total{"), "{m}");
+    assert_eq!(metric(&m, "cutctx_serve_passthrough_total"), 1, "{m}");
+}
+
 #[test]
 fn bad_settings_stop_the_start() {
     let mut o = cutctx_serve::ServeOptions::new("127.0.0.1:0");
