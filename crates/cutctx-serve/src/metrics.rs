@@ -177,41 +177,54 @@ impl Metrics {
         s
     }
 
-    /// The counters with labels beside `requests_total`: unreadable requests by reason and
-    /// sessions started by what found them.
+    /// The counters with labels beside `requests_total`: unreadable requests and opaque items
+    /// by format and reason, sessions started by what found them.
     fn render_labelled(&self, s: &mut String) {
-        let _ = writeln!(
-            s,
-            "# HELP cutctx_serve_unreadable_total Requests the proxy could not read or compact, by format and reason.\n# TYPE cutctx_serve_unreadable_total counter"
-        );
+        let by_format_and_reason = |m: &BTreeMap<(&str, &str), u64>| -> Vec<(String, u64)> {
+            m.iter()
+                .map(|((format, reason), n)| {
+                    (format!("format=\"{format}\",reason=\"{reason}\""), *n)
+                })
+                .collect()
+        };
         if let Ok(m) = self.unreadable.lock() {
-            for ((format, reason), n) in m.iter() {
-                let _ = writeln!(
-                    s,
-                    "cutctx_serve_unreadable_total{{format=\"{format}\",reason=\"{reason}\"}} {n}"
-                );
-            }
+            counter(
+                s,
+                "unreadable_total",
+                "Requests the proxy could not read or compact, by format and reason.",
+                &by_format_and_reason(&m),
+            );
         }
-        let _ = writeln!(
-            s,
-            "# HELP cutctx_serve_opaque_items_total Items carried untouched while compaction went on around them, by format and reason, counted in each request that holds them.\n# TYPE cutctx_serve_opaque_items_total counter"
-        );
         if let Ok(m) = self.opaque.lock() {
-            for ((format, reason), n) in m.iter() {
-                let _ = writeln!(
-                    s,
-                    "cutctx_serve_opaque_items_total{{format=\"{format}\",reason=\"{reason}\"}} {n}"
-                );
-            }
+            counter(
+                s,
+                "opaque_items_total",
+                "Items carried untouched while compaction went on around them, by format and reason, counted in each request that holds them.",
+                &by_format_and_reason(&m),
+            );
         }
-        let _ = writeln!(
-            s,
-            "# HELP cutctx_serve_sessions_total Sessions started, by what named them.\n# TYPE cutctx_serve_sessions_total counter"
-        );
         if let Ok(m) = self.sessions.lock() {
-            for (source, n) in m.iter() {
-                let _ = writeln!(s, "cutctx_serve_sessions_total{{source=\"{source}\"}} {n}");
-            }
+            let rows: Vec<(String, u64)> = m
+                .iter()
+                .map(|(source, n)| (format!("source=\"{source}\""), *n))
+                .collect();
+            counter(
+                s,
+                "sessions_total",
+                "Sessions started, by what named them.",
+                &rows,
+            );
         }
+    }
+}
+
+/// One labelled counter `cutctx_serve_{name}`: its help and type, then a line per label set.
+fn counter(s: &mut String, name: &str, help: &str, rows: &[(String, u64)]) {
+    let _ = writeln!(
+        s,
+        "# HELP cutctx_serve_{name} {help}\n# TYPE cutctx_serve_{name} counter"
+    );
+    for (labels, n) in rows {
+        let _ = writeln!(s, "cutctx_serve_{name}{{{labels}}} {n}");
     }
 }
