@@ -10,6 +10,10 @@
 //! * an assistant message with `tool_use` blocks (one or several; its `thinking` blocks are in
 //!   the same turn) opens an exchange keyed by its turn id; the turns of the next user message,
 //!   which holds the results, join it;
+//! * a mid-conversation `system` message, and a message of a role the format does not name
+//!   (an opaque message), is a system turn `m{index}`: untouchable, kept in its place; a
+//!   message holding a block carried untouched (`untouchable_block`: a `compaction` block, a
+//!   tool-set change, a block type this crate does not know) has its turns pinned;
 //! * the content is the text the model reads: text blocks, thinking, tool names and inputs,
 //!   tool results; images and documents count
 //!   [`MEDIA_TOKEN_ESTIMATE`](crate::MEDIA_TOKEN_ESTIMATE) tokens each, redacted thinking and
@@ -18,16 +22,19 @@
 //! Rendering re-emits each kept message as it was (blocks, `cache_control` marks, unknown
 //! fields); a masked `tool_result` keeps `tool_use_id`, `is_error` and `cache_control` and
 //! carries the stub as its `content`; a summary is a user message with string content. Where
-//! compaction makes two messages of one role meet (a removal between them, or a summary next to
-//! a user message), they are merged into one message, their blocks in order, so roles alternate
-//! wherever cutctx changed something; when the first remaining message would be an assistant
-//! message, the user message [`LEAD_IN_TEXT`](crate::LEAD_IN_TEXT) opens the request.
+//! compaction makes two user or two assistant messages meet (a removal between them, or a
+//! summary next to a user message), they are merged into one message, their blocks in order,
+//! so roles alternate wherever cutctx changed something; a pinned message is never merged.
+//! When the first remaining message would be an assistant or system message, or a system
+//! message would follow an assistant message, the user message
+//! [`LEAD_IN_TEXT`](crate::LEAD_IN_TEXT) goes before it.
 //!
 //! # Rules ([`validate`])
 //!
 //! `system` is a string or an array of text blocks; there is at least one message; messages
-//! are `user` or `assistant` messages with string or block-array content, the first a user
-//! message. Every `tool_use` of an assistant message has a `tool_result` with its id in the
+//! have a string role and string or block-array content, the first a user message; a `system`
+//! message follows a user or system message (never an assistant message, so never between a
+//! `tool_use` and its `tool_result`). Every `tool_use` of an assistant message has a `tool_result` with its id in the
 //! next message, a user message; every `tool_result` answers a `tool_use` of the message right
 //! before it, once; `tool_result` blocks open their message. Consecutive messages of one role
 //! are accepted, as the provider accepts them (it combines them).

@@ -4,7 +4,8 @@
 //!
 //! * one turn per message, id `m{index}`;
 //! * `system` and `developer` are system turns (untouchable), `user` user turns, `assistant`
-//!   assistant turns, `tool` tool turns;
+//!   assistant turns, `tool` tool turns; a message of any other role (the legacy `function`,
+//!   a role of tomorrow) is an opaque message, a system turn carried untouched in its place;
 //! * an assistant message with `tool_calls` (one or several) opens an exchange whose key is
 //!   the message's turn id; every `tool` message answering one of its calls joins it, so the
 //!   message and all its results are kept or removed together;
@@ -18,8 +19,7 @@
 //!
 //! # Rules ([`validate`])
 //!
-//! Messages are objects with a role among `system`, `developer`, `user`, `assistant`, `tool`;
-//! content is a string, an array or null. An assistant message with calls is followed directly
+//! Messages are objects with a string role; content is a string, an array or null. An assistant message with calls is followed directly
 //! by one `tool` message per call (in any order), each naming a call of that message; a `tool`
 //! message anywhere else is an orphan. At least one message.
 

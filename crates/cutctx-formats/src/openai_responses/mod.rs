@@ -9,6 +9,9 @@
 //!   items (`function_call`, `custom_tool_call`, `computer_call`, `shell_call`,
 //!   `apply_patch_call`) and `reasoning` and other model items are assistant turns; their
 //!   `*_output` items are tool turns;
+//! * an item carried untouched (`untouchable_item`: a provider `compaction` item, a
+//!   `compaction_trigger`, a configuration or tool change, an `item_reference`, a role or item
+//!   type this crate does not know) is a model item whose turn is pinned, in its place;
 //! * one model step is one exchange, keyed by its first turn's id: a reasoning item, the
 //!   items it precedes, the parallel calls of the step, and every output answering one of those
 //!   calls (found by `call_id`, wherever it sits). A call after an output starts a new step,
@@ -22,7 +25,7 @@
 //!
 //! # Rules ([`validate`])
 //!
-//! Items are objects, each with a string `type` or a message `role`. Every call has exactly one
+//! Items are objects, each with a string `type` or a string message `role`. Every call has exactly one
 //! output of the matching type with its `call_id` after it, with no user, system or developer
 //! message in between, and every output such a call before it; a reasoning item is followed
 //! directly by a model item (reasoning, an assistant message, a call, or another model item).
