@@ -274,6 +274,57 @@ pub fn asks_provider_to_compact(format: Format, document: &serde_json::Value) ->
     format == Format::OpenAiResponses && openai_responses::asks_provider_to_compact(document)
 }
 
+/// The format a model call's body is most likely in, from its shape alone, for a caller that
+/// was not told: `input` is Responses; a `claude*` model is Anthropic; a `gpt-*` or
+/// `o<digit>*` model is Chat; a top-level `system`, or `max_tokens` with no message only Chat
+/// has (a `developer` or `tool` role, `tool_calls`), is Anthropic; anything else is Chat. A
+/// `system` message in the list says nothing: both Chat and, mid-conversation, Anthropic have
+/// them.
+///
+/// ```
+/// use cutctx_formats::{Format, guess_format};
+/// use serde_json::json;
+/// assert_eq!(guess_format(&json!({"input": "hi"})), Format::OpenAiResponses);
+/// let anthropic = json!({"max_tokens": 9, "messages": [
+///     {"role": "user", "content": "go"}, {"role": "system", "content": "Be brief."}]});
+/// assert_eq!(guess_format(&anthropic), Format::Anthropic);
+/// let chat = json!({"max_tokens": 9, "messages": [{"role": "developer", "content": "Be brief."}]});
+/// assert_eq!(guess_format(&chat), Format::OpenAiChat);
+/// ```
+#[must_use]
+pub fn guess_format(body: &serde_json::Value) -> Format {
+    use serde_json::Value;
+    if body.get("input").is_some() {
+        return Format::OpenAiResponses;
+    }
+    let model = body.get("model").and_then(Value::as_str).unwrap_or("");
+    if model.starts_with("claude") {
+        return Format::Anthropic;
+    }
+    let o_series = model
+        .strip_prefix('o')
+        .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()));
+    if model.starts_with("gpt-") || o_series {
+        return Format::OpenAiChat;
+    }
+    let chat_only = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .is_some_and(|ms| {
+            ms.iter().any(|m| {
+                matches!(
+                    m.get("role").and_then(Value::as_str),
+                    Some("developer" | "tool")
+                ) || m.get("tool_calls").is_some()
+            })
+        });
+    if body.get("system").is_some() || (body.get("max_tokens").is_some() && !chat_only) {
+        Format::Anthropic
+    } else {
+        Format::OpenAiChat
+    }
+}
+
 /// `message` (of a `format` request's list) as what names it in a history: the message
 /// without what a client may rewrite between calls while meaning the same thing. Anthropic: no
 /// `cache_control` marks (Claude Code moves its marks to the newest message at every call), and

@@ -541,9 +541,8 @@ fn estimator(app: &App) -> Result<Box<dyn cutctx::TokenEstimator>, OpsError> {
     spec.estimator().map_err(cutctx_ops::formats::from_format)
 }
 
-/// The format of a `/v1/compact` body: the header's, else the body's shape (`input`:
-/// Responses; a `claude*` model: Anthropic; a `gpt-*` or `o<digit>*` model: Chat; a top-level
-/// `system`, or `max_tokens` with no OpenAI-only role or field: Anthropic; otherwise Chat).
+/// The format of a `/v1/compact` body: the header's, else the one its shape suggests
+/// ([`cutctx::formats::guess_format`]).
 fn compact_format(headers: &HeaderMap, bytes: &[u8]) -> Result<Format, OpsError> {
     if let Some(v) = headers.get(FORMAT_HEADER) {
         let name = v.to_str().unwrap_or("");
@@ -552,36 +551,7 @@ fn compact_format(headers: &HeaderMap, bytes: &[u8]) -> Result<Format, OpsError>
             .map_err(cutctx_ops::formats::from_format);
     }
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
-    if v.get("input").is_some() {
-        return Ok(Format::OpenAiResponses);
-    }
-    let model = v.get("model").and_then(Value::as_str).unwrap_or("");
-    if model.starts_with("claude") {
-        return Ok(Format::Anthropic);
-    }
-    if model.starts_with("gpt-")
-        || model
-            .strip_prefix('o')
-            .is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit()))
-    {
-        return Ok(Format::OpenAiChat);
-    }
-    let openai_only = v
-        .get("messages")
-        .and_then(Value::as_array)
-        .is_some_and(|ms| {
-            ms.iter().any(|m| {
-                matches!(
-                    m.get("role").and_then(Value::as_str),
-                    Some("system" | "developer" | "tool")
-                ) || m.get("tool_calls").is_some()
-            })
-        });
-    if v.get("system").is_some() || (v.get("max_tokens").is_some() && !openai_only) {
-        Ok(Format::Anthropic)
-    } else {
-        Ok(Format::OpenAiChat)
-    }
+    Ok(cutctx::formats::guess_format(&v))
 }
 
 /// The fixed path of the endpoint for `format`'s model calls (in logs: never the client's).

@@ -832,3 +832,38 @@ fn mid_conversation_system_messages_and_unknown_items_are_read_compacted_and_cou
             .contains(r#"{"type":"future_block","x":1}"#)
     );
 }
+
+/// `/v1/compact` without `x-cutctx-format` reads a Messages body holding a mid-conversation
+/// `system` message (and no model or top-level `system` to tell) as Anthropic, and compacts
+/// it as such, instead of taking the `system` role for Chat's.
+#[test]
+fn compact_guesses_anthropic_for_a_body_with_a_mid_conversation_system_message() {
+    let up = Upstream::start(|_, _| Reply::json(200, &json!({})));
+    let p = proxy(&up, |o| o.window = Some(1500));
+    let mut messages = vec![
+        json!({"role": "user", "content": "fix the build"}),
+        json!({"role": "system", "content": "Environment: /work"}),
+    ];
+    for k in 0..8 {
+        messages.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": format!("t{k}"), "name": "Bash", "input": {"command": "cat f"}}]}));
+        messages.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("t{k}"), "content": "output line ".repeat(200)}]}));
+    }
+    let body = serde_json::to_vec(&json!({"max_tokens": 256, "messages": messages})).expect("json");
+    let r = call(p.addr(), "POST", "/v1/compact", &[], &body);
+    assert_eq!(r.status, 200);
+    let sent = r.json();
+    cutctx::formats::validate(cutctx::formats::Format::Anthropic, &sent)
+        .unwrap_or_else(|v| panic!("{v}"));
+    // Read as Anthropic, the results are tool turns, and the oldest are masked in place; read
+    // as Chat they would be plain user content, never masked.
+    let kept = sent["messages"].as_array().expect("messages");
+    let masked = kept
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .filter(|b| b["type"] == "tool_result" && !b["content"].to_string().contains("output line"))
+        .count();
+    assert!(masked > 0, "no result was masked: {sent}");
+    assert!(kept.contains(&messages[1]), "the system message is kept");
+    assert!(up.requests().is_empty(), "/v1/compact forwards nothing");
+}
