@@ -10,7 +10,8 @@ use std::path::PathBuf;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use cutctx::formats::{Format, ReasoningMode};
-use cutctx_ops::session::{Breakpoints, ReplayMarks};
+use cutctx_ops::replay::ReplayMarks;
+use cutctx_ops::session::Breakpoints;
 
 /// The parser of a provider format's name: its possible values are [`Format::ALL`]'s names.
 pub(crate) fn format_name() -> impl TypedValueParser<Value = Format> {
@@ -272,11 +273,8 @@ pub(crate) struct ReplayArgs {
 
 impl ReplayArgs {
     /// The options as the operations library takes them (the SVG file is the binary's).
-    pub(crate) fn options(
-        &self,
-        external: Vec<(String, String)>,
-    ) -> cutctx_ops::session::ReplayRun {
-        cutctx_ops::session::ReplayRun {
+    pub(crate) fn options(&self, external: Vec<(String, String)>) -> cutctx_ops::replay::ReplayRun {
+        cutctx_ops::replay::ReplayRun {
             compare: self.compare,
             external,
             retention_last: self.retention_last,

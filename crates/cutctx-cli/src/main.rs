@@ -492,7 +492,7 @@ fn replay(run: &Path, args: &ReplayArgs) -> Result<String, OpsError> {
     } else {
         Some(read_text(Path::new(&args.pricing), "the price table")?)
     };
-    let prices = cutctx_ops::session::prices(&args.pricing, table_text.as_deref())?;
+    let prices = cutctx_ops::replay::prices(&args.pricing, table_text.as_deref())?;
     let mut external = Vec::with_capacity(args.external.len());
     for spec in &args.external {
         let Some((name, file)) = spec
@@ -509,7 +509,7 @@ fn replay(run: &Path, args: &ReplayArgs) -> Result<String, OpsError> {
             read_text(Path::new(file), "an external strategy")?,
         ));
     }
-    let out = cutctx_ops::session::replay(&args.options(external), &text, &prices)?;
+    let out = cutctx_ops::replay::replay(&args.options(external), &text, &prices)?;
     if let Some(path) = &args.svg {
         output::write_atomically(path, out.svg.as_bytes(), "svg")?;
         output::write_atomically(&frontier_path(path), out.frontier_svg.as_bytes(), "svg")?;

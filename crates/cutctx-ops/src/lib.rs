@@ -27,6 +27,7 @@ pub mod ledger;
 mod left_in_text;
 pub mod output;
 mod plan_head;
+pub mod replay;
 pub mod request;
 pub mod session;
 pub mod summarizer;
