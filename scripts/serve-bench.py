@@ -176,7 +176,7 @@ def conversation(seed, conv, calls, size=200):
     return bodies
 
 
-def run(port, workload, key="sk-bench", mode=""):
+def run(port, workload, key="sk-bench", mode="", path="/v1/chat/completions"):
     """Send each conversation's bodies in order on its own kept-alive connection, all
     conversations at once: the seconds each request took, by (conversation, call)."""
     times = {}
@@ -187,8 +187,9 @@ def run(port, workload, key="sk-bench", mode=""):
         try:
             for call, body in enumerate(bodies):
                 start = time.perf_counter()
-                conn.request("POST", "/v1/chat/completions", body=body, headers={
-                    "content-type": "application/json", "authorization": f"Bearer {key}"})
+                conn.request("POST", path, body=body, headers={
+                    "content-type": "application/json", "authorization": f"Bearer {key}",
+                    "x-api-key": key, "anthropic-version": "2023-06-01"})
                 answer = conn.getresponse()
                 answer.read()
                 elapsed = time.perf_counter() - start

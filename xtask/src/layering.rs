@@ -11,7 +11,9 @@
 //! 3. every edge between members, of any kind, points strictly down the `order` and never at a
 //!    tooling crate (cargo allows dev-dependency cycles, so this is the only guard against
 //!    test-only upward coupling);
-//! 4. every edge to a non-member is listed in `external.<kind>`; tooling crates are exempt.
+//! 4. every edge to a non-member is listed in `external.<kind>`; tooling crates are exempt;
+//! 5. a crate named in `reach` has normal dependencies on the members its list names and no
+//!    other (a front end that calls the operations library and nothing below it).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -100,6 +102,9 @@ pub(crate) struct Layering {
     /// Non-member dependencies that only the named crates may take (of any kind): `clap` for
     /// the binary alone, so no library grows a command line's types.
     pub(crate) only: BTreeMap<String, Vec<String>>,
+    /// The members a crate may take as normal dependencies, and no other: `cutctx-serve`
+    /// reaches the layers through `cutctx-ops` alone.
+    pub(crate) reach: BTreeMap<String, Vec<String>>,
 }
 
 /// The workspace members together with the layering table.
@@ -135,18 +140,8 @@ impl Workspace {
             // An absent list allows no external crate of that kind.
             external.insert(kind, list.unwrap_or_default());
         }
-        let mut only = BTreeMap::new();
-        if let Some(table) = table.get("only") {
-            let table = table
-                .as_object()
-                .ok_or("[workspace.metadata.layering.only] is not a table")?;
-            for (name, crates) in table {
-                let key = format!("only.{name}");
-                let crates = string_list(Some(crates), &key)?
-                    .ok_or_else(|| format!("`{key}` is not a list of crate names"))?;
-                only.insert(name.clone(), crates);
-            }
-        }
+        let only = name_lists(table.get("only"), "only")?;
+        let reach = name_lists(table.get("reach"), "reach")?;
 
         let member_ids: Option<BTreeSet<&str>> = metadata
             .get("workspace_members")
@@ -174,6 +169,7 @@ impl Workspace {
                 tooling,
                 external,
                 only,
+                reach,
             },
         })
     }
@@ -213,6 +209,24 @@ fn member_from_json(package: &Value) -> Result<Member, String> {
 }
 
 /// Reads an optional list of strings from the layering table.
+/// A table of crate name to a list of crate names (`only`, `reach`); empty when absent.
+fn name_lists(value: Option<&Value>, key: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
+    let mut out = BTreeMap::new();
+    let Some(table) = value else {
+        return Ok(out);
+    };
+    let table = table
+        .as_object()
+        .ok_or_else(|| format!("[workspace.metadata.layering.{key}] is not a table"))?;
+    for (name, crates) in table {
+        let entry = format!("{key}.{name}");
+        let crates = string_list(Some(crates), &entry)?
+            .ok_or_else(|| format!("`{entry}` is not a list of crate names"))?;
+        out.insert(name.clone(), crates);
+    }
+    Ok(out)
+}
+
 fn string_list(value: Option<&Value>, key: &str) -> Result<Option<Vec<String>>, String> {
     let Some(value) = value else {
         return Ok(None);
@@ -328,6 +342,21 @@ pub(crate) fn check(workspace: &Workspace) -> Result<String, String> {
                          --> {}\n  \
                          = help: `{to}` is not below `{from}`; move the shared item down or \
                          invert the dependency",
+                        member.manifest_path
+                    ));
+                }
+                if let Some(reach) = layering.reach.get(from)
+                    && dep.kind == Kind::Normal
+                    && !reach.iter().any(|r| r == to)
+                {
+                    problems.push(format!(
+                        "error: `{from}` has a normal dependency on `{to}`, outside its reach \
+                         ({})\n  \
+                         --> {}\n  \
+                         = help: reach `{to}`'s items through what `{from}` may depend on, or \
+                         add `{to}` to `reach.{from}` in [workspace.metadata.layering] if it \
+                         belongs",
+                        reach.join(", "),
                         member.manifest_path
                     ));
                 }
@@ -645,6 +674,27 @@ mod tests {
         assert!(
             report.contains(
                 "`cutctx` has a normal dependency on `clap`, which only `cutctx-cli` may take"
+            ),
+            "{report}"
+        );
+    }
+
+    #[test]
+    fn a_crate_with_a_reach_depends_on_nothing_else_but_its_tests_may() {
+        let mut packages = clean_packages();
+        plant(&mut packages, "cutctx-cli", dep("cutctx-model", None));
+        plant(
+            &mut packages,
+            "cutctx-cli",
+            dep("cutctx-invariants", Some("dev")),
+        );
+        let mut doc = metadata(packages, &ORDER);
+        doc["metadata"]["layering"]["reach"] = json!({"cutctx-cli": ["cutctx"]});
+        let report = check_metadata(&doc).expect_err("a normal edge outside the reach");
+        assert!(report.contains("(1 problem(s))"), "{report}");
+        assert!(
+            report.contains(
+                "`cutctx-cli` has a normal dependency on `cutctx-model`, outside its reach (cutctx)"
             ),
             "{report}"
         );

@@ -279,9 +279,9 @@ impl ReplayArgs {
             external,
             retention_last: self.retention_last,
             summary_input: if self.summary_input == "cached" {
-                cutctx::session::SummaryInput::Cached
+                cutctx::replay::SummaryInput::Cached
             } else {
-                cutctx::session::SummaryInput::Span
+                cutctx::replay::SummaryInput::Span
             },
             format: self.format,
             window: self.window,

@@ -1,5 +1,5 @@
 //! Turn contents left in the request's text: a transcript read without copying what most
-//! compactions never read.
+//! compactions never read, and the one place such a transcript is planned.
 //!
 //! A large request is mostly tool output, and a compaction reads little of it: dropping turns
 //! reads none, masking reads only the masked turns' contents, and then only to hash them; the
@@ -12,11 +12,21 @@
 //! the digests its stubs state hashed straight from the request's bytes (a string written as
 //! the canonical writer writes it, as most are, is its own canonical literal); any other
 //! policy is given the contents, read in first.
+//!
+//! The planning is written once, for any text the contents were left in: [`plan_left`] takes
+//! where each content lies ([`LeftSpan`]) and a text read again where it lies ([`ReadAgain`]:
+//! a provider request held whole here, a request document held whole or read from its file by
+//! the operations library), hashes digests there ([`LeftDigests`], the tool results' ahead on
+//! a second thread for a large transcript) and reads every content in ([`read_left_in`]) only
+//! for a policy that needs them.
 
+use std::ops::Range;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::thread::Scope;
 
 use cutctx_invariants::{Analysis, CompactionPlan};
+use cutctx_model::canonical::{sha256_of_str_bytes, sha256_of_written};
 use cutctx_model::{
     CompactionBudget, CompactionError, Parallelism, Role, Slots, Transcript, TranscriptTurn,
     details,
@@ -26,6 +36,366 @@ use cutctx_policies::{CompactionPolicy, ContentDigests, TokenEstimator};
 
 use crate::mapping::{LeftContent, Piece, Rendered};
 use crate::{Format, FormatError, ProviderTranscript, Reading, not_the_text};
+
+/// Where one turn's content was left in a text: read as a JSON string there, not decoded.
+pub trait LeftSpan {
+    /// The turn's position in the transcript.
+    fn position(&self) -> usize;
+
+    /// Where the content lies in the text, as written between its quotes.
+    fn span(&self) -> Range<usize>;
+
+    /// Whether the written content is its own canonical JSON spelling (every escape the one
+    /// the canonical writer uses), so that it is hashed as it stands.
+    fn is_canonical(&self) -> bool;
+}
+
+/// A text that turns' contents were left in, read again where they lie: held whole, or read
+/// from where it is kept (a file, by a caller that may do I/O), which may fail.
+pub trait ReadAgain: Sync {
+    /// What a read that failed is, or a content that no longer decodes; a policy's own
+    /// errors become one too.
+    type Error: From<CompactionError> + Send;
+
+    /// `f` of the text at `span` (a span a reading of the text found).
+    ///
+    /// # Errors
+    ///
+    /// The text cannot be read there again (it is not the text read, or its file changed).
+    fn read<R>(&self, span: Range<usize>, f: impl FnOnce(&str) -> R) -> Result<R, Self::Error>;
+
+    /// The error for the content of the turn at `position`, which decoded when the text was
+    /// read and no longer does.
+    fn undecodable(&self, position: usize) -> Self::Error;
+}
+
+/// Whether [`plan_left`] hashes the tool results' digests ahead, on a second thread, while
+/// the policy analyses and decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HashAhead {
+    /// When the transcript left enough contents in the text for a second thread to pay, and a
+    /// second core is to be had.
+    Auto,
+    /// Never: every digest is hashed when asked for.
+    Never,
+    /// Always (when a thread can be started).
+    Always,
+    /// Always, and the policy decides only once every one is hashed: for the tests, which
+    /// would otherwise not know how many digests were hashed ahead.
+    #[cfg(test)]
+    ToTheEnd,
+}
+
+/// The fewest left contents for [`HashAhead::Auto`] to hash digests ahead: below it, a second
+/// thread costs more than it saves.
+const AHEAD_FROM_TURNS: usize = 10_000;
+
+impl HashAhead {
+    /// Whether to hash ahead with `left` contents left in the text.
+    fn starts(self, left: usize) -> bool {
+        match self {
+            Self::Auto => left >= AHEAD_FROM_TURNS && Parallelism::Automatic.threads() > 1,
+            Self::Never => false,
+            Self::Always => true,
+            #[cfg(test)]
+            Self::ToTheEnd => true,
+        }
+    }
+}
+
+/// `policy`'s plan for `transcript` under `budget`, the turns' contents left in `text` where
+/// `left` says (by position, rising), reading from the text only what the policy reads:
+/// nothing for a policy of the shape alone, the masked turns' bytes for the digests of one that
+/// decides with digests ([`CompactionPolicy::decide_with_digests`]: masking, and chains of the
+/// shipped policies), the tool results' hashed ahead as `ahead` says; and for any other policy
+/// every content, read into the transcript first ([`read_left_in`], which empties `left`). The
+/// plan is the one `policy.decide` makes over the transcript with its contents read in.
+///
+/// # Errors
+///
+/// The policy's errors; a content of the text that could not be read again (the text's own
+/// error, rather than the policy's account of it).
+pub fn plan_left<T, L>(
+    policy: &dyn CompactionPolicy,
+    transcript: &mut Transcript,
+    budget: &CompactionBudget,
+    text: &T,
+    left: &mut Vec<L>,
+    ahead: HashAhead,
+) -> Result<CompactionPlan, T::Error>
+where
+    T: ReadAgain + ?Sized,
+    L: LeftSpan + Sync,
+{
+    if let Some(plan) = decide_with_digests(policy, transcript, budget, text, left, ahead) {
+        return plan;
+    }
+    read_left_in(transcript, text, left)?;
+    Ok(policy.decide(transcript, budget)?)
+}
+
+/// [`plan_left`] for a policy that decides with digests, `None` for any other.
+fn decide_with_digests<T, L>(
+    policy: &dyn CompactionPolicy,
+    transcript: &Transcript,
+    budget: &CompactionBudget,
+    text: &T,
+    left: &[L],
+    ahead: HashAhead,
+) -> Option<Result<CompactionPlan, T::Error>>
+where
+    T: ReadAgain + ?Sized,
+    L: LeftSpan + Sync,
+{
+    let digests = LeftDigests::new(text, left, transcript);
+    let stop = AtomicBool::new(false);
+    let decided = std::thread::scope(|scope| {
+        let hashing = if ahead.starts(left.len()) {
+            digests.hash_tools_ahead(scope, &stop)
+        } else {
+            Ahead::none(&stop)
+        };
+        #[cfg(test)]
+        while ahead == HashAhead::ToTheEnd && !hashing.ran_out() {
+            std::thread::yield_now();
+        }
+        let analysis = Analysis::of(transcript, budget);
+        let with_ahead = WithAhead::new(&digests, &hashing);
+        let decided = policy.decide_with_digests(transcript, &analysis, &with_ahead);
+        // Stopped before the scope ends, even when no digest was asked for.
+        hashing.hashed();
+        decided
+    });
+    let failed = digests.into_failed();
+    decided.map(|plan| match (plan, failed) {
+        (Ok(plan), _) => Ok(plan),
+        // A content of the text that did not read: said as the text's error.
+        (Err(_), Some(e)) => Err(e),
+        (Err(e), None) => Err(e.into()),
+    })
+}
+
+/// Reads every content `left` (by position, rising) says was left in `text` into
+/// `transcript`, which then shows its contents, and empties `left`.
+///
+/// # Errors
+///
+/// A content that cannot be read again or no longer decodes; the transcript's own refusal
+/// of a position (never, for the positions a reading of the text noted).
+pub fn read_left_in<T, L>(
+    transcript: &mut Transcript,
+    text: &T,
+    left: &mut Vec<L>,
+) -> Result<(), T::Error>
+where
+    T: ReadAgain + ?Sized,
+    L: LeftSpan,
+{
+    let mut contents = Vec::with_capacity(left.len());
+    for l in left.iter() {
+        contents.push((l.position(), Arc::from(decoded(text, l)?)));
+    }
+    transcript.set_contents(contents)?;
+    *left = Vec::new();
+    Ok(())
+}
+
+/// The content left at `l` in `text`, decoded: it was checked to decode when it was read.
+///
+/// # Errors
+///
+/// The text cannot be read there again, or what it holds there no longer decodes.
+pub fn decoded<T, L>(text: &T, l: &L) -> Result<String, T::Error>
+where
+    T: ReadAgain + ?Sized,
+    L: LeftSpan + ?Sized,
+{
+    let mut out = String::with_capacity(l.span().len());
+    let ok = text.read(l.span(), |written| {
+        cutctx_json::decode_written(written, &mut out)
+    })?;
+    ok.ok_or_else(|| text.undecodable(l.position()))?;
+    Ok(out)
+}
+
+/// The digests of a transcript's contents, those left in a text read from there: a string
+/// written as the canonical writer writes it is hashed where it lies. The first read that
+/// fails is kept, to be reported as itself once the policy fails ([`LeftDigests::into_failed`]).
+pub struct LeftDigests<'a, T: ReadAgain + ?Sized, L> {
+    text: &'a T,
+    /// By position, rising.
+    left: &'a [L],
+    /// Where in `left` each position's content lies.
+    lookup: Lookup,
+    transcript: &'a Transcript,
+    failed: Mutex<Option<T::Error>>,
+}
+
+/// How [`LeftDigests`] finds a position's left content: a masked turn's content is looked up
+/// twice (its length, to share the hashing out, then its digest), each time in one step.
+enum Lookup {
+    /// Every turn up to the last left its content: position `p` is at index `p`.
+    Dense,
+    /// The index of each position's left content.
+    Slots(Slots),
+    /// Positions that could not be noted (more contents than a slot counts): searched for.
+    Search,
+}
+
+impl Lookup {
+    fn new<L: LeftSpan>(left: &[L]) -> Self {
+        // Positions rise, so they are `0..len` exactly when the last is `len - 1`.
+        if left.last().is_none_or(|l| l.position() + 1 == left.len()) {
+            return Self::Dense;
+        }
+        let mut slots = Slots::default();
+        let noted = left
+            .iter()
+            .enumerate()
+            .all(|(k, l)| slots.push(l.position(), k));
+        if noted {
+            Self::Slots(slots)
+        } else {
+            Self::Search
+        }
+    }
+}
+
+impl<'a, T: ReadAgain + ?Sized, L: LeftSpan> LeftDigests<'a, T, L> {
+    /// The digests of `transcript`'s contents, those at `left` (by position, rising) read
+    /// from `text`.
+    pub fn new(text: &'a T, left: &'a [L], transcript: &'a Transcript) -> Self {
+        Self {
+            text,
+            left,
+            lookup: Lookup::new(left),
+            transcript,
+            failed: Mutex::new(None),
+        }
+    }
+
+    /// Where the content of the turn at `position` was left, if it was.
+    pub fn left(&self, position: usize) -> Option<&'a L> {
+        let k = match &self.lookup {
+            Lookup::Dense => position,
+            Lookup::Slots(slots) => slots.get(position)?,
+            Lookup::Search => self
+                .left
+                .binary_search_by_key(&position, LeftSpan::position)
+                .ok()?,
+        };
+        self.left.get(k)
+    }
+
+    /// The SHA-256 of the content of the turn at `position` (see [`ContentDigests::digest`]),
+    /// a failure to read it given as it is, not kept.
+    ///
+    /// # Errors
+    ///
+    /// The content cannot be read again, or no longer decodes.
+    pub fn hash(&self, position: usize) -> Result<[u8; 32], T::Error> {
+        match self.left(position) {
+            Some(l) if l.is_canonical() => self.text.read(l.span(), sha256_of_written),
+            Some(l) => decoded(self.text, l).map(|c| sha256_of_str_bytes(&c)),
+            None => {
+                let turn = self.transcript.turns().get(position);
+                Ok(sha256_of_str_bytes(turn.map_or("", |t| t.content())))
+            }
+        }
+    }
+
+    /// The first read that failed when a digest was asked for, if any did.
+    pub fn into_failed(self) -> Option<T::Error> {
+        self.failed.into_inner().ok().flatten()
+    }
+}
+
+impl<'a, T: ReadAgain + ?Sized, L: LeftSpan + Sync> LeftDigests<'a, T, L> {
+    /// Starts hashing, in `scope` until `stop`, the digests of the tool results whose contents
+    /// were left in the text, oldest first: the turns observation masking masks, in the order
+    /// it masks them.
+    pub fn hash_tools_ahead<'scope>(
+        &'scope self,
+        scope: &'scope Scope<'scope, '_>,
+        stop: &'scope AtomicBool,
+    ) -> Ahead<'scope> {
+        let turns = self.transcript.turns();
+        let tools = self
+            .left
+            .iter()
+            .map(LeftSpan::position)
+            .filter(|&p| turns.get(p).map(TranscriptTurn::role) == Some(Role::Tool));
+        // A failure is not kept: the turn may never be asked for. It is hashed (and fails,
+        // kept) again if it is.
+        Ahead::start(scope, stop, tools, move |p| self.hash(p).ok())
+    }
+}
+
+impl<T: ReadAgain + ?Sized, L: LeftSpan + Sync> ContentDigests for LeftDigests<'_, T, L> {
+    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
+        self.hash(position).map_err(|e| {
+            if let Ok(mut failed) = self.failed.lock() {
+                failed.get_or_insert(e);
+            }
+            CompactionError::validation(
+                "A content left in the request's text could not be read again.",
+                details! { "position" => position },
+            )
+        })
+    }
+
+    fn content_len(&self, position: usize) -> usize {
+        match self.left(position) {
+            Some(l) => l.span().len(),
+            None => self
+                .transcript
+                .turns()
+                .get(position)
+                .map_or(0, |t| t.content().len()),
+        }
+    }
+}
+
+impl LeftSpan for LeftContent {
+    fn position(&self) -> usize {
+        self.position
+    }
+
+    fn span(&self) -> Range<usize> {
+        self.span.clone()
+    }
+
+    fn is_canonical(&self) -> bool {
+        self.canonical
+    }
+}
+
+/// The text a provider request was read from, read again by its own transcript.
+struct RequestText<'a> {
+    text: &'a str,
+    format: Format,
+}
+
+impl ReadAgain for RequestText<'_> {
+    type Error = FormatError;
+
+    fn read<R>(&self, span: Range<usize>, f: impl FnOnce(&str) -> R) -> Result<R, FormatError> {
+        self.text
+            .get(span)
+            .map(f)
+            .ok_or_else(|| not_the_text(self.format))
+    }
+
+    fn undecodable(&self, position: usize) -> FormatError {
+        // The string was checked to decode when it was read; one that does not now is another
+        // text of the same length.
+        FormatError::view(
+            "The text given is not the text this transcript was read from: a string read \
+             there does not decode.",
+            details! { "format" => self.format.as_str(), "position" => position },
+        )
+    }
+}
 
 impl ProviderTranscript {
     /// As [`ProviderTranscript::from_text_with`], with the contents of the turns made of one
@@ -84,13 +454,11 @@ impl ProviderTranscript {
             return Ok(());
         }
         self.require_text(text)?;
-        let mut contents = Vec::with_capacity(self.deferred.len());
-        for d in &self.deferred {
-            contents.push((d.position, Arc::from(decoded(text, d, self.format)?)));
-        }
-        self.transcript.set_contents(contents)?;
-        self.deferred = Vec::new();
-        Ok(())
+        let text = RequestText {
+            text,
+            format: self.format,
+        };
+        read_left_in(&mut self.transcript, &text, &mut self.deferred)
     }
 
     /// `policy`'s plan for this transcript under `budget`, reading from `text` (the request
@@ -126,64 +494,33 @@ impl ProviderTranscript {
         budget: &CompactionBudget,
         text: &str,
     ) -> Result<CompactionPlan, FormatError> {
-        let ahead = self.deferred.len() >= AHEAD_FROM_TURNS && Parallelism::Automatic.threads() > 1;
-        let ahead = if ahead { HashAhead::Yes } else { HashAhead::No };
-        self.plan_hashing(policy, budget, text, ahead)
+        self.plan_hashing(policy, budget, text, HashAhead::Auto)
     }
 
-    /// [`ProviderTranscript::plan`], the tool results' digests hashed ahead as `mode` says.
+    /// [`ProviderTranscript::plan`], the tool results' digests hashed ahead as `ahead` says.
     fn plan_hashing(
         &mut self,
         policy: &dyn CompactionPolicy,
         budget: &CompactionBudget,
         text: &str,
-        mode: HashAhead,
+        ahead: HashAhead,
     ) -> Result<CompactionPlan, FormatError> {
         if self.deferred.is_empty() {
             return Ok(policy.decide(&self.transcript, budget)?);
         }
         self.require_text(text)?;
-        let digests = TextDigests::new(text, &self.deferred, &self.transcript, self.format);
-        let stop = AtomicBool::new(false);
-        let decided = std::thread::scope(|scope| {
-            // The tool results' digests hashed on a second thread, oldest first (the order
-            // observation masking masks them), while this one analyses and decides.
-            let ahead = if mode == HashAhead::No {
-                Ahead::none(&stop)
-            } else {
-                let turns = self.transcript.turns();
-                let tools = self
-                    .deferred
-                    .iter()
-                    .map(|d| d.position)
-                    .filter(|&p| turns.get(p).map(TranscriptTurn::role) == Some(Role::Tool));
-                // A failure is not noted: the turn may never be asked for. It is hashed (and
-                // fails, noted) again if it is.
-                let digests = &digests;
-                Ahead::start(scope, &stop, tools, move |p| digests.hash(p).ok())
-            };
-            #[cfg(test)]
-            while mode == HashAhead::ToTheEnd && !ahead.ran_out() {
-                std::thread::yield_now();
-            }
-            let analysis = Analysis::of(&self.transcript, budget);
-            let with_ahead = WithAhead::new(&digests, &ahead);
-            let decided = policy.decide_with_digests(&self.transcript, &analysis, &with_ahead);
-            // Stopped before the scope ends, even when no digest was asked for.
-            ahead.hashed();
-            decided
-        });
-        if let Some(plan) = decided {
-            let failed = digests.failed.into_inner().ok().flatten();
-            return match (plan, failed) {
-                (Ok(plan), _) => Ok(plan),
-                // A content of the text that did not read: said as the text's error.
-                (Err(_), Some(e)) => Err(e),
-                (Err(e), None) => Err(e.into()),
-            };
-        }
-        self.read_deferred_contents(text)?;
-        Ok(policy.decide(&self.transcript, budget)?)
+        let text = RequestText {
+            text,
+            format: self.format,
+        };
+        plan_left(
+            policy,
+            &mut self.transcript,
+            budget,
+            &text,
+            &mut self.deferred,
+            ahead,
+        )
     }
 
     /// `FORMAT_VIEW_MISMATCH` unless `text` is the text read (its length and hash).
@@ -193,21 +530,6 @@ impl ProviderTranscript {
             _ => Err(not_the_text(self.format)),
         }
     }
-}
-
-/// The fewest left contents for [`ProviderTranscript::plan`] to hash digests ahead: below it,
-/// a second thread costs more than it saves.
-const AHEAD_FROM_TURNS: usize = 10_000;
-
-/// Whether [`ProviderTranscript::plan_hashing`] hashes the tool results' digests ahead.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum HashAhead {
-    No,
-    Yes,
-    /// Yes, and the policy decides only once every one is hashed: for the tests, which would
-    /// otherwise not know how many digests were hashed ahead.
-    #[cfg(test)]
-    ToTheEnd,
 }
 
 impl ProviderTranscript {
@@ -266,128 +588,6 @@ fn find_from(deferred: &[LeftContent], from: usize, position: usize) -> Option<u
     deferred
         .binary_search_by_key(&position, |d| d.position)
         .ok()
-}
-
-/// The digests of a transcript's contents, read from the request's text where they were left
-/// there: a string written as the canonical writer writes it is hashed where it lies.
-struct TextDigests<'a> {
-    text: &'a str,
-    deferred: &'a [LeftContent],
-    /// The index in `deferred` of each position's left content: a masked turn's content is
-    /// looked up twice (its length, to share the hashing out, then its digest), each time in
-    /// one step. `None` when a position could not be noted (more contents than a slot counts),
-    /// and contents are then searched for.
-    slots: Option<Slots>,
-    transcript: &'a Transcript,
-    format: Format,
-    /// The first content that could not be read, to report as itself once the policy fails.
-    failed: Mutex<Option<FormatError>>,
-}
-
-impl<'a> TextDigests<'a> {
-    /// The digests of `transcript`'s contents, those in `deferred` (by position, rising) read
-    /// from `text`.
-    fn new(
-        text: &'a str,
-        deferred: &'a [LeftContent],
-        transcript: &'a Transcript,
-        format: Format,
-    ) -> Self {
-        let mut slots = Slots::default();
-        let noted = deferred
-            .iter()
-            .enumerate()
-            .all(|(k, d)| slots.push(d.position, k));
-        let slots = noted.then_some(slots);
-        Self {
-            text,
-            deferred,
-            slots,
-            transcript,
-            format,
-            failed: Mutex::new(None),
-        }
-    }
-
-    /// Where the content of the turn at `position` was left, if it was.
-    fn left(&self, position: usize) -> Option<&LeftContent> {
-        let k = match &self.slots {
-            Some(slots) => slots.get(position)?,
-            None => self
-                .deferred
-                .binary_search_by_key(&position, |d| d.position)
-                .ok()?,
-        };
-        self.deferred.get(k)
-    }
-}
-
-impl TextDigests<'_> {
-    /// The digest of the content of the turn at `position` (see [`ContentDigests::digest`]),
-    /// a failure to read it given as it is, not noted.
-    fn hash(&self, position: usize) -> Result<[u8; 32], FormatError> {
-        let Some(d) = self.left(position) else {
-            let turn = self.transcript.turns().get(position);
-            return Ok(cutctx_model::canonical::sha256_of_str_bytes(
-                turn.map_or("", |t| t.content()),
-            ));
-        };
-        if !d.canonical {
-            let content = decoded(self.text, d, self.format)?;
-            return Ok(cutctx_model::canonical::sha256_of_str_bytes(&content));
-        }
-        let written = self
-            .text
-            .get(d.span.clone())
-            .ok_or_else(|| not_the_text(self.format))?;
-        Ok(cutctx_model::canonical::sha256_of_written(written))
-    }
-}
-
-impl ContentDigests for TextDigests<'_> {
-    fn digest(&self, position: usize) -> Result<[u8; 32], CompactionError> {
-        self.hash(position).map_err(|e| self.unreadable(e))
-    }
-
-    fn content_len(&self, position: usize) -> usize {
-        match self.left(position) {
-            Some(d) => d.span.len(),
-            None => self
-                .transcript
-                .turns()
-                .get(position)
-                .map_or(0, |t| t.content().len()),
-        }
-    }
-}
-
-impl TextDigests<'_> {
-    /// `e`, kept to be reported as it is, as the error a policy's decision fails with.
-    fn unreadable(&self, e: FormatError) -> CompactionError {
-        let as_compaction = CompactionError::validation(e.message(), e.details());
-        if let Ok(mut failed) = self.failed.lock() {
-            failed.get_or_insert(e);
-        }
-        as_compaction
-    }
-}
-
-/// The content left at `d` in `text`, decoded.
-fn decoded(text: &str, d: &LeftContent, format: Format) -> Result<String, FormatError> {
-    let written = text
-        .get(d.span.clone())
-        .ok_or_else(|| not_the_text(format))?;
-    let mut out = String::with_capacity(written.len());
-    // The string was checked to decode when it was read; one that does not now is another
-    // text of the same length.
-    cutctx_json::decode_written(written, &mut out).ok_or_else(|| {
-        FormatError::view(
-            "The text given is not the text this transcript was read from: a string read \
-             there does not decode.",
-            details! { "format" => format.as_str(), "position" => d.position },
-        )
-    })?;
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -516,7 +716,11 @@ mod tests {
             .expect("plain");
         let whole = ProviderTranscript::from_text_with(Format::OpenAiChat, &text, &estimator)
             .expect("valid");
-        let digests = TextDigests::new(&text, &pt.deferred, &pt.transcript, pt.format);
+        let request = RequestText {
+            text: &text,
+            format: pt.format,
+        };
+        let digests = LeftDigests::new(&request, &pt.deferred, &pt.transcript);
         let turns = pt.transcript.turns();
         let tools: Vec<usize> = (0..turns.len())
             .filter(|&p| turns[p].role() == Role::Tool)
@@ -562,7 +766,7 @@ mod tests {
             .filter(|a| a.action() == Action::Mask)
             .count();
         assert!(masked > AHEAD_FROM_TURNS / 2, "{masked}");
-        for ahead in [HashAhead::No, HashAhead::Yes, HashAhead::ToTheEnd] {
+        for ahead in [HashAhead::Never, HashAhead::Always, HashAhead::ToTheEnd] {
             let plan = pt
                 .plan_hashing(&policy, &budget, &text, ahead)
                 .expect("plans");
@@ -570,5 +774,45 @@ mod tests {
             assert!(plan == expected, "{ahead:?}: another plan");
         }
         assert!(pt.plan(&policy, &budget, &text).expect("plans") == expected);
+    }
+
+    /// Where contents were left at `positions` (rising), each a byte of a text as long.
+    fn spans(positions: &[usize]) -> Vec<LeftContent> {
+        positions
+            .iter()
+            .map(|&p| LeftContent {
+                position: p,
+                span: p..p + 1,
+                canonical: true,
+                field: None,
+            })
+            .collect()
+    }
+
+    proptest::proptest! {
+        /// Whichever turns left their contents (all, none, runs, gaps), the digests find each
+        /// turn's left content as a search through the list does, and none for the others.
+        #[test]
+        fn the_digests_find_each_left_content_by_its_position(
+            leaves in proptest::collection::vec(proptest::bool::weighted(0.8), 0..60),
+        ) {
+            let n = leaves.len();
+            let turns = (0..n.max(1))
+                .map(|i| TranscriptTurn::new(format!("t{i}"), Role::User, "x", 1).expect("a turn"))
+                .collect();
+            let transcript = Transcript::new(turns).expect("unique ids");
+            let positions: Vec<usize> = (0..n).filter(|&p| leaves[p]).collect();
+            let left = spans(&positions);
+            let text = "x".repeat(n + 1);
+            let request = RequestText { text: &text, format: Format::OpenAiChat };
+            let digests = LeftDigests::new(&request, &left, &transcript);
+            for p in 0..n + 3 {
+                let searched = left.iter().find(|l| l.position == p);
+                proptest::prop_assert_eq!(
+                    digests.left(p).map(|l| l.position),
+                    searched.map(|l| l.position)
+                );
+            }
+        }
     }
 }

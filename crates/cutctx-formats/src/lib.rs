@@ -83,11 +83,12 @@ pub mod anthropic;
 mod bpe;
 mod check_as_read;
 mod content;
+pub mod descriptor;
 mod error;
 mod estimate;
 mod hand_read;
 mod ids;
-mod left_in_text;
+pub mod left_in_text;
 mod mapping;
 mod open_validation;
 pub mod openai_chat;
@@ -102,7 +103,6 @@ mod reasoning;
 #[cfg(test)]
 mod recipe_format;
 mod repair;
-mod roles;
 mod scan;
 mod text;
 mod tool_input;
@@ -124,6 +124,7 @@ use crate::provider_format::{ProviderFormat, per_format};
 pub use bpe::BpeEstimator;
 pub use content::MEDIA_TOKEN_ESTIMATE;
 pub use cutctx_policies::registry::POLICY_NAMES;
+pub use descriptor::{Descriptor, descriptor};
 pub use error::FormatError;
 pub use estimate::{BpeEncoding, EstimatorSpec};
 use hand_read::ReadMessage;
@@ -160,19 +161,15 @@ impl Format {
     /// The format's name: `"openai-chat"`, `"openai-responses"` or `"anthropic"`.
     #[must_use]
     pub const fn as_str(self) -> &'static str {
-        match self {
-            Self::OpenAiChat => "openai-chat",
-            Self::OpenAiResponses => "openai-responses",
-            Self::Anthropic => "anthropic",
-        }
+        self.descriptor().name
     }
 }
 
 /// Whether `item` (a message of an OpenAI Chat or Anthropic request, an item of a Responses
 /// request) was written by the model: an assistant message, or for Responses any model item
 /// (reasoning, any call type of [`openai_responses::CALL_TYPES`], a server tool's item). Each
-/// format's own rule decides, so a replay or a session asks here rather than knowing item
-/// types; anything that is not a valid item is not a model item.
+/// format's own rule decides ([`Descriptor::is_model_item`]), so a replay or a session asks
+/// here rather than knowing item types; anything that is not a valid item is not a model item.
 ///
 /// ```
 /// use cutctx_formats::{Format, is_model_item};
@@ -185,16 +182,13 @@ impl Format {
 /// ```
 #[must_use]
 pub fn is_model_item(format: Format, item: &serde_json::Value) -> bool {
-    match format {
-        Format::OpenAiChat => openai_chat::is_model_message(item),
-        Format::OpenAiResponses => openai_responses::is_model_item(item),
-        Format::Anthropic => anthropic::is_model_message(item),
-    }
+    format.descriptor().is_model_item(item)
 }
 
 /// Whether `message` (of a `format` request's message list) is a system message: an OpenAI
 /// `system` or `developer` message, an Anthropic mid-conversation `system` message (its
-/// system prompt is not a message, and the list never opens with one).
+/// system prompt is not a message, and the list never opens with one): its role is one of the
+/// format's [system roles](descriptor::Roles::system).
 ///
 /// ```
 /// use cutctx_formats::{Format, is_system_message};
@@ -205,13 +199,7 @@ pub fn is_model_item(format: Format, item: &serde_json::Value) -> bool {
 /// ```
 #[must_use]
 pub fn is_system_message(format: Format, message: &serde_json::Value) -> bool {
-    let role = message.get("role").and_then(serde_json::Value::as_str);
-    match format {
-        Format::OpenAiChat | Format::OpenAiResponses => {
-            role.and_then(roles::openai_role) == Some(cutctx_model::Role::System)
-        }
-        Format::Anthropic => role == Some("system"),
-    }
+    format.descriptor().is_system_message(message)
 }
 
 /// An item of a request's list that cutctx carries untouched, in its place, while compaction
@@ -248,7 +236,8 @@ pub fn opaque_items(format: Format, document: &serde_json::Value) -> Vec<Opaque>
         Format::OpenAiResponses => openai_responses::untouchable_item,
         Format::OpenAiChat => |m| {
             let role = m.get("role").and_then(serde_json::Value::as_str)?;
-            roles::openai_role(role).is_none().then_some("unknown_role")
+            let roles = Format::OpenAiChat.descriptor().roles;
+            roles.role_of(role).is_none().then_some("unknown_role")
         },
     };
     message_list(format, document)
@@ -294,7 +283,14 @@ pub fn asks_provider_to_compact(format: Format, document: &serde_json::Value) ->
 #[must_use]
 pub fn guess_format(body: &serde_json::Value) -> Format {
     use serde_json::Value;
-    if body.get("input").is_some() {
+    let (chat, anthropic) = (
+        Format::OpenAiChat.descriptor(),
+        Format::Anthropic.descriptor(),
+    );
+    if body
+        .get(Format::OpenAiResponses.descriptor().list_key)
+        .is_some()
+    {
         return Format::OpenAiResponses;
     }
     let model = body.get("model").and_then(Value::as_str).unwrap_or("");
@@ -307,16 +303,18 @@ pub fn guess_format(body: &serde_json::Value) -> Format {
     if model.starts_with("gpt-") || o_series {
         return Format::OpenAiChat;
     }
+    // A role Chat names and Anthropic does not (`developer`, `tool`), or Chat's tool calls.
+    let chat_role = |m: &Value| {
+        m.get("role").and_then(Value::as_str).is_some_and(|r| {
+            chat.roles.role_of(r).is_some() && anthropic.roles.role_of(r).is_none()
+        })
+    };
     let chat_only = body
-        .get("messages")
+        .get(chat.list_key)
         .and_then(Value::as_array)
         .is_some_and(|ms| {
-            ms.iter().any(|m| {
-                matches!(
-                    m.get("role").and_then(Value::as_str),
-                    Some("developer" | "tool")
-                ) || m.get("tool_calls").is_some()
-            })
+            ms.iter()
+                .any(|m| chat_role(m) || m.get(openai_chat::TOOL_CALLS).is_some())
         });
     if body.get("system").is_some() || (body.get("max_tokens").is_some() && !chat_only) {
         Format::Anthropic
@@ -347,6 +345,26 @@ pub fn history_form(
     match format {
         Format::Anthropic => anthropic::history_form(message),
         Format::OpenAiChat | Format::OpenAiResponses => std::borrow::Cow::Borrowed(message),
+    }
+}
+
+/// Where each message of the list of `text` (a `format` request, or a bare list) lies in it:
+/// the byte span of each, in order, found by a hand-written walk of its brackets and strings.
+/// `None` where the walk declines the text (no list, a repeated key, a key with an escape, a
+/// list of anything but objects): it checks only the structure it walks, so give it a text
+/// already parsed. A front end that keeps a conversation's last body finds by them how much of
+/// the next body's history is the same bytes.
+///
+/// ```
+/// use cutctx_formats::{Format, message_spans};
+/// let text = r#"{"model": "m", "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}"#;
+/// let spans = message_spans(Format::OpenAiChat, text).expect("a list");
+/// assert_eq!(&text[spans[1].clone()], r#"{"role": "assistant", "content": "yo"}"#);
+/// ```
+#[must_use]
+pub fn message_spans(format: Format, text: &str) -> Option<Vec<std::ops::Range<usize>>> {
+    match scan::top(text, list_key(format))? {
+        scan::Top::List(items) | scan::Top::Object(_, items) => Some(items),
     }
 }
 
@@ -391,11 +409,7 @@ pub fn holds_reasoning(format: Format, message: &serde_json::Value) -> bool {
 /// ```
 #[must_use]
 pub fn open_tool_loop(format: Format, list: &[serde_json::Value]) -> Option<usize> {
-    let results = |m: &serde_json::Value| match format {
-        Format::OpenAiChat => m.get("role").and_then(serde_json::Value::as_str) == Some("tool"),
-        Format::Anthropic => anthropic::answers_tools(m),
-        Format::OpenAiResponses => openai_responses::is_output(m),
-    };
+    let results = |m: &serde_json::Value| format.descriptor().is_tool_result(m);
     if !list.last().is_some_and(results) {
         return None;
     }
@@ -832,16 +846,12 @@ impl ProviderTranscript {
             .0
             .and_then(Value::as_array)
             .map_or(&[][..], Vec::as_slice);
+        let descriptor = self.format.descriptor();
         let answered = |source: &TurnSource| -> Option<&str> {
-            match (self.format, source) {
-                (Format::OpenAiChat, TurnSource::Message(i)) => {
-                    openai_chat::answered_call(list.get(*i)?)
-                }
-                (Format::OpenAiResponses, TurnSource::Message(i)) => {
-                    openai_responses::answered_call(list.get(*i)?)
-                }
-                (Format::Anthropic, TurnSource::Block { message, block }) => {
-                    anthropic::answered_call(list.get(*message)?, *block)
+            match source {
+                TurnSource::Message(i) => descriptor.answered_call(list.get(*i)?, None),
+                TurnSource::Block { message, block } => {
+                    descriptor.answered_call(list.get(*message)?, Some(*block))
                 }
                 _ => None,
             }

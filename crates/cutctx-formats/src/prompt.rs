@@ -281,13 +281,11 @@ pub fn report_text(
     text
 }
 
-/// The key of a format's message list: `input` for OpenAI Responses, `messages` otherwise.
+/// The key of a format's message list: `input` for OpenAI Responses, `messages` otherwise
+/// ([`Descriptor::list_key`](crate::Descriptor::list_key)).
 #[must_use]
 pub const fn list_key(format: Format) -> &'static str {
-    match format {
-        Format::OpenAiResponses => "input",
-        Format::OpenAiChat | Format::Anthropic => "messages",
-    }
+    format.descriptor().list_key
 }
 
 /// A request's message list (the document itself when it is a bare array); empty when it has

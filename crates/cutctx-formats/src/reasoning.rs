@@ -185,9 +185,9 @@ impl ReasoningOutcome {
             _ => "reasoning item(s)",
         };
         let done = match self.mode {
-            ReasoningMode::Strip => "removed them (--reasoning strip)",
+            ReasoningMode::Strip => "removed them (the strip reasoning mode)",
             ReasoningMode::Keep => {
-                "sent them as they were (--reasoning keep); a model that checks their prefix refuses or drops them"
+                "sent them as they were (the keep reasoning mode); a model that checks their prefix refuses or drops them"
             }
             ReasoningMode::Refuse => "refused",
         };
@@ -360,7 +360,7 @@ pub(crate) fn settle(
         let messages: Vec<Option<usize>> = outcome.invalidated.iter().map(|r| r.message).collect();
         return Err(FormatError::ReasoningInvalidated {
             message: format!(
-                "the compaction changes the request at message {} and would invalidate {} thinking block(s) or reasoning item(s) after it; pass --reasoning strip to remove them, or keep to send them",
+                "the compaction changes the request at message {} and would invalidate {} thinking block(s) or reasoning item(s) after it; use the strip reasoning mode to remove them, or the keep mode to send them",
                 outcome.first_changed.unwrap_or(0),
                 outcome.invalidated.len()
             ),
@@ -429,7 +429,7 @@ fn open_tool_loop(
     let message = outcome.invalidated.last().and_then(|r| r.message);
     Err(FormatError::ReasoningOpenToolLoop {
         message: format!(
-            "the request ends in a tool loop in progress whose last assistant message (message {}) must start with its thinking under \"thinking\": {{\"type\": \"enabled\"}}, and the compaction changes the request before it (at message {}), which invalidates that thinking; compact once the loop has its final answer, use adaptive thinking, or pass --reasoning keep and send thinking.block_binding.prefix_mismatch_behavior \"drop_block\"",
+            "the request ends in a tool loop in progress whose last assistant message (message {}) must start with its thinking under \"thinking\": {{\"type\": \"enabled\"}}, and the compaction changes the request before it (at message {}), which invalidates that thinking; compact once the loop has its final answer, use adaptive thinking, or choose the keep reasoning mode and send thinking.block_binding.prefix_mismatch_behavior \"drop_block\"",
             message.map_or_else(|| "?".to_owned(), |i| i.to_string()),
             outcome.first_changed.unwrap_or(0),
         ),

@@ -197,10 +197,7 @@ pub fn repair(format: Format, mut document: Value) -> Result<(Value, Vec<Repair>
 
 /// The message (or item) list of a document.
 fn list(format: Format, document: &mut Value) -> Option<&mut Vec<Value>> {
-    let key = match format {
-        Format::OpenAiResponses => "input",
-        Format::OpenAiChat | Format::Anthropic => "messages",
-    };
+    let key = crate::list_key(format);
     match document {
         Value::Array(list) => Some(list),
         Value::Object(map) => map.get_mut(key).and_then(Value::as_array_mut),

@@ -108,11 +108,18 @@ impl From<CompactionError> for OpsError {
 }
 
 /// Parses `text` as a `T`, telling text that is not JSON (an input error) from JSON of the
-/// wrong shape (a validation error) even when a shape error comes first in the text.
-pub(crate) fn parse_json<'a, T: serde::Deserialize<'a>>(
-    what: &str,
-    text: &'a str,
-) -> Result<T, OpsError> {
+/// wrong shape (a validation error) even when a shape error comes first in the text. `what`
+/// names the document in the message ("the request").
+///
+/// # Errors
+///
+/// `INPUT_ERROR` for text that is not JSON; `VALIDATION_ERROR` for JSON of another shape.
+///
+/// ```
+/// let e = cutctx_ops::parse_json::<serde_json::Value>("the request", "{").expect_err("torn");
+/// assert_eq!(e.code, "INPUT_ERROR");
+/// ```
+pub fn parse_json<'a, T: serde::Deserialize<'a>>(what: &str, text: &'a str) -> Result<T, OpsError> {
     serde_json::from_str(text).map_err(|e| {
         // Nesting deeper than the parser allows is reported as such: it is the limit that
         // refused the text, whatever lies deeper.

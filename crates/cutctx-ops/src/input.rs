@@ -1,15 +1,25 @@
-//! Reading an input file: whole into memory, on two threads when it is large, each taking the
-//! next piece of the file while pieces remain; or, for a large request, where it lies
-//! ([`RequestFile`]), a window at a time. On a large request most of a whole read's time is
-//! the copy out of the page cache and the first touch of each page of the buffer, and both
-//! split cleanly by offset; read where it lies, the pages are never touched at all.
+//! Reading an input file: whole into memory ([`read_file`]), on two threads when it is large,
+//! each taking the next piece of the file while pieces remain; or, for a large request, where
+//! it lies ([`RequestFile`], in `request_file.rs`), a window at a time. On a large request most
+//! of a whole read's time is the copy out of the page cache and the first touch of each page
+//! of the buffer, and both split cleanly by offset; read where it lies, the pages are never
+//! touched at all. What this asks of the system (a read at an offset, what says a file
+//! changed) is in `platform.rs`, with a portable fallback where Unix's calls are not to be had.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+
+mod platform;
+mod request_file;
+
+pub(crate) use request_file::CHANGED;
+pub use request_file::RequestFile;
+#[cfg(test)]
+pub(crate) use request_file::temp_request_file;
+
+use platform::FileAt;
 
 /// Below this size one thread reads the file: a second costs more than it saves.
 const PARALLEL_BYTES: u64 = 4 << 20;
@@ -18,174 +28,6 @@ const PARALLEL_BYTES: u64 = 4 << 20;
 /// held off its core for a while, still finds pieces left to read; large enough that taking
 /// one costs nothing beside copying it.
 const PIECE_BYTES: usize = 2 << 20;
-
-/// The smallest request read where it lies: below it, holding the text costs little.
-const WHERE_IT_LIES_FROM_BYTES: u64 = 4 << 20;
-
-/// A regular file holding a request, opened to be read where it lies: a range at a time, at
-/// its offset, into a buffer the reader keeps (`cutctx::request::parse_leaving_file` and the
-/// view's writer), instead of whole into memory. Each page of a buffer holding a whole
-/// request is touched for the first time when the request is copied into it, and on many
-/// machines that first touch costs more than the copy; a few buffers of a window each are
-/// touched once and read from the caches.
-///
-/// A file read twice must not change in between: what [`RequestFile::open`] found (the
-/// length, the times of the last change, the file itself) is checked again by
-/// [`RequestFile::unchanged`], which the writer calls before the output's first byte and
-/// before the view's last part.
-///
-/// ```
-/// use cutctx_ops::input::RequestFile;
-/// let path = std::env::temp_dir().join(format!("cutctx-request-file-doc-{}", std::process::id()));
-/// std::fs::write(&path, vec![b' '; 5 << 20])?;
-/// let file = RequestFile::open(&path)?.expect("large enough to read where it lies");
-/// let mut room = [0u8; 3];
-/// file.read_at(&mut room, 10)?;
-/// assert_eq!((file.len(), &room), (5 << 20, b"   "));
-/// file.unchanged()?;
-/// std::fs::write(&path, b"{}")?;
-/// assert!(file.unchanged().is_err());
-/// std::fs::remove_file(&path)?;
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Debug)]
-pub struct RequestFile {
-    file: File,
-    len: usize,
-    stamp: Stamp,
-    /// This opening's own number: a reader's window of one file is never taken for another's.
-    id: u64,
-}
-
-/// What says whether a file changed: its identity, length and the times of its last change.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    len: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    fn of(meta: &std::fs::Metadata) -> Self {
-        Self {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            len: meta.len(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-}
-
-impl RequestFile {
-    /// The file at `path`, when it is a regular file of at least 4 MiB whose offsets fit 32
-    /// bits (as the offsets of the contents left in it do); `None` for any other, to be read
-    /// whole.
-    ///
-    /// # Errors
-    ///
-    /// Whatever opening the file or reading its metadata fails with.
-    pub fn open(path: &Path) -> io::Result<Option<Self>> {
-        Self::open_from(path, WHERE_IT_LIES_FROM_BYTES)
-    }
-
-    /// [`RequestFile::open`], for a file of at least `least` bytes.
-    pub(crate) fn open_from(path: &Path, least: u64) -> io::Result<Option<Self>> {
-        static OPENED: AtomicU64 = AtomicU64::new(0);
-        let file = File::open(path)?;
-        let meta = file.metadata()?;
-        let fits = u32::try_from(meta.len()).is_ok();
-        if !meta.is_file() || meta.len() < least || !fits {
-            return Ok(None);
-        }
-        let Ok(len) = usize::try_from(meta.len()) else {
-            return Ok(None);
-        };
-        Ok(Some(Self {
-            file,
-            len,
-            stamp: Stamp::of(&meta),
-            id: OPENED.fetch_add(1, Ordering::Relaxed),
-        }))
-    }
-
-    /// The file's length when it was opened.
-    #[must_use]
-    pub const fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether the file was empty when it was opened (never, for a file [`RequestFile::open`]
-    /// gives).
-    #[must_use]
-    pub const fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// This opening's own number.
-    pub(crate) const fn id(&self) -> u64 {
-        self.id
-    }
-
-    /// Fills `room` with the file's bytes from `offset`.
-    ///
-    /// # Errors
-    ///
-    /// Whatever reading fails with; `UnexpectedEof` when the file ends first.
-    pub fn read_at(&self, room: &mut [u8], offset: usize) -> io::Result<()> {
-        self.file.read_exact_at(room, offset as u64)
-    }
-
-    /// Writes the bytes at `range` into `out` straight from the file (see
-    /// [`crate::output::CopyFrom`]).
-    ///
-    /// # Errors
-    ///
-    /// An error of kind `UnexpectedEof` saying that the file changed when it ends before
-    /// `range` does; whatever copying fails with.
-    pub(crate) fn copy_to(
-        &self,
-        range: std::ops::Range<usize>,
-        out: &mut impl crate::output::CopyFrom,
-    ) -> io::Result<()> {
-        let len = range.len() as u64;
-        let copied = out.copy_from(&self.file, range.start as u64, len)?;
-        if copied == len {
-            Ok(())
-        } else {
-            Err(io::Error::new(io::ErrorKind::UnexpectedEof, CHANGED))
-        }
-    }
-
-    /// The whole file, as [`read_file`] reads it: for a request that is not read where it
-    /// lies after all.
-    ///
-    /// # Errors
-    ///
-    /// Whatever reading fails with.
-    pub fn read_whole(&self) -> io::Result<Vec<u8>> {
-        read_from_len(&self.file, self.len)
-    }
-
-    /// Whether the file is the one opened, unchanged since.
-    ///
-    /// # Errors
-    ///
-    /// An error (of kind `Other`) saying that the file changed while it was read, or whatever
-    /// reading its metadata fails with.
-    pub fn unchanged(&self) -> io::Result<()> {
-        if Stamp::of(&self.file.metadata()?) == self.stamp {
-            Ok(())
-        } else {
-            Err(io::Error::other(CHANGED))
-        }
-    }
-}
-
-/// What [`RequestFile::unchanged`] says of a file that changed.
-pub(crate) const CHANGED: &str = "the file changed while it was read";
 
 /// The bytes of the file at `path`, as [`std::fs::read`] gives them.
 ///
@@ -225,45 +67,28 @@ pub fn read_file(path: &Path) -> io::Result<Vec<u8>> {
             return Ok(bytes);
         }
     };
-    read_from_len(&file, len)
+    read_from_len(&FileAt::new(file), len)
 }
 
 /// The bytes of `file`, found `len` long: those `len` read in pieces on two threads, then
 /// whatever the file gained meanwhile.
-fn read_from_len(file: &File, len: usize) -> io::Result<Vec<u8>> {
+fn read_from_len(file: &FileAt, len: usize) -> io::Result<Vec<u8>> {
     let mut bytes = vec![0; len];
     let pieces = Mutex::new(bytes.chunks_mut(PIECE_BYTES).enumerate());
     let read = || read_pieces(file, &pieces);
     let (mine, theirs) = cutctx::model::beside::beside_one(read, read);
     mine.and(theirs.unwrap_or_else(|_| Err(io::Error::other("the reading thread was lost"))))?;
-    let mut file = file;
+    let mut file = file.file();
     file.seek(SeekFrom::Start(len as u64))?;
     file.read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// `bytes` in a temporary file named for `name` (and for the test thread writing it), opened
-/// to be read where it lies whatever its size: for the tests of every reader of such a file.
-#[cfg(test)]
-pub(crate) fn temp_request_file(name: &str, bytes: &[u8]) -> (std::path::PathBuf, RequestFile) {
-    let path = std::env::temp_dir().join(format!(
-        "cutctx-request-file-{name}-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    std::fs::write(&path, bytes).expect("a temporary file");
-    let file = RequestFile::open_from(&path, 0)
-        .expect("opens")
-        .and_then(|file| (file.len() == bytes.len()).then_some(file))
-        .expect("a regular file, as written");
-    (path, file)
 }
 
 /// Reads the pieces of `file` that `pieces` hands out (the piece's index and its room in the
 /// buffer) until none is left, or until this thread's read or another's has failed: a failed
 /// read takes every piece left, so that the other thread stops at its next.
 fn read_pieces<'a>(
-    file: &File,
+    file: &FileAt,
     pieces: &Mutex<impl Iterator<Item = (usize, &'a mut [u8])>>,
 ) -> io::Result<()> {
     loop {
@@ -319,7 +144,7 @@ mod tests {
         // A file shorter than the room for it, as one that shrinks while it is read: the piece
         // past its end fails, and no piece is left for the other thread to read.
         let path = temp("short", &vec![7; PIECE_BYTES + 10]);
-        let file = File::open(&path).expect("opens");
+        let file = FileAt::new(File::open(&path).expect("opens"));
         let mut room = vec![0; PIECE_BYTES * 4];
         let pieces = Mutex::new(room.chunks_mut(PIECE_BYTES).enumerate());
         let read = read_pieces(&file, &pieces);

@@ -1,27 +1,29 @@
-//! Receipts and the ledger on the command line: `cutctx compact --ledger`, `cutctx receipt
-//! seal`, `cutctx ledger verify` and `cutctx ledger head`.
+//! Receipts and the ledger, for every front end: a request document's compaction with its
+//! receipt appended ([`compact_with_ledger`]), a session firing's receipt ([`append_firing`]),
+//! any compactor's work receipted from its pre and post content ([`receipt_seal`]), and a
+//! ledger verified ([`ledger_verify`]) or pinned ([`ledger_head`]).
 //!
-//! Unlike the other commands these touch one file, the ledger (appending under its lock, or
-//! reading it); every other document arrives as text, read by the binary as it reads a request.
-//! The format is arcaeon's (`cutctx::receipts`), so ledgers written here verify under arcaeon
-//! and ledgers arcaeon wrote verify here.
+//! Unlike the other operations these touch one file, the ledger (appending under its lock, or
+//! reading it); every other document arrives as text, read by the front end as it reads a
+//! request. The format is arcaeon's (`cutctx::receipts`), so ledgers written here verify under
+//! arcaeon and ledgers arcaeon wrote verify here.
 //!
-//! * `compact REQUEST --ledger FILE [--compactor NAME]` prints exactly what `compact` prints
-//!   and appends the compaction's receipt: pre = the request's turns, post = the view's turns,
-//!   each as its seven-key object; method `cutctx:<policy>@<version>`; the plan's hash under
-//!   `plan_hash`. Nothing is printed when the receipt cannot be appended.
-//! * `receipt seal --pre PRE --post POST --ledger FILE --compactor NAME --method M
-//!   [--dropped DROPPED]` receipts any compactor's work. PRE, POST (and DROPPED, the caller's
-//!   claim of what was dropped) are JSON arrays of items: a string is hashed as its UTF-8, a
-//!   `{"$b64": "..."}` object as the bytes it encodes, anything else as json-c14n. Prints the
-//!   row as written.
-//! * `ledger verify FILE [--pin PINFILE] [--content CONTENT] [--strict]` prints a JSON verdict
-//!   (what was checked, every failure with its line and code) and exits 0 when nothing failed,
-//!   1 when something did; unreadable input is an error (exit 2). CONTENT maps a receipt row's
-//!   line to `{"pre": [...], "post": [...]}`; for a `compact --ledger` receipt those are the
-//!   request's turns (with the defaults filled in) and the output's `transcript`.
-//! * `ledger head FILE` prints `arcaeon-ledger head chain=… rows=… as_of=…`, refusing a ledger
-//!   that does not verify.
+//! * A compaction's receipt (the binary's `compact REQUEST --ledger FILE [--compactor NAME]`)
+//!   comes with exactly what `compact` gives, appended before it is handed over: pre = the
+//!   request's turns, post = the view's turns, each as its seven-key object; method
+//!   `cutctx:<policy>@<version>`; the plan's hash under `plan_hash`. Nothing is handed over when
+//!   the receipt cannot be appended.
+//! * A sealed receipt (`receipt seal`) takes PRE, POST and optionally DROPPED (the caller's
+//!   claim of what was dropped), JSON arrays of items: a string is hashed as its UTF-8, a
+//!   `{"$b64": "..."}` object as the bytes it encodes, anything else as json-c14n; the row as
+//!   written comes back.
+//! * A verification (`ledger verify`) gives a JSON verdict (what was checked, every failure
+//!   with its line and code) and the exit status 0 when nothing failed, 1 when something did;
+//!   unreadable input is an error (exit 2). A content map takes a receipt row's line to
+//!   `{"pre": [...], "post": [...]}`; for a compaction's receipt those are the request's turns
+//!   (with the defaults filled in) and the output's `transcript`.
+//! * A pin (`ledger head`) is `arcaeon-ledger head chain=… rows=… as_of=…`, refused for a
+//!   ledger that does not verify.
 
 use std::path::Path;
 
@@ -33,7 +35,7 @@ use cutctx::receipts::{AuditOptions, Clock, CompactionReceipt, Labels, Pin, Rece
 
 use crate::OpsError;
 
-/// A receipts-crate error as a CLI error: its stable code, message and details.
+/// A receipts-crate error as the operations' error: its stable code, message and details.
 fn from_receipt(e: &ReceiptError) -> OpsError {
     OpsError {
         code: e.code(),
@@ -80,6 +82,9 @@ pub fn compact_with_ledger(
         out.transcript.canonical_json()
     ))
 }
+
+/// The clock of the receipts a front end appends as calls happen.
+pub use cutctx::ledger::SystemClock;
 
 /// `cutctx session --ledger FILE`: appends the receipt of one firing (pre = the history's
 /// turns, post = the compacted view's), as `compact --ledger` does for one compaction.

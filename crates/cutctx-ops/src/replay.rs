@@ -6,7 +6,8 @@
 
 use cutctx::formats::Format;
 use cutctx::model::details;
-use cutctx::session::{Marking, PriceTable, Replay, ReplayOptions, StrategyReport};
+use cutctx::replay::{Marking, Replay, ReplayOptions, StrategyReport};
+use cutctx::session::PriceTable;
 use serde_json::Value;
 
 use crate::OpsError;
@@ -79,7 +80,7 @@ pub struct ReplayRun {
     /// The `N` of "the last N tool results kept verbatim" (default 5).
     pub retention_last: usize,
     /// How compactions' summarizing calls are asked: `cached` (the default) or `span`.
-    pub summary_input: cutctx::session::SummaryInput,
+    pub summary_input: cutctx::replay::SummaryInput,
     /// The settings shared with `session`.
     pub tuning: Tuning,
 }
@@ -107,7 +108,7 @@ pub struct ReplayOutput {
 pub fn external_calls(
     name: &str,
     text: &str,
-) -> Result<Vec<cutctx::session::ExternalCall>, OpsError> {
+) -> Result<Vec<cutctx::replay::ExternalCall>, OpsError> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -135,7 +136,7 @@ pub fn external_calls(
                 })
         });
         if !wrapped {
-            out.push(cutctx::session::ExternalCall {
+            out.push(cutctx::replay::ExternalCall {
                 request: v,
                 summary: None,
             });
@@ -161,7 +162,7 @@ pub fn external_calls(
             output_tokens: count("summary_output_tokens")?,
         };
         let any = summary != cutctx::session::cache::SummaryCall::default();
-        out.push(cutctx::session::ExternalCall {
+        out.push(cutctx::replay::ExternalCall {
             request: v.get("request").cloned().unwrap_or(Value::Null),
             summary: any.then_some(summary),
         });
@@ -241,19 +242,19 @@ pub fn replay(
         .external
         .iter()
         .map(|(name, text)| {
-            Ok(cutctx::session::External {
+            Ok(cutctx::replay::External {
                 name: name.clone(),
                 calls: external_calls(name, text)?,
             })
         })
         .collect::<Result<Vec<_>, OpsError>>()?;
-    let extras = cutctx::session::ReplayExtras {
+    let extras = cutctx::replay::ReplayExtras {
         compare: args.compare,
         retention_last: args.retention_last,
         summary_input: args.summary_input,
         external,
     };
-    let replay = cutctx::session::replay_extended(&config, prices, &run, options, &extras)?;
+    let replay = cutctx::replay::replay_extended(&config, prices, &run, options, &extras)?;
     let output = if args.json {
         json_line(&replay, prices, args.warm_prefix)
     } else {

@@ -3,18 +3,28 @@
 //! It takes texts and returns texts, as the other commands do; the binary reads the request
 //! and the state, and writes the state (atomically) and the ledger.
 
-use cutctx::formats::{EstimatorSpec, Format, FormatError, ProviderTranscript};
-use cutctx::model::details;
-use cutctx::session::{Firing, PriceTable, Restart, SessionConfig, SessionState};
-use cutctx::{CompactionError, SummarizationRequest};
+use cutctx::formats::{EstimatorSpec, Format, FormatError};
+use cutctx::session::{Firing, PriceTable, SessionConfig, SessionState};
 use serde_json::Value;
 
 use crate::OpsError;
 use crate::formats::{from_format, named_policy};
-use crate::summarizer::{CommandSummarizer, Summarizer, summarize_one};
+use crate::summarizer::{CommandSummarizer, Summarizer};
 
-mod open;
-pub use open::{Appended, OpenSession};
+mod live;
+pub use live::{Appended, Call, HistoryKey, Prepared, Session};
+
+/// The policy of a front end with no model to write summaries (the proxy, a Python compactor
+/// given no `summarize`): mask old tool results, then drop the oldest turns. Masking first keeps
+/// the conversation's turns while it can.
+///
+/// ```
+/// let policy: serde_json::Value = serde_json::from_str(cutctx_ops::session::NO_SUMMARIZER_POLICY)?;
+/// assert_eq!(policy["name"], "chain");
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+pub const NO_SUMMARIZER_POLICY: &str =
+    r#"{"name":"chain","policies":[{"name":"observation_masking"},{"name":"drop_oldest"}]}"#;
 
 /// Whether `cutctx session` marks the compacted prefix for Anthropic's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -108,10 +118,9 @@ pub struct SessionOutput {
     /// `--reasoning` did with it; or when a firing was held off so as not to invalidate the
     /// reasoning of a tool loop in progress.
     pub reasoning: Option<String>,
-    /// The session held open for a next call that hands over only its appended messages
-    /// (a front end that keeps the session in memory); `None` when the request has no message
-    /// list or was repaired.
-    pub open: Option<OpenSession>,
+    /// The session after the call, typed, for a front end that keeps it in memory (its
+    /// [`Session::append`] takes a next call's appended messages alone).
+    pub session: Session,
 }
 
 pub(crate) fn estimator_spec(text: Option<&str>) -> Result<EstimatorSpec, OpsError> {
@@ -217,7 +226,8 @@ pub fn session(
 }
 
 /// As [`session`], a firing's summaries asked of `summarizer` rather than of the
-/// `summarize_with` command (which is then not read); `None` for none.
+/// `summarize_with` command (which is then not read); `None` for none. A thin wrapper over
+/// [`Session`]: the request parsed, one step, the request written as it came.
 ///
 /// # Errors
 ///
@@ -227,128 +237,28 @@ pub fn session_with(
     args: &SessionOptions,
     request_text: &str,
     state_text: Option<&str>,
-    mut summarizer: Option<&mut dyn Summarizer>,
+    summarizer: Option<&mut dyn Summarizer>,
 ) -> Result<SessionOutput, OpsError> {
-    let format = args.format;
-    let mut config = config(format, args.window, &args.tuning, args.cache_breakpoints)?;
-    config.pinned_results = args.pin.iter().cloned().collect();
-    let mut request: Value = crate::error::parse_json("the request", request_text)?;
-    let mut repairs = Vec::new();
-    if args.repair {
-        // Repair is a function of the history alone, so a history that grows by appending
-        // repairs to a history that grows by appending, and the session continues.
-        let (repaired, done) = cutctx::formats::repair(format, request).map_err(from_format)?;
-        request = repaired;
-        repairs = done;
-    }
-    let previous = state_text
-        .map(|t| SessionState::from_json(t, format))
-        .transpose()?;
-    let mut summarize = |pt: &ProviderTranscript,
-                         r: &SummarizationRequest|
-     -> Result<String, OpsError> {
-        match summarizer.as_deref_mut() {
-            Some(s) => {
-                // Beside the span, the request that reads the cache: the prefix as last sent
-                // plus the instruction, for a summarizer that would rather send that.
-                let mut input = pt.summarization_input(r);
-                let cached =
-                    cutctx::session::cached_summary_request(&config, previous.as_ref(), &request)?;
-                if let Value::Object(map) = &mut input {
-                    map.insert("cached_request".to_owned(), cached);
-                }
-                summarize_one(s, r, &input)
-            }
-            None => Err(OpsError::from(CompactionError::SummaryMissing {
-                message: format!(
-                    "the session fired and summarization request {} needs a summary; pass --summarize-with CMD, or a policy that does not summarize",
-                    r.group_id()
-                ),
-                details: details! { "group_id" => r.group_id(), "target_tokens" => r.target_tokens(), "turn_ids" => r.turn_ids().iter().map(|i| &**i).collect::<Vec<_>>() },
-            })),
-        }
+    let mut session = match state_text {
+        Some(text) => Session::restore(args, text)?,
+        None => Session::new(args)?,
     };
-    let step = cutctx::session::step(&config, previous.as_ref(), &request, &mut summarize)?;
-    let notice = step.restarted.map(|r| match r {
-        Restart::Rewound { known, given } => format!(
-            "cutctx session: the history has {given} messages, fewer than the {known} the state describes; starting a new session"
-        ),
-        Restart::Diverged { known } => format!(
-            "cutctx session: the history's first {known} messages are not those the state describes; starting a new session"
-        ),
-    });
-    let reasoning = step
-        .firing
-        .as_ref()
-        .and_then(|f| f.reasoning.notice(format, config.estimator.as_ref()))
-        .or_else(|| {
-            step.held_off.map(|start| {
-                if step.over_window {
-                    format!(
-                        "cutctx session: the request ({} tokens) is over the window, but any compaction would invalidate the manual thinking the tool loop in progress since message {start} must keep (FORMAT_REASONING_OPEN_TOOL_LOOP); the session's own request is sent, over the window, until the loop's answer",
-                        step.prompt_tokens
-                    )
-                } else {
-                    format!(
-                        "cutctx session: the request crossed the trigger ({} tokens) but still fits the window; a firing now would invalidate the reasoning of the tool loop in progress since message {start}, so it waits for the loop's answer",
-                        step.prompt_tokens
-                    )
-                }
-            })
-        });
-    let untouched = step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;
-    let output = if untouched && repairs.is_empty() {
-        // Never compacted: the request as it came, byte for byte.
-        let mut text = request_text.to_owned();
-        if !text.ends_with('\n') {
-            text.push('\n');
-        }
-        text
-    } else {
-        // Every message and field the step kept leaves with the bytes it came with (a
-        // 23-digit integer, `1e2`, `-0`, the order of its keys); only what it made is written.
-        // The state says which messages are the request's own; after a repair its list is
-        // not the text's, and messages are matched by value instead.
-        let pretty = request_text.trim().contains('\n');
-        let origins = repairs.is_empty().then(|| {
-            step.state
-                .origins(cutctx::session::history(format, &request).len())
-        });
-        cutctx::formats::to_string_as_written(
-            format,
-            &step.request,
-            request_text,
-            origins.as_deref(),
-            pretty,
-        )
-        .map_err(|e| {
-            OpsError::validation(
-                format!("the request cannot be written as JSON: {e}"),
-                details! {},
-            )
-        })? + "\n"
+    let request: Value = crate::error::parse_json("the request", request_text)?;
+    let call = Call {
+        // The summarizer borrowed for this call alone.
+        summarizer: summarizer.map(|s| -> &mut dyn Summarizer { s }),
+        pin: &args.pin,
+        digests: None,
     };
-    let state = step.state.to_json();
-    let open = match step.validation {
-        Some(validation) if !args.repair => {
-            // The pins were this call's; an append never fires, so they are not kept.
-            config.pinned_results.clear();
-            Some(OpenSession {
-                config,
-                state: step.state,
-                fixed_tokens: step.fixed_tokens,
-                validation,
-            })
-        }
-        _ => None,
-    };
+    let prepared = session.step(request, call)?;
+    let output = prepared.written(args.format, request_text)?;
     Ok(SessionOutput {
         output,
-        state,
-        notice,
-        firing: step.firing,
-        repairs: repairs.iter().map(crate::formats::repair_line).collect(),
-        reasoning,
-        open,
+        state: session.state_json().unwrap_or_default(),
+        notice: prepared.notice,
+        firing: prepared.firing,
+        repairs: prepared.repairs,
+        reasoning: prepared.reasoning,
+        session,
     })
 }

@@ -1,6 +1,7 @@
 //! Where summaries come from: the [`Summarizer`] trait the operations that need summaries ask,
-//! one summarization request at a time, and [`CommandSummarizer`], the `--summarize-with CMD`
-//! summarizer the binary uses.
+//! one summarization request at a time, and [`CommandSummarizer`], which runs a command once
+//! per request (the `summarize_with` option of a provider request's compaction and of a
+//! session).
 //!
 //! A front end with its own model (the Python package's `summarize` callable, a server's
 //! upstream) implements [`Summarizer`]; [`summarize_each`] asks it once per request of a

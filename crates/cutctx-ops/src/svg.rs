@@ -5,7 +5,8 @@
 
 use std::fmt::Write as _;
 
-use cutctx::session::{PriceTable, Replay};
+use cutctx::replay::Replay;
+use cutctx::session::PriceTable;
 
 const WIDTH: f64 = 720.0;
 const PANEL: f64 = 200.0;

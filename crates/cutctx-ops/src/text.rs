@@ -6,14 +6,23 @@
 //! Those reads come in the order of the turns, a block of them on each thread, so a file is
 //! read a window at a time into a buffer each thread keeps (a thread-local one: the readers
 //! are whichever threads hash and write, the pool's among them, and the digests' reader is
-//! called through a trait that carries no buffer). A window's bytes are checked as UTF-8 where they are handed out: the request was
-//! checked when it was parsed, so a failure there means that the file changed since.
+//! called through a trait that carries no buffer). A window's bytes are checked as UTF-8 where
+//! they are handed out: the request was checked when it was parsed, so a failure there means
+//! that the file changed since.
+//!
+//! The planner of contents left in a text (`cutctx::formats::left_in_text`) reads it through
+//! [`ReadAgain`], a failed read an `INPUT_ERROR` ([`read_again_failed`]).
 
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::io;
 use std::ops::Range;
 
+use cutctx::CompactionError;
+use cutctx::formats::left_in_text::ReadAgain;
+use cutctx::model::details;
+
+use crate::OpsError;
 use crate::input::{CHANGED, RequestFile};
 
 /// The text a request was read from.
@@ -26,7 +35,7 @@ pub(crate) enum Text<'a> {
 }
 
 /// How much of a file a thread reads at a time: about a block of the view's turns (see
-/// `left_in_text::WRITE_BLOCK_TURNS`), and small enough to stay in a core's own cache.
+/// `request_text::view::WRITE_BLOCK_TURNS`), and small enough to stay in a core's own cache.
 const WINDOW_BYTES: usize = 256 << 10;
 
 thread_local! {
@@ -66,6 +75,36 @@ impl Text<'_> {
             Self::Whole(_) => Ok(()),
             Self::File(file) => file.unchanged(),
         }
+    }
+}
+
+impl ReadAgain for Text<'_> {
+    type Error = OpsError;
+
+    fn read<R>(&self, span: Range<usize>, f: impl FnOnce(&str) -> R) -> Result<R, OpsError> {
+        let start = span.start;
+        self.with_str(span, f)
+            .map_err(|e| read_again_failed(&e, Some(start)))
+    }
+
+    fn undecodable(&self, position: usize) -> OpsError {
+        OpsError::from(CompactionError::validation(
+            "A content read from the request no longer decodes.",
+            details! { "position" => position },
+        ))
+    }
+}
+
+/// The error of a read of the request's text again, at `offset` when it is known, that
+/// failed with `e`.
+pub(crate) fn read_again_failed(e: &io::Error, offset: Option<usize>) -> OpsError {
+    let message = format!("cannot read the request again: {e}");
+    match offset {
+        Some(offset) => OpsError::input(
+            message,
+            details! { "document" => "the request", "offset" => offset },
+        ),
+        None => OpsError::input(message, details! { "document" => "the request" }),
     }
 }
 

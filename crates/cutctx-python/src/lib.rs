@@ -56,6 +56,17 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(invariants::estimate_after, m)?)?;
     m.add_function(wrap_pyfunction!(invariants::build_plan, m)?)?;
     m.add_function(wrap_pyfunction!(invariants::validate_plan, m)?)?;
+    // What the package knows of the providers and of its defaults, read here rather than copied.
+    m.add("DEFAULT_PLACEHOLDER", cutctx::DEFAULT_PLACEHOLDER)?;
+    m.add(
+        "NO_SUMMARIZER_POLICY",
+        cutctx_ops::session::NO_SUMMARIZER_POLICY,
+    )?;
+    m.add(
+        "FORMATS",
+        cutctx::formats::Format::ALL.map(cutctx::formats::Format::as_str),
+    )?;
+    m.add("LIST_KEYS", list_keys(m.py())?)?;
     // The shipped policies' defaults, read by the Python classes' signatures.
     m.add(
         "DEFAULT_KEEP_RECENT_RESULTS",
@@ -73,4 +84,13 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     receipts::register(m.py(), m)?;
     session::register(m.py(), m)?;
     Ok(())
+}
+
+/// The key of each format's message list, by format name.
+fn list_keys(py: Python<'_>) -> PyResult<Bound<'_, pyo3::types::PyDict>> {
+    let keys = pyo3::types::PyDict::new(py);
+    for format in cutctx::formats::Format::ALL {
+        keys.set_item(format.as_str(), cutctx::formats::list_key(format))?;
+    }
+    Ok(keys)
 }

@@ -1,7 +1,7 @@
-//! `cutctx._core.session`: a session held in memory, for Python, on the operations library's
-//! own session call (`cutctx_ops::session::session_with`), the one `cutctx session` makes. The
-//! state that the command keeps in a file lives here in the object, so the same requests give
-//! the same bytes as the command, call for call.
+//! `cutctx._core.session`: a session held in memory, for Python: the operations library's typed
+//! session (`cutctx_ops::session::Session`), the one `cutctx session` steps once per call. Its
+//! state lives here in the object, typed, and is written out only when asked for, so the same
+//! requests give the same bytes as the command, call for call.
 //!
 //! A session serializes its calls (a lock around the state) and releases the interpreter lock
 //! while Rust works, and while it waits for that lock, so that threads sharing one session never
@@ -13,9 +13,7 @@ use std::sync::Mutex;
 use cutctx::formats::Format;
 use cutctx::model::details;
 use cutctx_ops::OpsError;
-use cutctx_ops::session::{
-    self as ops, Appended, Breakpoints, OpenSession, SessionOptions, Tuning,
-};
+use cutctx_ops::session::{Appended, Breakpoints, Call, Session, SessionOptions, Tuning};
 use cutctx_ops::summarizer::Summarizer;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -23,38 +21,17 @@ use serde_json::Value;
 
 use crate::formats::{CallableSummarizer, Coded, Failure, summarizer_failure, text_of, to_pyerr};
 
-/// One conversation's session: its settings and its state.
+/// One conversation's session: its settings and the typed session, held in memory.
 #[pyclass(module = "cutctx._core.session", name = "SessionCore", frozen)]
 pub(crate) struct SessionCore {
     options: SessionOptions,
-    state: Mutex<Held>,
+    session: Mutex<Session>,
 }
 
-/// The state a session holds between calls.
-enum Held {
-    /// Before the first call.
-    Fresh,
-    /// The state file's text: restored, or after a call that left nothing open (a repaired
-    /// request, a Responses `input` that is one string).
-    Text(String),
-    /// After a call: the state with the request's validation open, for an append.
-    Open(Box<OpenSession>),
-}
-
-impl Held {
-    /// The state file's text, `None` before the first call.
-    fn text(&self) -> Option<String> {
-        match self {
-            Self::Fresh => None,
-            Self::Text(t) => Some(t.clone()),
-            Self::Open(o) => Some(o.state_json()),
-        }
-    }
-}
-
-/// What one call produced: the request to send, whether it compacted, and the lines the
-/// command would print on standard error.
-type Prepared = (Vec<u8>, bool, Vec<String>);
+/// What one call produced: the request to send (`None` when it is the request as given and
+/// the caller asked to be told so rather than given its bytes back), whether it compacted, and
+/// the lines the command would print on standard error.
+type Prepared = (Option<Vec<u8>>, bool, Vec<String>);
 
 /// A `summarize` callable called from Rust running without the interpreter lock: each call
 /// takes the lock back, as [`CallableSummarizer`] does its work with it held.
@@ -98,35 +75,30 @@ impl SessionCore {
         py: Python<'_>,
         text: &str,
         summarize: Option<Py<PyAny>>,
-        pin: Vec<String>,
+        pin: &[String],
+        as_given: bool,
     ) -> Result<Prepared, Failure> {
-        // The pins are this call's alone, as `--pin` is one command's.
-        let pinned;
-        let options = if pin.is_empty() {
-            &self.options
-        } else {
-            pinned = SessionOptions {
-                pin,
-                ..self.options.clone()
-            };
-            &pinned
-        };
         py.detach(|| {
-            let mut state = self.state.lock().map_err(|_| poisoned())?;
+            let request: Value = cutctx_ops::parse_json("the request", text)?;
+            let mut session = self.session.lock().map_err(|_| poisoned())?;
             let mut attaching = summarize.map(|callable| Attaching {
                 callable,
                 raised: None,
             });
             let summarizer = attaching.as_mut().map(|a| a as &mut dyn Summarizer);
-            let previous = state.text();
-            let out =
-                ops::session_with(options, text, previous.as_deref(), summarizer).map_err(|e| {
-                    summarizer_failure(e, attaching.as_mut().and_then(|a| a.raised.take()))
-                })?;
-            // The command writes the state only after a call succeeds; so does this.
-            *state = match out.open {
-                Some(open) => Held::Open(Box::new(open)),
-                None => Held::Text(out.state),
+            // A failed step leaves the session as it was, as the command leaves its file.
+            let call = Call {
+                summarizer,
+                pin,
+                digests: None,
+            };
+            let out = session.step(request, call).map_err(|e| {
+                summarizer_failure(e, attaching.as_mut().and_then(|a| a.raised.take()))
+            })?;
+            let output = if as_given && !out.changed {
+                None
+            } else {
+                Some(out.written(self.options.format, text)?.into_bytes())
             };
             let notes = out
                 .repairs
@@ -134,7 +106,7 @@ impl SessionCore {
                 .chain(out.notice)
                 .chain(out.reasoning)
                 .collect();
-            Ok((out.output.into_bytes(), out.firing.is_some(), notes))
+            Ok((output, out.firing.is_some(), notes))
         })
     }
 }
@@ -193,40 +165,38 @@ impl SessionCore {
                 repair,
                 pin: Vec::new(),
             };
-            ops::check_options(&options)?;
-            let state = match state {
-                None => Held::Fresh,
-                Some(data) => {
-                    let text = text_of(data)?;
-                    ops::check_state(format, text)?;
-                    Held::Text(text.to_owned())
-                }
+            let session = match state {
+                None => Session::new(&options)?,
+                Some(data) => Session::restore(&options, text_of(data)?)?,
             };
             Ok(Self {
                 options,
-                state: Mutex::new(state),
+                session: Mutex::new(session),
             })
         };
         build().map_err(|f| to_pyerr(py, f))
     }
 
-    /// `prepare_json(data, summarize=None, pin=[])` → `(request bytes, fired, notes)`: one
-    /// call of the session on the whole history `data` (JSON as bytes or str); `pin` names the
-    /// tool calls whose results a firing at this call keeps as they are (`--pin`).
-    #[pyo3(signature = (data, summarize = None, pin = Vec::new()))]
+    /// `prepare_json(data, summarize=None, pin=[], as_given=False)` → `(request bytes, fired,
+    /// notes)`: one call of the session on the whole history `data` (JSON as bytes or str);
+    /// `pin` names the tool calls whose results a firing at this call keeps as they are
+    /// (`--pin`). With `as_given`, the request bytes are `None` when the request to send is
+    /// `data` itself, byte for byte (a caller that holds it as an object keeps that).
+    #[pyo3(signature = (data, summarize = None, pin = Vec::new(), as_given = false))]
     fn prepare_json<'py>(
         &self,
         py: Python<'py>,
         data: &Bound<'py, PyAny>,
         summarize: Option<&Bound<'py, PyAny>>,
         pin: Vec<String>,
-    ) -> PyResult<(Bound<'py, PyBytes>, bool, Vec<String>)> {
+        as_given: bool,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, bool, Vec<String>)> {
         let run = || -> Result<Prepared, Failure> {
             let text = text_of(data)?;
-            self.run(py, text, summarize.map(|f| f.clone().unbind()), pin)
+            self.run(py, text, summarize.map(|f| f.clone().unbind()), &pin, as_given)
         };
         let (output, fired, notes) = run().map_err(|f| to_pyerr(py, f))?;
-        Ok((PyBytes::new(py, &output), fired, notes))
+        Ok((output.map(|o| PyBytes::new(py, &o)), fired, notes))
     }
 
     /// `append_json(data)` → `True`, `False` or `None`: the session's next call, given only
@@ -239,12 +209,12 @@ impl SessionCore {
         let run = || -> Result<Option<bool>, Failure> {
             let text = text_of(data)?;
             py.detach(|| {
-                let mut state = self.state.lock().map_err(|_| poisoned())?;
-                let Held::Open(open) = &mut *state else {
+                let mut session = self.session.lock().map_err(|_| poisoned())?;
+                if !session.can_append() {
                     return Ok(None);
-                };
+                }
                 Ok(Some(matches!(
-                    open.append_text(text)?,
+                    session.append_text(text)?,
                     Appended::Send { .. }
                 )))
             })
@@ -255,7 +225,7 @@ impl SessionCore {
     /// The state as `cutctx session` writes it to its file, or `None` before the first call.
     fn state<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let text = py
-            .detach(|| self.state.lock().map(|s| s.text()).map_err(drop))
+            .detach(|| self.session.lock().map(|s| s.state_json()).map_err(drop))
             .map_err(|_| to_pyerr(py, Failure::from(poisoned())))?;
         Ok(text.map(|s| PyBytes::new(py, s.as_bytes())))
     }

@@ -4,7 +4,7 @@
 //! A client (an SDK with its base URL pointed here, or an agent) sends its whole history at
 //! every call, as it would to the provider. The proxy finds the conversation's cutctx session
 //! (named by the `x-cutctx-session` header or by the session id the client already sends, or
-//! else the stored session whose history the request extends), runs one step of it ([`cutctx_ops::session::session_with`]), and forwards what the
+//! else the stored session whose history the request extends), runs one step of it (the typed [`cutctx_ops::session::Session`] it holds in memory), and forwards what the
 //! session says to send: the request byte for byte while it fits the model's window, the
 //! session's compacted request (prefix-stable from one firing to the next) once it does not.
 //! The response comes back unchanged, streamed chunk by chunk; its `usage` calibrates the
@@ -18,11 +18,17 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod decide;
 mod encoding;
+mod forward;
 mod metrics;
 mod names;
 mod options;
+mod prior;
 mod proxy;
+mod read;
+mod relay;
+mod respond;
 mod route;
 mod server;
 mod sessions;

@@ -6,7 +6,7 @@
 //! A name is opaque: only its SHA-256 digest is kept (as the store key), and it is never
 //! logged. A source that is present but malformed is skipped for the next one, never an error.
 
-use cutctx::formats::Format;
+use cutctx_ops::Format;
 use hyper::header::HeaderMap;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};

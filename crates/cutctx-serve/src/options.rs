@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use cutctx::formats::Format;
-use cutctx::model::details;
+use cutctx_ops::Format;
 use cutctx_ops::OpsError;
+use cutctx_ops::details;
 use cutctx_ops::session::{Breakpoints, SessionOptions, Tuning};
 use hyper::Uri;
 use serde::Deserialize;
@@ -18,8 +18,7 @@ use crate::windows::Windows;
 /// The policy the proxy compacts with when none is named: mask old tool results, then drop
 /// the oldest turns. It needs no summarizer (the proxy has no model of its own to write
 /// summaries with), and masking first keeps the conversation's turns while it can.
-pub const DEFAULT_POLICY: &str =
-    r#"{"name":"chain","policies":[{"name":"observation_masking"},{"name":"drop_oldest"}]}"#;
+pub const DEFAULT_POLICY: &str = cutctx_ops::session::NO_SUMMARIZER_POLICY;
 
 /// The OpenAI API, when neither the command line nor the config names an upstream.
 const OPENAI_DEFAULT: &str = "https://api.openai.com";
@@ -152,7 +151,7 @@ impl ServeOptions {
                 estimator: None,
                 protected_recent: None,
                 reserve_output: 0,
-                reasoning: cutctx::formats::ReasoningMode::default(),
+                reasoning: cutctx_ops::ReasoningMode::default(),
                 fire_early: false,
             },
             max_body: 32 * 1024 * 1024,

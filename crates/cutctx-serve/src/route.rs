@@ -1,7 +1,7 @@
 //! Which requests the proxy handles: a path and method to a provider format (compacted), a
 //! control endpoint of its own, or a pass-through to the provider that owns the path.
 
-use cutctx::formats::Format;
+use cutctx_ops::Format;
 use hyper::Method;
 
 /// The provider an upstream request goes to.
@@ -17,7 +17,7 @@ impl Provider {
     /// The provider of requests in `format`.
     ///
     /// ```
-    /// use cutctx::formats::Format;
+    /// use cutctx_ops::Format;
     /// use cutctx_serve::Provider;
     /// assert_eq!(Provider::of(Format::Anthropic), Provider::Anthropic);
     /// assert_eq!(Provider::of(Format::OpenAiResponses), Provider::OpenAi);
@@ -60,7 +60,7 @@ pub enum Route {
 /// The route of a request by its method and path (the query is not part of `path`).
 ///
 /// ```
-/// use cutctx::formats::Format;
+/// use cutctx_ops::Format;
 /// use cutctx_serve::{Provider, Route, route};
 /// use hyper::Method;
 /// assert_eq!(route(&Method::POST, "/v1/messages"), Route::Handled(Format::Anthropic));

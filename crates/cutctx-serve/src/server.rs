@@ -6,8 +6,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cutctx::model::details;
 use cutctx_ops::OpsError;
+use cutctx_ops::details;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -35,7 +35,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, OpsError> {
 /// Checks `options`, opens the store, builds the client and binds the listener.
 async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsError> {
     let settings = Settings::check(options)?;
-    let store = Store::open(&settings.state, settings.sqlite_sync)?;
+    let store = Arc::new(Store::open(&settings.state, settings.sqlite_sync)?);
     let upstream = Upstream::new(settings.upstream_timeout, settings.needs_tls())?;
     let listener = TcpListener::bind(&settings.listen).await.map_err(|e| {
         OpsError::input(
@@ -49,6 +49,7 @@ async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsEr
         upstream,
         metrics: Metrics::default(),
         locks: Locks::default(),
+        bodies: Arc::default(),
     });
     Ok((listener, app))
 }

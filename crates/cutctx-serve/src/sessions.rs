@@ -2,45 +2,81 @@
 //! the name the request gives its conversation), else the stored session whose recorded
 //! history the request extends (the longest such; never one whose history it diverges from),
 //! else a new one. Histories are compared by the chained digests the session state itself
-//! keeps ([`cutctx::session::history_digests`]), so nothing of a message is stored to find it.
+//! keeps ([`cutctx_ops::provider::history_digests`]), so nothing of a message is stored to find it.
 //! A named session whose history the request rewinds or rewrites is the same session: its
-//! state starts over there ([`cutctx::session::step`] sets a state that does not describe the
+//! state starts over there (`cutctx_ops::session::Session::step` sets a state that does not describe the
 //! history aside).
 //!
 //! Each session has an async lock: its calls run one at a time (a call's state is the one the
-//! call before it left), while other sessions' calls run beside them.
+//! call before it left), while other sessions' calls run beside them. The lock guards the
+//! session's [`Slot`]: the typed session (`cutctx_ops::session::Session`) as the last call
+//! left it, so that a call on a session in use reads no state back; the store's row is the
+//! truth it is checked against, and a slot that no longer matches it is read again from it.
+//! The store is read from the blocking pool.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use cutctx::formats::Format;
+use cutctx_ops::Format;
 use cutctx_ops::OpsError;
+use cutctx_ops::session::Session;
 use tokio::sync::OwnedMutexGuard;
 
 use crate::store::{Row, Store};
 
-/// The locks of the sessions in use.
+/// The locks of the sessions in use, each over its session's [`Slot`].
 #[derive(Debug, Default)]
 pub(crate) struct Locks {
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
     made: AtomicU64,
 }
 
-/// A session, held: its id, its stored row (when there is one) and its lock.
+/// What a session's lock guards: the typed session as its last call left it, with the row that
+/// call stored, so that the next call knows whether the store still says the same.
+#[derive(Debug, Default)]
+pub(crate) struct Slot {
+    live: Option<(Session, Row)>,
+    /// The last body of a named session, to hash the next one's history from where it grew.
+    pub(crate) prior: Option<crate::prior::Prior>,
+}
+
+impl Slot {
+    /// The typed session for `row` (the store's, `None` for a new session): the one in the
+    /// slot when it is the row's, else read from the row's state, else new, by `make`.
+    pub(crate) fn take(
+        &mut self,
+        row: Option<&Row>,
+        make: impl FnOnce(Option<&str>) -> Result<Session, OpsError>,
+    ) -> Result<Session, OpsError> {
+        match (self.live.take(), row) {
+            (Some((session, was)), Some(row)) if same_state(&was, row) => Ok(session),
+            (_, row) => make(row.map(|r| r.state.as_str())),
+        }
+    }
+
+    /// Keeps `session`, which the store now holds as `row`.
+    pub(crate) fn keep(&mut self, session: Session, row: Row) {
+        self.live = Some((session, row));
+    }
+}
+
+/// Whether `a` and `b` hold the same state of the same history (the calibration a call's
+/// usage records later is not the state's).
+fn same_state(a: &Row, b: &Row) -> bool {
+    (&a.format, a.messages, &a.digest, &a.state) == (&b.format, b.messages, &b.digest, &b.state)
+}
+
+/// A session, held: its id, its stored row (when there is one) and its lock over its slot.
 pub(crate) struct Held {
     pub(crate) id: String,
     pub(crate) row: Option<Row>,
-    #[expect(
-        dead_code,
-        reason = "held, never read: the lock is released when it drops"
-    )]
-    pub(crate) guard: OwnedMutexGuard<()>,
+    pub(crate) slot: OwnedMutexGuard<Slot>,
 }
 
 impl Locks {
     /// Waits for session `id`'s lock.
-    async fn lock(&self, id: &str) -> OwnedMutexGuard<()> {
+    async fn lock(&self, id: &str) -> OwnedMutexGuard<Slot> {
         let lock = {
             let mut map = self
                 .map
@@ -65,42 +101,68 @@ impl Locks {
         format!("auto-{}-{nanos:x}-{n}", digest.get(..16).unwrap_or(digest))
     }
 
-    /// The session of a request of `format` whose history has the chained digests `digests`
-    /// (`digests[k]` for its first `k` messages), named by the digest `named` of its name or
-    /// not, held.
-    pub(crate) async fn hold(
+    /// The session named by the digest `named` of the name a request of `format` gives its
+    /// conversation, held.
+    pub(crate) async fn hold_named(
         &self,
-        store: &Store,
+        store: &Arc<Store>,
         format: Format,
-        named: Option<&str>,
-        digests: &[String],
+        named: &str,
     ) -> Result<Held, OpsError> {
-        if let Some(key) = named {
-            let id = format!("named-{}-{key}", format.as_str());
-            let guard = self.lock(&id).await;
-            let row = store.load(&id)?;
-            return Ok(Held { id, row, guard });
-        }
-        if let Some(id) = store.find_extending(format.as_str(), digests)? {
-            let guard = self.lock(&id).await;
+        let id = format!("named-{}-{named}", format.as_str());
+        let slot = self.lock(&id).await;
+        let row = load(store, &id).await?;
+        Ok(Held { id, row, slot })
+    }
+
+    /// The session of a request of `format` that names none, whose history has the chained
+    /// digests `digests` (`digests[k]` for its first `k` messages): the stored session whose
+    /// history it extends, else a new one, held.
+    pub(crate) async fn hold_extended(
+        &self,
+        store: &Arc<Store>,
+        format: Format,
+        digests: &Arc<[String]>,
+    ) -> Result<Held, OpsError> {
+        let found = {
+            let (store, digests) = (Arc::clone(store), Arc::clone(digests));
+            off_runtime(move || store.find_extending(format.as_str(), &digests)).await?
+        };
+        if let Some(id) = found {
+            let slot = self.lock(&id).await;
             // A call of the same session may have moved it on while this one waited.
-            let row = store.load(&id)?;
+            let row = load(store, &id).await?;
             if let Some(row) = row.filter(|r| extends(r, digests)) {
                 return Ok(Held {
                     id,
                     row: Some(row),
-                    guard,
+                    slot,
                 });
             }
         }
         let id = self.new_id(digests.last().map_or("", String::as_str));
-        let guard = self.lock(&id).await;
+        let slot = self.lock(&id).await;
         Ok(Held {
             id,
             row: None,
-            guard,
+            slot,
         })
     }
+}
+
+/// Session `id`'s row, read from the blocking pool.
+async fn load(store: &Arc<Store>, id: &str) -> Result<Option<Row>, OpsError> {
+    let (store, id) = (Arc::clone(store), id.to_owned());
+    off_runtime(move || store.load(&id)).await
+}
+
+/// Runs the store call `f` on the blocking pool.
+pub(crate) async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, OpsError> + Send + 'static,
+) -> Result<T, OpsError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        OpsError::internal(format!("a store call failed: {e}"), cutctx_ops::details! {})
+    })?
 }
 
 /// Whether the history with digests `digests` extends (or is) the one `row` describes.

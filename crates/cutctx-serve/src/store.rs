@@ -2,7 +2,12 @@
 //! call, committed before the call's response is forwarded, so a killed proxy restarts where
 //! it stopped) or memory.
 //!
-//! A row holds the session state document (`cutctx::session::SessionState`'s file form:
+//! SQLite's connection belongs to one store thread ([`Worker`]): a call hands it a job and
+//! waits for the answer from the blocking pool, never on the async runtime's threads and never
+//! behind a lock held while SQLite works. The memory store's map is locked for the map
+//! operation alone.
+//!
+//! A row holds the session state document (the file form of `cutctx_ops::session::Session::state_json`:
 //! digests, ranges, and the messages the compaction wrote), the history length and digest it
 //! describes (the index a request's history is looked up by), and the calibration the
 //! provider's usage taught: never an API key, never a request.
@@ -12,8 +17,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use cutctx::model::details;
 use cutctx_ops::OpsError;
+use cutctx_ops::details;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::options::{SqliteSync, StateSpec};
@@ -37,10 +42,10 @@ pub(crate) struct Row {
     pub(crate) updated: u64,
 }
 
-/// The sessions' store.
+/// The sessions' store. Its calls block: make them from the blocking pool.
 pub(crate) enum Store {
-    /// SQLite, one connection behind a lock (each use is one short transaction).
-    Sqlite(Mutex<Connection>),
+    /// SQLite, one connection on the store thread (each job is one short transaction).
+    Sqlite(Worker),
     /// Memory.
     Memory(Mutex<BTreeMap<String, Row>>),
 }
@@ -84,7 +89,7 @@ impl Store {
     pub(crate) fn open(spec: &StateSpec, sync: SqliteSync) -> Result<Self, OpsError> {
         match spec {
             StateSpec::Memory => Ok(Self::Memory(Mutex::new(BTreeMap::new()))),
-            StateSpec::Sqlite(path) => Ok(Self::Sqlite(Mutex::new(open_sqlite(path, sync)?))),
+            StateSpec::Sqlite(path) => Ok(Self::Sqlite(Worker::start(open_sqlite(path, sync)?)?)),
         }
     }
 
@@ -96,8 +101,9 @@ impl Store {
         digests: &[String],
     ) -> Result<Option<String>, OpsError> {
         match self {
-            Self::Sqlite(c) => {
-                let c = c.lock().map_err(|_| poisoned())?;
+            Self::Sqlite(w) => {
+                let (format, digests) = (format.to_owned(), digests.to_vec());
+                w.call(move |c| {
                 let mut q = c
                     .prepare_cached(
                         "SELECT id FROM sessions WHERE format = ?1 AND digest = ?2 AND messages = ?3 ORDER BY updated DESC, id LIMIT 1",
@@ -114,6 +120,7 @@ impl Store {
                     }
                 }
                 Ok(None)
+                })?
             }
             Self::Memory(m) => {
                 let m = m.lock().map_err(|_| poisoned())?;
@@ -139,8 +146,9 @@ impl Store {
     /// The session `id`, when stored.
     pub(crate) fn load(&self, id: &str) -> Result<Option<Row>, OpsError> {
         match self {
-            Self::Sqlite(c) => {
-                let c = c.lock().map_err(|_| poisoned())?;
+            Self::Sqlite(w) => {
+                let id = id.to_owned();
+                w.call(move |c| {
                 c.query_row(
                     "SELECT format, messages, digest, state, ratio, cached_tokens, updated FROM sessions WHERE id = ?1",
                     params![id],
@@ -158,6 +166,7 @@ impl Store {
                 )
                 .optional()
                 .map_err(|e| store_error("read a session", &e))
+                })?
             }
             Self::Memory(m) => Ok(m.lock().map_err(|_| poisoned())?.get(id).cloned()),
         }
@@ -174,9 +183,9 @@ impl Store {
     ) -> Result<(), OpsError> {
         let oldest = row.updated.saturating_sub(max_age);
         match self {
-            Self::Sqlite(c) => {
-                let mut c = c.lock().map_err(|_| poisoned())?;
-                let write = |c: &mut Connection| -> rusqlite::Result<()> {
+            Self::Sqlite(w) => {
+                let (id, row) = (id.to_owned(), row.clone());
+                let write = move |c: &mut Connection| -> rusqlite::Result<()> {
                     let tx = c.transaction()?;
                     tx.execute(
                         "INSERT INTO sessions (id, format, messages, digest, state, ratio, cached_tokens, updated)
@@ -205,7 +214,7 @@ impl Store {
                     )?;
                     tx.commit()
                 };
-                write(&mut c).map_err(|e| store_error("write a session", &e))
+                w.call(move |c| write(c).map_err(|e| store_error("write a session", &e)))?
             }
             Self::Memory(m) => {
                 let mut m = m.lock().map_err(|_| poisoned())?;
@@ -233,14 +242,16 @@ impl Store {
         cached_tokens: u64,
     ) -> Result<(), OpsError> {
         match self {
-            Self::Sqlite(c) => {
-                let c = c.lock().map_err(|_| poisoned())?;
-                c.execute(
-                    "UPDATE sessions SET ratio = ?2, cached_tokens = ?3 WHERE id = ?1",
-                    params![id, ratio, i64::try_from(cached_tokens).unwrap_or(i64::MAX)],
-                )
-                .map(drop)
-                .map_err(|e| store_error("record a call's usage", &e))
+            Self::Sqlite(w) => {
+                let id = id.to_owned();
+                w.call(move |c| {
+                    c.execute(
+                        "UPDATE sessions SET ratio = ?2, cached_tokens = ?3 WHERE id = ?1",
+                        params![id, ratio, i64::try_from(cached_tokens).unwrap_or(i64::MAX)],
+                    )
+                    .map(drop)
+                    .map_err(|e| store_error("record a call's usage", &e))
+                })?
             }
             Self::Memory(m) => {
                 if let Some(r) = m.lock().map_err(|_| poisoned())?.get_mut(id) {
@@ -250,6 +261,49 @@ impl Store {
                 Ok(())
             }
         }
+    }
+}
+
+/// A job for the store thread.
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// The store thread: the one owner of the SQLite connection, running the jobs it is handed in
+/// the order they came.
+pub(crate) struct Worker {
+    jobs: std::sync::mpsc::Sender<Job>,
+}
+
+impl Worker {
+    /// Starts the store thread on `connection`.
+    fn start(mut connection: Connection) -> Result<Self, OpsError> {
+        let (jobs, queue) = std::sync::mpsc::channel::<Job>();
+        std::thread::Builder::new()
+            .name("cutctx-store".to_owned())
+            .spawn(move || {
+                // Ends when the store is dropped and the last job has run.
+                for job in queue {
+                    job(&mut connection);
+                }
+            })
+            .map_err(|e| store_error("start its thread", &e))?;
+        Ok(Self { jobs })
+    }
+
+    /// Runs `f` on the store thread and waits for its answer (a blocking wait: call it from
+    /// the blocking pool).
+    fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
+    ) -> Result<T, OpsError> {
+        let (answer, answered) = std::sync::mpsc::sync_channel(1);
+        self.jobs
+            .send(Box::new(move |c| {
+                let _ = answer.send(f(c));
+            }))
+            .map_err(|_| store_error("take a job", &"its thread has stopped"))?;
+        answered
+            .recv()
+            .map_err(|_| store_error("answer", &"its thread has stopped"))
     }
 }
 

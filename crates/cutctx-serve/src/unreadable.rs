@@ -164,7 +164,7 @@ mod tests {
         let error = OpsError {
             code: "VALIDATION_ERROR",
             message: "call `secret_call` has no result: the weather in Paris".into(),
-            details: cutctx::model::details! {
+            details: cutctx_ops::details! {
                 "rule" => "call_without_result", "path" => "messages[4].tool_calls[0]",
                 "index" => 4_u64, "id" => "secret_call"
             },
@@ -181,7 +181,7 @@ mod tests {
         let budget = OpsError {
             code: "COMPACTION_BUDGET_UNSATISFIABLE",
             message: String::new(),
-            details: cutctx::model::details! {},
+            details: cutctx_ops::details! {},
         };
         assert_eq!(Reason::of_session(&budget), Reason::Compaction);
     }

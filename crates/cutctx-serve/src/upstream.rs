@@ -13,8 +13,8 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use cutctx::model::details;
 use cutctx_ops::OpsError;
+use cutctx_ops::details;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::{Request, Response};

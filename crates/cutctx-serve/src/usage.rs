@@ -1,15 +1,10 @@
 //! The provider's own count of a call's prompt, read from its response as it streams past
-//! (an SSE stream or one JSON body), without changing a byte of it.
-//!
-//! * Anthropic: `usage.input_tokens` + `cache_read_input_tokens` +
-//!   `cache_creation_input_tokens`, in the body or in `message_start` / `message_delta`
-//!   events; cached = `cache_read_input_tokens`.
-//! * OpenAI Chat: `usage.prompt_tokens`, cached `usage.prompt_tokens_details.cached_tokens`
-//!   (streamed: the final chunk, when `stream_options.include_usage`).
-//! * OpenAI Responses: `usage.input_tokens`, cached `usage.input_tokens_details.cached_tokens`
-//!   (streamed: the `response.completed` event's `response.usage`).
+//! (an SSE stream or one JSON body), without changing a byte of it. Where each format puts its
+//! usage and what its fields mean is the format's descriptor's ([`Descriptor::usage`]): this
+//! file only finds the bodies and events to ask it of.
 
-use cutctx::formats::Format;
+use cutctx_ops::Format;
+use cutctx_ops::provider::{Descriptor, ReportedUsage};
 use serde_json::Value;
 
 /// The most of a response (or of one SSE line) kept to be read; past it the usage is not read.
@@ -37,24 +32,16 @@ pub(crate) struct Usage {
     pub(crate) cached: u64,
 }
 
-/// The fields as they arrive: Anthropic spreads them over two events.
-#[derive(Debug, Default, Clone, Copy)]
-struct Fields {
-    input: Option<u64>,
-    cache_read: Option<u64>,
-    cache_creation: Option<u64>,
-    cached: Option<u64>,
-}
-
 /// Reads the usage out of a response's bytes as they pass.
 #[derive(Debug)]
 pub(crate) struct Tap {
-    format: Format,
+    descriptor: &'static Descriptor,
     sse: bool,
     gzip: bool,
     buf: Vec<u8>,
     overflow: bool,
-    fields: Fields,
+    /// The counts read so far: Anthropic spreads them over two events.
+    fields: ReportedUsage,
 }
 
 impl Tap {
@@ -62,16 +49,15 @@ impl Tap {
     /// `gzip` when its content encoding is gzip (a streamed one is then not read).
     pub(crate) const fn new(format: Format, sse: bool, gzip: bool) -> Self {
         Self {
-            format,
+            descriptor: format.descriptor(),
             sse,
             gzip,
             buf: Vec::new(),
             overflow: false,
-            fields: Fields {
-                input: None,
-                cache_read: None,
-                cache_creation: None,
-                cached: None,
+            fields: ReportedUsage {
+                prompt_tokens: None,
+                cached_tokens: None,
+                cache_creation_tokens: None,
             },
         }
     }
@@ -142,21 +128,8 @@ impl Tap {
 
     /// The usage the fields read so far add up to; `None` when the prompt's count is missing.
     fn usage(&self) -> Option<Usage> {
-        let f = self.fields;
-        match self.format {
-            Format::Anthropic => {
-                let input = f.input?;
-                let read = f.cache_read.unwrap_or(0);
-                Some(Usage {
-                    prompt: input + read + f.cache_creation.unwrap_or(0),
-                    cached: read,
-                })
-            }
-            Format::OpenAiChat | Format::OpenAiResponses => Some(Usage {
-                prompt: f.input?,
-                cached: f.cached.unwrap_or(0),
-            }),
-        }
+        let (prompt, cached) = self.descriptor.usage.prompt_and_cached(&self.fields)?;
+        Some(Usage { prompt, cached })
     }
 
     /// One SSE line: a `data:` line's JSON is an event.
@@ -172,47 +145,15 @@ impl Tap {
 
     /// One JSON object (a whole body or an event): its usage, wherever the format puts it.
     fn event(&mut self, v: &Value) {
-        let usage = match self.format {
-            Format::Anthropic => v
-                .get("usage")
-                .or_else(|| v.get("message").and_then(|m| m.get("usage"))),
-            Format::OpenAiChat => v.get("usage"),
-            Format::OpenAiResponses => {
-                if v.get("type").and_then(Value::as_str) == Some("response.completed") {
-                    v.get("response").and_then(|r| r.get("usage"))
-                } else {
-                    v.get("usage")
-                }
-            }
-        };
-        let Some(u) = usage.filter(|u| u.is_object()) else {
+        let fields = &self.descriptor.usage;
+        let Some(usage) = fields.find(v) else {
             return;
         };
-        let n = |key: &str| u.get(key).and_then(Value::as_u64);
+        let read = fields.read(usage);
         let f = &mut self.fields;
-        match self.format {
-            Format::Anthropic => {
-                f.input = n("input_tokens").or(f.input);
-                f.cache_read = n("cache_read_input_tokens").or(f.cache_read);
-                f.cache_creation = n("cache_creation_input_tokens").or(f.cache_creation);
-            }
-            Format::OpenAiChat => {
-                f.input = n("prompt_tokens").or(f.input);
-                f.cached = u
-                    .get("prompt_tokens_details")
-                    .and_then(|d| d.get("cached_tokens"))
-                    .and_then(Value::as_u64)
-                    .or(f.cached);
-            }
-            Format::OpenAiResponses => {
-                f.input = n("input_tokens").or(f.input);
-                f.cached = u
-                    .get("input_tokens_details")
-                    .and_then(|d| d.get("cached_tokens"))
-                    .and_then(Value::as_u64)
-                    .or(f.cached);
-            }
-        }
+        f.prompt_tokens = read.prompt_tokens.or(f.prompt_tokens);
+        f.cached_tokens = read.cached_tokens.or(f.cached_tokens);
+        f.cache_creation_tokens = read.cache_creation_tokens.or(f.cache_creation_tokens);
     }
 }
 

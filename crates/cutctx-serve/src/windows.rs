@@ -7,8 +7,8 @@
 
 use std::collections::BTreeMap;
 
-use cutctx::model::details;
 use cutctx_ops::OpsError;
+use cutctx_ops::details;
 use serde::Deserialize;
 
 /// The window of a model no table knows, in tokens.

@@ -1,4 +1,4 @@
-//! `cutctx-session`: cache-aware compaction for agent loops, and the replay that prices it.
+//! `cutctx-session`: cache-aware compaction for agent loops, the engine alone.
 //!
 //! A provider bills the part of a prompt it has cached at a fraction of the price, and caches
 //! by prefix: rewriting one early message makes everything after it a miss. Compacting before
@@ -9,20 +9,21 @@
 //!   request with the new messages appended: the earlier compaction's prefix is rebuilt from
 //!   the state byte for byte, never recomputed.
 //! * When it would not, it fires once, compacting the whole history down to `target × window`
-//!   with any policy, and remembers the result as a [`SessionState`]: kept messages by
-//!   reference, written ones (summaries, stubs) as they are, and a chained digest of the
-//!   history, so that a rewound, edited or foreign history starts a new session.
+//!   with any policy ([`compact_to`]), and remembers the result as a [`SessionState`]: kept
+//!   messages by reference, written ones (summaries, stubs) as they are, and a chained digest
+//!   of the history, so that a rewound, edited or foreign history starts a new session.
 //! * [`push`] is the in-memory path for new messages alone: its cost grows with them, not
 //!   with the history.
+//! * [`EarlyFiring`] (opt-in) fires below the trigger where the cache prices of a
+//!   [`PriceTable`] say a firing pays; [`cached_summary_request`] is the summarizing request
+//!   that reads the cache, ending with [`SUMMARY_INSTRUCTION`] ([`with_instruction`]).
 //!
-//! [`replay()`] runs one recorded agent loop call by call under three strategies (none,
-//! stateless compaction before every call, the session; [`replay_extended`] adds the offline
-//! reference of [`hindsight`], the [`peers`] and external strategies) and prices each with a
-//! [`PriceTable`] and the prefix-cache model of [`cache`], every strategy's requests marked
-//! for the cache by the same rule ([`Marking`]), optionally with every run starting with its
-//! tools and system prompt already cached ([`ReplayOptions::warm_prefix`]). [`bound`] gives
-//! the least any strategy that sends each call's untouchable part could pay for the same
-//! run, so the replay says how far each strategy is from what the cache model allows.
+//! What a format calls a message, a model item or a tool result is asked of
+//! `cutctx-formats` ([`cutctx_formats::Descriptor`]), never known here. The price table
+//! ([`cache`]) stays in this crate because the engine prices with it (early firing); the
+//! replay that runs recorded loops under several strategies and prices them with the
+//! prefix-cache model is the crate above, `cutctx-replay`, and uses this crate's
+//! [`step`], [`compact_to`] and [`call_points`] as any caller does.
 //!
 //! ```
 //! use cutctx_formats::{EstimatorSpec, Format, FormatError, policy_named};
@@ -66,27 +67,24 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
-pub mod bound;
 pub mod cache;
+mod calls;
 mod count;
 mod early;
-pub mod hindsight;
-pub mod peers;
-pub mod replay;
-pub mod retention;
+mod known;
 mod session;
 mod state;
 
 pub use cache::PriceTable;
+pub use calls::call_points;
 pub use count::prompt_tokens;
 pub use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
 pub use early::EarlyFiring;
-pub use replay::{
-    External, ExternalCall, Marking, Replay, ReplayExtras, ReplayOptions, StrategyReport,
-    SummaryInput, call_points, replay, replay_extended, replay_with,
-};
+pub use known::{Known, LastCall};
 pub use session::{
-    Decision, Firing, Restart, SUMMARY_INSTRUCTION, SessionConfig, Step, Summarize,
-    cached_summary_request, push, step,
+    Decision, Firing, Fitted, KnownStep, Restart, SUMMARY_INSTRUCTION, SessionConfig, Step,
+    Summarize, cached_summary_request, compact_to, push, step, step_known, with_instruction,
 };
-pub use state::{PrefixItem, STATE_VERSION, SessionState, history_digests};
+pub use state::{
+    PrefixItem, STATE_VERSION, SessionState, history_digests, history_digests_after, message_digest,
+};

@@ -19,7 +19,8 @@ use serde_json::Value;
 
 use crate::count::{messages_tokens, prompt_tokens};
 use crate::early::EarlyFiring;
-use crate::state::{PrefixItem, SessionState, digest_of};
+use crate::known::Known;
+use crate::state::{PrefixItem, SessionState};
 
 /// A session's settings. The same settings are expected at every call, but nothing breaks
 /// when they change: the next call simply decides with the new ones.
@@ -175,6 +176,47 @@ pub struct Step {
     pub validation: Option<cutctx_formats::OpenValidation>,
 }
 
+/// How the request to send is made.
+enum Sent {
+    /// The request as given: nothing was ever compacted.
+    AsGiven,
+    /// The request with its list rebuilt from the state.
+    Built(Value),
+}
+
+/// A [`Step`] but its request, which [`Sent`] says how to make.
+struct Outcome {
+    sent: Sent,
+    state: SessionState,
+    firing: Option<Firing>,
+    restarted: Option<Restart>,
+    prompt_tokens: u64,
+    held_off: Option<usize>,
+    over_window: bool,
+    fixed_tokens: u64,
+    validation: Option<cutctx_formats::OpenValidation>,
+}
+
+impl Outcome {
+    /// The step, the request as given made by `given` when it is sent as it came.
+    fn into_step(self, given: impl FnOnce() -> Value) -> Step {
+        Step {
+            request: match self.sent {
+                Sent::AsGiven => given(),
+                Sent::Built(built) => built,
+            },
+            state: self.state,
+            firing: self.firing,
+            restarted: self.restarted,
+            prompt_tokens: self.prompt_tokens,
+            held_off: self.held_off,
+            over_window: self.over_window,
+            fixed_tokens: self.fixed_tokens,
+            validation: self.validation,
+        }
+    }
+}
+
 /// What [`push`] says about new messages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decision {
@@ -224,20 +266,90 @@ pub fn step<E: From<FormatError>>(
     request: &Value,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Step, E> {
+    let outcome = decide(config, previous, request, &Known::default(), summarize)?;
+    Ok(outcome.into_step(|| request.clone()))
+}
+
+/// [`step`] for a caller that holds its session in memory and owns the parsed request: what
+/// it already knows ([`Known`]: the history's digests it found the session by, the last call)
+/// is not read again, and a request sent as it came is handed back, not copied. A call that
+/// does not fire then costs time in proportion to its new messages and the request's other
+/// fields; the same rules, read faster.
+///
+/// # Errors
+///
+/// As [`step`].
+pub fn step_known<E: From<FormatError>>(
+    config: &SessionConfig,
+    previous: Option<&SessionState>,
+    request: Value,
+    known: &Known<'_>,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<KnownStep, E> {
+    let mut outcome = decide(config, previous, &request, known, summarize)?;
+    let last = outcome.validation.take().and_then(|validation| {
+        crate::LastCall::of(config.format, &request, validation, outcome.fixed_tokens)
+    });
+    Ok(match outcome.sent {
+        Sent::AsGiven => KnownStep {
+            step: outcome.into_step(|| request),
+            last,
+            received: None,
+        },
+        Sent::Built(_) => KnownStep {
+            step: outcome.into_step(Value::default),
+            last,
+            received: Some(request),
+        },
+    })
+}
+
+/// What [`step_known`] made of a request.
+#[derive(Debug)]
+pub struct KnownStep {
+    /// The step; its `validation` is in [`KnownStep::last`].
+    pub step: Step,
+    /// The last call, for the next one's [`Known`]; `None` when the request has no list to
+    /// continue.
+    pub last: Option<crate::LastCall>,
+    /// The request as received when the step sends another; `None` when it sends this one
+    /// ([`Step::request`]).
+    pub received: Option<Value>,
+}
+
+impl KnownStep {
+    /// The request as received.
+    #[must_use]
+    pub fn received(&self) -> &Value {
+        self.received.as_ref().unwrap_or(&self.step.request)
+    }
+}
+
+/// The step of `request` but the request to send, which it says how to make ([`Sent`]).
+fn decide<E: From<FormatError>>(
+    config: &SessionConfig,
+    previous: Option<&SessionState>,
+    request: &Value,
+    known: &Known<'_>,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Outcome, E> {
     config.check().map_err(FormatError::from)?;
     let format = config.format;
-    // The one validation of the request, kept open for a caller that appends next.
-    let validation =
-        cutctx_formats::OpenValidation::over(format, request).map_err(FormatError::from)?;
     let messages = history(format, request);
+    // The one validation of the request, kept open for a caller that appends next: the last
+    // call's, taking the new messages alone, where the request continues it.
+    let (validation, known_fixed) = crate::known::validate(format, request, previous, known)?;
     if cutctx_formats::asks_provider_to_compact(format, request) {
         return provider_compacts(config, request, messages, validation);
     }
-    let (mut state, restarted) = continue_from(format, previous, messages)?;
+    let (mut state, restarted) = continue_from(format, previous, messages, known.digests)?;
     let new = messages.get(state.messages..).unwrap_or(&[]);
     state.message_tokens += messages_tokens(format, new, config.estimator.as_ref())?;
     state.absorb(new);
-    let fixed = fixed_tokens(format, request, config.estimator.as_ref())?;
+    let fixed = match known_fixed {
+        Some(fixed) => fixed,
+        None => fixed_tokens(format, request, config.estimator.as_ref())?,
+    };
     let prompt = fixed + state.message_tokens + config.reserve_output;
     let held_off = (prompt > config.trigger_tokens() && prompt <= config.window)
         .then(|| loop_with_reasoning(config, messages))
@@ -265,9 +377,9 @@ pub fn step<E: From<FormatError>>(
         } else {
             held_off
         };
-        let request = materialize(format, request, &state)?;
-        return Ok(Step {
-            request,
+        let sent = sent(format, request, &state)?;
+        return Ok(Outcome {
+            sent,
             state,
             firing: None,
             restarted,
@@ -288,10 +400,13 @@ pub fn step<E: From<FormatError>>(
         state.marks_system = true;
     }
     state.firings += 1;
-    let request = materialize(format, request, &state)?;
-    let after = prompt_tokens(format, &request, config.estimator.as_ref())? + config.reserve_output;
-    Ok(Step {
-        request,
+    let sent = sent(format, request, &state)?;
+    let after = match &sent {
+        Sent::Built(built) => prompt_tokens(format, built, config.estimator.as_ref())?,
+        Sent::AsGiven => prompt_tokens(format, request, config.estimator.as_ref())?,
+    } + config.reserve_output;
+    Ok(Outcome {
+        sent,
         state,
         firing: Some(Firing {
             before_tokens: prompt,
@@ -348,13 +463,39 @@ pub fn cached_summary_request(
 ) -> Result<Value, FormatError> {
     let format = config.format;
     let messages = history(format, request);
-    let (state, _) = continue_from(format, previous, messages)?;
+    let (state, _) = continue_from(format, previous, messages, None)?;
     let would_send = materialize(format, request, &state)?;
-    Ok(crate::replay::with_instruction(format, &would_send))
+    Ok(with_instruction(format, &would_send))
 }
 
-/// The instruction a summarizing request that reads the cache ends with.
-pub const SUMMARY_INSTRUCTION: &str = crate::replay::SUMMARY_INSTRUCTION;
+/// The instruction a summarizing request that reads the cache ends with
+/// ([`cached_summary_request`], [`with_instruction`]; its cost is what matters, not its
+/// wording).
+pub const SUMMARY_INSTRUCTION: &str = "Summarize the conversation above for a model that will continue the task: the goal, the decisions taken, the files, identifiers and figures in use, and what remains to be done. Reply with the summary alone.";
+
+/// `request` (of `format`) with [`SUMMARY_INSTRUCTION`] appended to its message list as a
+/// final user message ([`Descriptor::user_text`](cutctx_formats::Descriptor::user_text)): the
+/// summarizing request that reads what `request` left in the cache.
+///
+/// ```
+/// use cutctx_formats::Format;
+/// use cutctx_session::{SUMMARY_INSTRUCTION, with_instruction};
+/// use serde_json::json;
+/// let request = json!({"model": "m", "max_tokens": 9, "messages": [{"role": "user", "content": "Hi"}]});
+/// let asked = with_instruction(Format::Anthropic, &request);
+/// assert_eq!(asked["messages"][1]["content"][0]["text"], SUMMARY_INSTRUCTION);
+/// ```
+#[must_use]
+pub fn with_instruction(format: Format, request: &Value) -> Value {
+    let mut out = request.clone();
+    let message = format.descriptor().user_text(SUMMARY_INSTRUCTION);
+    if let Some(Value::Array(list)) = out.get_mut(list_key(format)) {
+        list.push(message);
+    } else if let Value::Array(list) = &mut out {
+        list.push(message);
+    }
+    out
+}
 
 /// Where the tool loop in progress at the end of `messages` starts, when it holds reasoning
 /// a firing would invalidate ([`cutctx_formats::open_tool_loop`]); `None` with
@@ -412,6 +553,7 @@ fn continue_from(
     format: Format,
     previous: Option<&SessionState>,
     messages: &[Value],
+    digests: Option<&[String]>,
 ) -> Result<(SessionState, Option<Restart>), FormatError> {
     let Some(prev) = previous else {
         return Ok((SessionState::new(format), None));
@@ -430,7 +572,7 @@ fn continue_from(
         };
         return Ok((SessionState::new(format), Some(why)));
     };
-    if digest_of(format, known) != prev.digest {
+    if !crate::known::same_history(format, prev, known, digests) {
         return Ok((
             SessionState::new(format),
             Some(Restart::Diverged {
@@ -450,14 +592,14 @@ fn provider_compacts<E: From<FormatError>>(
     request: &Value,
     messages: &[Value],
     validation: Option<cutctx_formats::OpenValidation>,
-) -> Result<Step, E> {
+) -> Result<Outcome, E> {
     let format = config.format;
     let fixed = fixed_tokens(format, request, config.estimator.as_ref())?;
     let prompt = fixed
         + messages_tokens(format, messages, config.estimator.as_ref())?
         + config.reserve_output;
-    Ok(Step {
-        request: request.clone(),
+    Ok(Outcome {
+        sent: Sent::AsGiven,
         state: SessionState::new(format),
         firing: None,
         restarted: None,
@@ -476,14 +618,23 @@ fn materialize(
     request: &Value,
     state: &SessionState,
 ) -> Result<Value, FormatError> {
+    Ok(match sent(format, request, state)? {
+        Sent::AsGiven => request.clone(),
+        Sent::Built(built) => built,
+    })
+}
+
+/// What `state` sends for `request`: the request as given while nothing was ever compacted,
+/// else the request with its list rebuilt from the state.
+fn sent(format: Format, request: &Value, state: &SessionState) -> Result<Sent, FormatError> {
     if state.prefix_len == 0 && state.prefix.is_empty() {
-        return Ok(request.clone());
+        return Ok(Sent::AsGiven);
     }
     let mut out = with_list(format, request, state)?;
     if format == Format::Anthropic && state.marks_system {
         mark_system(&mut out);
     }
-    Ok(out)
+    Ok(Sent::Built(out))
 }
 
 /// `request` with its message list replaced by the state's prefix and the rest of the history.
@@ -506,14 +657,20 @@ fn with_list(format: Format, request: &Value, state: &SessionState) -> Result<Va
         }
     }
     list.extend_from_slice(messages.get(state.prefix_len..).unwrap_or(&[]));
-    let mut out = request.clone();
-    match &mut out {
+    let key = list_key(format);
+    Ok(match request {
+        // The other fields copied, the list made anew: the history is never copied whole.
         Value::Object(map) => {
-            map.insert(list_key(format).to_owned(), Value::Array(list));
+            let mut out: serde_json::Map<String, Value> = map
+                .iter()
+                .filter(|(k, _)| k.as_str() != key)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            out.insert(key.to_owned(), Value::Array(list));
+            Value::Object(out)
         }
-        other => *other = Value::Array(list),
-    }
-    Ok(out)
+        _ => Value::Array(list),
+    })
 }
 
 /// The compacted message list `list` as prefix items over the history: a message the
@@ -540,15 +697,21 @@ fn references(origins: &[Option<usize>], list: &[Value]) -> Vec<PrefixItem> {
     items
 }
 
-/// What [`compact_to`] returns.
-pub(crate) struct Fitted {
-    pub(crate) document: Value,
+/// What [`compact_to`] returns: the compacted request and how it was made.
+#[derive(Debug, Clone)]
+pub struct Fitted {
+    /// The compacted request.
+    pub document: Value,
     /// The origin of each message of `document`'s list ([`ProviderTranscript::render_traced`]).
-    pub(crate) origins: Vec<Option<usize>>,
-    pub(crate) input: Transcript,
-    pub(crate) plan: CompactionPlan,
-    pub(crate) compacted: CompactedTranscript,
-    pub(crate) reasoning: ReasoningOutcome,
+    pub origins: Vec<Option<usize>>,
+    /// The transcript the plan was made for (the whole request).
+    pub input: Transcript,
+    /// The plan applied.
+    pub plan: CompactionPlan,
+    /// The view and the report.
+    pub compacted: CompactedTranscript,
+    /// The thinking blocks and reasoning items the compaction invalidated.
+    pub reasoning: ReasoningOutcome,
 }
 
 /// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
@@ -561,7 +724,18 @@ pub(crate) struct Fitted {
 /// from the plan's estimate (stubs and summaries are estimated before they exist), so the
 /// budget is lowered by any overshoot until the rendered request fits (a few rounds;
 /// summaries are asked once per set of turns).
-pub(crate) fn compact_to<E: From<FormatError>>(
+///
+/// A session's firing is this with `keep_task` and the session's target; `cutctx compact
+/// --max-tokens WINDOW` is this with a `share` of 1 (the window) and no task pinned, which is
+/// how the replay prices stateless compaction.
+///
+/// # Errors
+///
+/// `COMPACTION_BUDGET_UNSATISFIABLE` when the untouchable part cannot fit the window or no
+/// plan brings the request under it; `FORMAT_REASONING_OPEN_TOOL_LOOP` where every plan would
+/// invalidate the reasoning a tool loop in progress must keep; `FORMAT_*` for a request its
+/// provider would refuse; the summarizer's own error.
+pub fn compact_to<E: From<FormatError>>(
     config: &SessionConfig,
     request: &Value,
     share: f64,
@@ -597,7 +771,7 @@ fn fire_early<E: From<FormatError>>(
     };
     let format = config.format;
     let calls =
-        u64::try_from(crate::replay::call_points(format, messages).len()).unwrap_or(u64::MAX);
+        u64::try_from(crate::calls::call_points(format, messages).len()).unwrap_or(u64::MAX);
     if calls == 0 {
         return Ok(None);
     }
@@ -854,7 +1028,7 @@ fn added_mark(beside: Option<&Value>) -> Value {
 /// The `cache_control` marks of a request, in the order the provider reads them (tools,
 /// system, messages).
 fn marks_in(request: &Value) -> Vec<&Value> {
-    ["tools", "system", "messages"]
+    ["tools", "system", list_key(Format::Anthropic)]
         .into_iter()
         .filter_map(|key| request.get(key))
         .flat_map(marks_in_value)

@@ -297,8 +297,17 @@ fn chain(format: Format, previous: &[u8; 32], message: &Value) -> [u8; 32] {
     h.finalize().into()
 }
 
-/// The digest of one message's compact JSON text (keys sorted).
-pub(crate) fn message_digest(message: &Value) -> [u8; 32] {
+/// The digest of one message's compact JSON text (keys sorted): what chains a session's
+/// history (of the message's [`history_form`](cutctx_formats::history_form)), and what names a
+/// message in the replay's cache model.
+///
+/// ```
+/// use cutctx_session::message_digest;
+/// let m = serde_json::json!({"role": "user", "content": "hi"});
+/// assert_eq!(message_digest(&m), message_digest(&m.clone()));
+/// ```
+#[must_use]
+pub fn message_digest(message: &Value) -> [u8; 32] {
     Sha256::digest(message.to_string().as_bytes()).into()
 }
 
@@ -328,6 +337,37 @@ pub fn history_digests(format: Format, messages: &[Value]) -> Vec<String> {
     out
 }
 
+/// The chained digests of the history `last` names (in hex, as [`history_digests`] gives it)
+/// grown by `messages`: entry `i` names it with the first `i + 1` of them. `None` when `last`
+/// is not a digest. For a front end that knows a history's digest and hashes only what it grew
+/// by.
+///
+/// ```
+/// use cutctx_formats::Format;
+/// use cutctx_session::{history_digests, history_digests_after};
+/// let messages = [serde_json::json!({"role": "user", "content": "hi"}), serde_json::json!({"role": "assistant", "content": "yo"})];
+/// let whole = history_digests(Format::OpenAiChat, &messages);
+/// let grown = history_digests_after(Format::OpenAiChat, &whole[1], &messages[1..]).expect("a digest");
+/// assert_eq!(grown, whole[2..]);
+/// ```
+#[must_use]
+pub fn history_digests_after(
+    format: Format,
+    last: &str,
+    messages: &[Value],
+) -> Option<Vec<String>> {
+    let mut digest = unhex(last)?;
+    Some(
+        messages
+            .iter()
+            .map(|m| {
+                digest = chain(format, &digest, m);
+                hex(&digest)
+            })
+            .collect(),
+    )
+}
+
 /// The chained digest of `messages` from the empty history of `format`.
 pub(crate) fn digest_of(format: Format, messages: &[Value]) -> [u8; 32] {
     messages
@@ -335,7 +375,7 @@ pub(crate) fn digest_of(format: Format, messages: &[Value]) -> [u8; 32] {
         .fold(seed(format), |d, m| chain(format, &d, m))
 }
 
-fn hex(bytes: &[u8; 32]) -> String {
+pub(crate) fn hex(bytes: &[u8; 32]) -> String {
     use std::fmt::Write as _;
     let mut s = String::with_capacity(64);
     for b in bytes {

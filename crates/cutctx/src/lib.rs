@@ -21,6 +21,8 @@
 //! | feature    | adds                                                                   |
 //! |------------|------------------------------------------------------------------------|
 //! | `formats`  | `formats`: OpenAI Chat, OpenAI Responses and Anthropic request bodies |
+//! | `session`  | `session`, with `formats`: cache-aware compaction sessions for agent loops |
+//! | `replay`   | `replay`, with `session`: recorded loops replayed and priced under strategies |
 //! | `receipts` | `receipts` and `ledger`: arcaeon-compatible receipts and their ledger file |
 //! | `bpe`      | `formats`, with real BPE token counts for OpenAI models                |
 //!
@@ -84,8 +86,8 @@ pub use cutctx_executor as executor;
 #[cfg(feature = "formats")]
 pub use cutctx_formats as formats;
 
-/// Cache-aware compaction sessions for agent loops, and the replay that prices strategies
-/// (`cutctx-session`); with the `session` feature.
+/// Cache-aware compaction sessions for agent loops, and the price table they weigh early
+/// firing with (`cutctx-session`); with the `session` feature.
 ///
 /// ```
 /// use cutctx::formats::Format;
@@ -99,6 +101,20 @@ pub use cutctx_formats as formats;
 /// ```
 #[cfg(feature = "session")]
 pub use cutctx_session as session;
+
+/// The replay lab: a recorded agent loop replayed call by call under several compaction
+/// strategies and priced under one prefix-cache model, with a lower bound, an offline
+/// reference, peer strategies and retention (`cutctx-replay`); with the `replay` feature.
+///
+/// ```
+/// use cutctx::replay::{Marking, ReplayOptions};
+/// use cutctx::replay::peers::{Rule, trigger};
+///
+/// assert_eq!(ReplayOptions::default().marking, Marking::Shared);
+/// assert_eq!(trigger(Rule::ClaudeCode, 200_000), 167_000);
+/// ```
+#[cfg(feature = "replay")]
+pub use cutctx_replay as replay;
 
 /// Compaction receipts and the pure walk over a ledger's text (`cutctx-receipts`); with the
 /// `receipts` feature.

@@ -101,11 +101,11 @@ impl Build {
         if kind == Kind::Assistant {
             let key: Option<Arc<str>> = blocks
                 .iter()
-                .any(|b| block_type(b) == "tool_use")
+                .any(|b| block_type(b) == TOOL_USE)
                 .then(|| Arc::clone(&id));
             if let Some(key) = &key {
                 keys.clear();
-                for b in blocks.iter().filter(|b| block_type(b) == "tool_use") {
+                for b in blocks.iter().filter(|b| block_type(b) == TOOL_USE) {
                     if let Some(use_id) = b.get("id").and_then(Value::as_str) {
                         keys.insert(use_id.to_owned(), Arc::clone(key));
                     }
@@ -120,7 +120,7 @@ impl Build {
             built.push(turn, TurnSource::Message(i));
             return Ok(());
         }
-        if !blocks.iter().any(|b| block_type(b) == "tool_result") {
+        if !blocks.iter().any(|b| block_type(b) == TOOL_RESULT) {
             let mut t = Text::default();
             t.push_content(m.get("content").unwrap_or(&Value::Null));
             let (content, estimate) = t.finish(estimator);
@@ -135,12 +135,12 @@ impl Build {
         let mut rest: Vec<usize> = Vec::new();
         let mut rest_text = Text::default();
         for (j, b) in blocks.iter().enumerate() {
-            if block_type(b) != "tool_result" {
+            if block_type(b) != TOOL_RESULT {
                 rest.push(j);
                 rest_text.push_part(b);
                 continue;
             }
-            let use_id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
+            let use_id = b.get(TOOL_USE_ID).and_then(Value::as_str).unwrap_or("");
             let key = keys.get(use_id).cloned();
             if message_key.is_none() {
                 message_key.clone_from(&key);

@@ -135,12 +135,13 @@ pub(crate) enum Kind {
 }
 
 impl Kind {
+    /// The kind a `role` names, by the format's [roles](crate::descriptor::Roles::role_of).
     pub(crate) fn of(role: &str) -> Self {
-        match role {
-            "user" => Self::User,
-            "assistant" => Self::Assistant,
-            "system" => Self::System,
-            _ => Self::Opaque,
+        match FORMAT.descriptor().roles.role_of(role) {
+            Some(Role::User) => Self::User,
+            Some(Role::Assistant) => Self::Assistant,
+            Some(Role::System) => Self::System,
+            Some(Role::Tool) | None => Self::Opaque,
         }
     }
 
@@ -158,8 +159,8 @@ pub(crate) const KNOWN_BLOCKS: [&str; 22] = [
     "image",
     "document",
     "search_result",
-    "tool_use",
-    "tool_result",
+    TOOL_USE,
+    TOOL_RESULT,
     "thinking",
     "redacted_thinking",
     "server_tool_use",
@@ -203,15 +204,22 @@ pub(crate) fn opaque_reason(message: &Value) -> Option<&'static str> {
 
 /// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
 pub(crate) fn is_model_message(message: &Value) -> bool {
-    message.get("role").and_then(Value::as_str) == Some("assistant")
+    Kind::of_message(message) == Kind::Assistant
 }
+
+/// The block of an assistant message calling a tool.
+pub(crate) const TOOL_USE: &str = "tool_use";
+/// The block of a user message holding a tool's result.
+pub(crate) const TOOL_RESULT: &str = "tool_result";
+/// The field of a `tool_result` block naming the call it answers.
+pub(crate) const TOOL_USE_ID: &str = "tool_use_id";
 
 fn path(i: usize) -> String {
     format!("messages[{i}]")
 }
 
 fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
-    let (list, path) = crate::mapping::messages_key(document, "messages");
+    let (list, path) = crate::mapping::messages_key(document, crate::list_key(FORMAT));
     match list {
         Some(Value::Array(items)) => Ok(items),
         _ => Err(Violation::new(FORMAT, Rule::Malformed, None, path)),
@@ -233,8 +241,8 @@ fn block_type(b: &Value) -> &str {
 /// `tool_result` block.
 pub(crate) fn answered_call(message: &Value, block: usize) -> Option<&str> {
     let b = blocks(message).get(block)?;
-    (block_type(b) == "tool_result")
-        .then(|| b.get("tool_use_id").and_then(Value::as_str))
+    (block_type(b) == TOOL_RESULT)
+        .then(|| b.get(TOOL_USE_ID).and_then(Value::as_str))
         .flatten()
 }
 
@@ -298,10 +306,17 @@ pub(crate) fn thinking_first_required(document: &Value) -> bool {
 /// Whether `message` is a user message answering tool calls: one with a `tool_result` block,
 /// which continues the assistant turn before it (a tool loop in progress).
 pub(crate) fn answers_tools(message: &Value) -> bool {
-    message.get("role").and_then(Value::as_str) == Some("user")
-        && blocks(message)
-            .iter()
-            .any(|b| block_type(b) == "tool_result")
+    tool_results(message).next().is_some()
+}
+
+/// The `tool_result` blocks of `message`, with their indices, when it is a user message (the
+/// one place that says what an Anthropic tool result is, [`crate::Descriptor::tool_results`]).
+pub(crate) fn tool_results(message: &Value) -> impl Iterator<Item = (usize, &Value)> {
+    let user = Kind::of_message(message) == Kind::User;
+    blocks(message)
+        .iter()
+        .enumerate()
+        .filter(move |(_, b)| user && block_type(b) == TOOL_RESULT)
 }
 
 /// Whether `message` starts with a thinking or redacted thinking block.

@@ -48,7 +48,7 @@ pub(crate) fn render(
     sources: &[TurnSource],
     items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
-    let mut doc = crate::mapping::shell(document, "messages");
+    let mut doc = crate::mapping::shell(document, crate::list_key(FORMAT));
     let mut system_kept = false;
     let mut outs: Vec<Out> = Vec::with_capacity(items.len());
     let mut pending: Option<Pending> = None;

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use super::Kind;
+use super::{Kind, TOOL_RESULT, TOOL_USE, TOOL_USE_ID};
 use crate::Repair;
 use crate::repair::{RepairKind, record};
 
@@ -63,7 +63,7 @@ fn carried(m: Value, empty: bool, calls_open: bool, kind: Kind, before: Option<&
         .is_some_and(|blocks| {
             blocks
                 .iter()
-                .any(|b| matches!(block_type(b), "tool_use" | "tool_result"))
+                .any(|b| matches!(block_type(b), TOOL_USE | TOOL_RESULT))
         });
     let placed = kind != Kind::System
         || before.is_some_and(|b| matches!(Kind::of_message(b), Kind::User | Kind::System));
@@ -132,7 +132,7 @@ fn step(
         let mut dropped_any = false;
         while let Some(b) = rest.next() {
             let ok = match block_type(&b) {
-                "tool_result" => match b.get("tool_use_id").and_then(Value::as_str) {
+                TOOL_RESULT => match b.get(TOOL_USE_ID).and_then(Value::as_str) {
                     None => false,
                     Some(id) => {
                         let known = user && calls.as_ref().is_some_and(|c| c.set.contains(id));
@@ -145,7 +145,7 @@ fn step(
                         !seen_other
                     }
                 },
-                "tool_use" => match b.get("id").and_then(Value::as_str) {
+                TOOL_USE => match b.get("id").and_then(Value::as_str) {
                     Some(id) if !user && seen_uses.insert(id.to_owned()) => {
                         uses.push(id.to_owned());
                         seen_other = true;
@@ -210,7 +210,7 @@ fn drop_unanswered(
         return;
     };
     blocks.retain(|b| {
-        !(block_type(b) == "tool_use"
+        !(block_type(b) == TOOL_USE
             && b.get("id")
                 .and_then(Value::as_str)
                 .is_some_and(|id| gone.contains(id)))

@@ -118,8 +118,8 @@ impl Check {
             _ => false,
         };
         let facts = blocks(m).iter().map(|b| match block_type(b) {
-            "tool_result" => BlockFact::Result(b.get("tool_use_id").and_then(Value::as_str)),
-            "tool_use" => BlockFact::Use(b.get("id").and_then(Value::as_str)),
+            TOOL_RESULT => BlockFact::Result(b.get(TOOL_USE_ID).and_then(Value::as_str)),
+            TOOL_USE => BlockFact::Use(b.get("id").and_then(Value::as_str)),
             _ => BlockFact::Other,
         });
         self.rules(i, role, empty, facts)

@@ -62,7 +62,7 @@ impl Build {
             .ok_or_else(|| missing(i, "role"))?;
         let mut text = Text::default();
         text.push_content(m.get("content").unwrap_or(&Value::Null));
-        let (role, key) = match openai_role(role_name) {
+        let (role, key) = match role_of(role_name) {
             // A role the format does not name: an opaque message, untouchable as a system one.
             Some(Role::System) | None => (Role::System, None),
             Some(Role::User) => (Role::User, None),
@@ -117,7 +117,7 @@ impl Build {
         if let Some(Some(content)) = &m.content {
             text.push_str(content);
         }
-        let (role, key) = match openai_role(&m.role) {
+        let (role, key) = match role_of(&m.role) {
             // A role the format does not name: an opaque message, untouchable as a system one.
             Some(Role::System) | None => (Role::System, None),
             Some(Role::User) => (Role::User, None),

@@ -37,7 +37,6 @@ use crate::mapping::{
     Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem, messages_key,
 };
 use crate::provider_format::ProviderFormat;
-use crate::roles::openai_role;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -113,22 +112,40 @@ fn missing(i: usize, field: &str) -> FormatError {
     ))
 }
 
+/// The role of a message holding a tool's result ([`crate::descriptor::Roles::tool`]).
+pub(crate) const TOOL_ROLE: &str = "tool";
+/// The field of an assistant message listing its tool calls.
+pub(crate) const TOOL_CALLS: &str = "tool_calls";
+/// The field of a `tool` message naming the call it answers.
+pub(crate) const TOOL_CALL_ID: &str = "tool_call_id";
+
+/// The turn role a Chat message's `role` names, from the format's
+/// [descriptor](crate::descriptor::Roles::role_of); `None` for an opaque message.
+fn role_of(name: &str) -> Option<Role> {
+    FORMAT.descriptor().roles.role_of(name)
+}
+
 /// Whether `message` is the model's ([`crate::is_model_item`]): an assistant message.
 pub(crate) fn is_model_message(message: &Value) -> bool {
-    message.get("role").and_then(Value::as_str) == Some("assistant")
+    message.get("role").and_then(Value::as_str) == Some(FORMAT.descriptor().roles.assistant)
+}
+
+/// Whether `message` is a tool's result: a `tool` message.
+pub(crate) fn is_result(message: &Value) -> bool {
+    message.get("role").and_then(Value::as_str) == Some(TOOL_ROLE)
 }
 
 /// The `tool_call_id` of the call `message` answers, when it is a `tool` message.
 pub(crate) fn answered_call(message: &Value) -> Option<&str> {
-    if message.get("role").and_then(Value::as_str) != Some("tool") {
+    if !is_result(message) {
         return None;
     }
-    message.get("tool_call_id").and_then(Value::as_str)
+    message.get(TOOL_CALL_ID).and_then(Value::as_str)
 }
 
 /// The message list of a Chat document: the array itself, or the request's `messages`.
 fn messages(document: &Value) -> Result<&Vec<Value>, Violation> {
-    let (list, path) = messages_key(document, "messages");
+    let (list, path) = messages_key(document, crate::list_key(FORMAT));
     match list {
         Some(Value::Array(items)) => Ok(items),
         _ => Err(Violation::new(FORMAT, Rule::Malformed, None, path)),
@@ -142,7 +159,7 @@ fn path(i: usize) -> String {
 /// The ids of an assistant message's calls, in order (empty when it has none), as its value
 /// gives them.
 fn call_ids(i: usize, m: &Map<String, Value>) -> Result<Vec<&str>, Violation> {
-    match m.get("tool_calls") {
+    match m.get(TOOL_CALLS) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(calls)) => distinct_calls(
             i,

@@ -33,7 +33,7 @@ pub(crate) fn render(
         out.push(Piece::New(crate::mapping::lead_in_message()));
     }
     Ok(Rendered {
-        shell: crate::mapping::shell(document, "messages"),
+        shell: crate::mapping::shell(document, crate::list_key(FORMAT)),
         list: Some(out),
     })
 }

@@ -80,7 +80,7 @@ fn step(
         return Step::Drop;
     }
     close(open.take(), kept, repairs);
-    match crate::roles::openai_role(&role) {
+    match super::role_of(&role) {
         // An opaque message (a role the format does not name) is kept as a system one is.
         Some(Role::System | Role::User) | None => Step::Keep(m),
         Some(Role::Assistant) => assistant(m, position, kept.len(), open, repairs),

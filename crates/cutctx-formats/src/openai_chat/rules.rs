@@ -160,7 +160,7 @@ impl Check {
             return Ok(());
         }
         close(self.open.as_ref())?;
-        match openai_role(m.role) {
+        match role_of(m.role) {
             // A role the format does not name is an opaque message: carried untouched, in its
             // place, like a system message ([`crate::opaque_items`] counts it).
             Some(Role::System | Role::User) | None => self.open = None,

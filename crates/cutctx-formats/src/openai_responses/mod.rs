@@ -42,7 +42,6 @@ use crate::content::Text;
 use crate::hand_read::{Lex, ReadMessage, Str, once};
 use crate::mapping::{Built, MessageIds, Piece, Rendered, Source, TurnSource, ViewItem};
 use crate::provider_format::ProviderFormat;
-use crate::roles::openai_role;
 use crate::validate::{Rule, Violation, shape};
 use crate::{Format, FormatError};
 
@@ -123,6 +122,26 @@ pub const CALL_TYPES: [&str; 5] = [
     "shell_call",
     "apply_patch_call",
 ];
+
+/// The outputs of the calls of [`CALL_TYPES`], in the same order: each call type with
+/// `_output` appended, an item of its own with the call's `call_id`.
+pub const OUTPUT_TYPES: [&str; 5] = [
+    "function_call_output",
+    "custom_tool_call_output",
+    "computer_call_output",
+    "shell_call_output",
+    "apply_patch_call_output",
+];
+
+/// The field of a call, and of its output, naming the call.
+pub(crate) const CALL_ID: &str = "call_id";
+
+/// The turn role a message item's `role` names, from the format's
+/// [descriptor](crate::descriptor::Roles::role_of); `None` for an opaque message (Responses
+/// has no `tool` role: its results are items of their own).
+fn role_of(name: &str) -> Option<Role> {
+    FORMAT.descriptor().roles.role_of(name)
+}
 
 /// What an item is, for pairing and grouping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -284,7 +303,7 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
                 || format!("{}.content", path(i)),
             )?;
         }
-        return match openai_role(role) {
+        return match role_of(role) {
             Some(Role::User) => Ok(Kind::Prompt(Role::User)),
             Some(Role::System) => Ok(Kind::Prompt(Role::System)),
             Some(Role::Assistant) => Ok(Kind::Answer),
@@ -297,7 +316,7 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
         return Ok(Kind::Reasoning);
     }
     let call_id = || -> Result<&str, Violation> {
-        map.get("call_id").and_then(Value::as_str).ok_or_else(|| {
+        map.get(CALL_ID).and_then(Value::as_str).ok_or_else(|| {
             Violation::new(
                 FORMAT,
                 Rule::Malformed,
@@ -309,11 +328,8 @@ pub(crate) fn kind(i: usize, item: &Value) -> Result<Kind<'_>, Violation> {
     if let Some(call) = CALL_TYPES.iter().find(|c| **c == ty) {
         return Ok(Kind::Call(call, call_id()?));
     }
-    if let Some(call) = ty
-        .strip_suffix("_output")
-        .and_then(|base| CALL_TYPES.iter().find(|c| **c == base))
-    {
-        return Ok(Kind::Output(call, call_id()?));
+    if let Some(k) = OUTPUT_TYPES.iter().position(|o| *o == ty) {
+        return Ok(Kind::Output(CALL_TYPES[k], call_id()?));
     }
     Ok(Kind::Other)
 }
@@ -361,7 +377,7 @@ pub(crate) fn untouchable_item(item: &Value) -> Option<&'static str> {
     match ty {
         None | Some("message") => {
             let role = item.get("role").and_then(Value::as_str).unwrap_or("");
-            matches!(openai_role(role), None | Some(Role::Tool)).then_some("unknown_role")
+            matches!(role_of(role), None | Some(Role::Tool)).then_some("unknown_role")
         }
         Some("compaction") => Some("compaction"),
         Some("compaction_trigger") => Some("compaction_trigger"),
@@ -386,7 +402,7 @@ enum Input<'a> {
 }
 
 fn input(document: &Value) -> Result<Input<'_>, Violation> {
-    let (list, path) = crate::mapping::messages_key(document, "input");
+    let (list, path) = crate::mapping::messages_key(document, crate::list_key(FORMAT));
     match list {
         Some(Value::Array(items)) => Ok(Input::Items(items)),
         Some(Value::String(s)) if document.is_object() => Ok(Input::Text(s)),

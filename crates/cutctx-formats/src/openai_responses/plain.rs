@@ -48,7 +48,7 @@ impl<'a> ReadMessage<'a> for Plain<'a> {
         })?;
         let shape = match ty.as_deref() {
             None | Some("message") => {
-                let kind = match openai_role(role?.as_ref()) {
+                let kind = match role_of(role?.as_ref()) {
                     Some(Role::User) => Kind::Prompt(Role::User),
                     Some(Role::System) => Kind::Prompt(Role::System),
                     Some(Role::Assistant) => Kind::Answer,

@@ -12,7 +12,7 @@ pub(crate) fn render(
     sources: &[TurnSource],
     items: impl ExactSizeIterator<Item = Result<ViewItem, FormatError>>,
 ) -> Result<Rendered, FormatError> {
-    let mut doc = crate::mapping::shell(document, "input");
+    let mut doc = crate::mapping::shell(document, crate::list_key(FORMAT));
     let mut out: Vec<Piece> = Vec::with_capacity(items.len());
     let mut instructions_kept = false;
     let mut only_input_text = true;
@@ -27,7 +27,7 @@ pub(crate) fn render(
                     }
                 }
                 Some(TurnSource::InputText) => {
-                    let text = match (stub, document.get("input")) {
+                    let text = match (stub, document.get(crate::list_key(FORMAT))) {
                         (Some(stub), _) => Value::from(&**stub),
                         (None, Some(v)) => v.clone(),
                         (None, None) => Value::from(""),

@@ -401,7 +401,8 @@ mod tests {
     use cutctx::model::wire::ObjectOnly;
     use proptest::prelude::*;
 
-    use super::super::{build, scan};
+    use super::super::pieces::build;
+    use super::super::scan;
     use super::Record;
 
     /// The record `s` holds whole (an object and nothing else).

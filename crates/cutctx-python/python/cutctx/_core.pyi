@@ -16,6 +16,14 @@ formats: ModuleType
 receipts: ModuleType
 session: ModuleType
 
+# What the package knows of the providers and its defaults, from the core rather than copied:
+# the masked stub's label, the policy of a compactor with no summarizer, the format names and
+# the key of each format's message list.
+DEFAULT_PLACEHOLDER: str
+NO_SUMMARIZER_POLICY: str
+FORMATS: tuple[str, ...]
+LIST_KEYS: dict[str, str]
+
 # The shipped policies' defaults (`cutctx_policies`), which the Python classes' signatures read.
 DEFAULT_KEEP_RECENT_RESULTS: int
 DEFAULT_TARGET_RATIO: float

@@ -38,6 +38,7 @@ import threading
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, overload
 
+from cutctx import _core as _core_module
 from cutctx._core import session as _core
 
 __all__ = ["Session"]
@@ -46,12 +47,8 @@ Format = Literal["openai-chat", "openai-responses", "anthropic"]
 Reasoning = Literal["strip", "keep", "refuse"]
 Summarize = Callable[[dict[str, Any]], str]
 
-# Where each format keeps its history in a request.
-_LIST_KEY: dict[str, str] = {
-    "openai-chat": "messages",
-    "anthropic": "messages",
-    "openai-responses": "input",
-}
+# Where each format keeps its history in a request (the core's, not a copy).
+_LIST_KEY: dict[str, str] = _core_module.LIST_KEYS
 
 
 class Session:
@@ -142,6 +139,8 @@ class Session:
         the JSON ``bytes`` ``cutctx session`` prints, without a Python object per message.
         ``pin`` names tool calls (their ids) whose results, and so the calls, a firing at this
         call keeps as they are (``cutctx session --pin``): a result the model just retrieved.
+        A request sent as it came is the given one (its list a copy, its messages shared), read
+        from no JSON: treat the messages as read-only.
         """
         pins = _pins(pin)
         with self._lock:
@@ -184,14 +183,22 @@ class Session:
         return _LIST_KEY[self.format]
 
     def _prepare_value(self, request: Mapping[str, Any] | list[Any], pins: list[str]) -> Any:
-        out = json.loads(self._call(json.dumps(request, ensure_ascii=False), pins))
-        self._given = _parts(request, self._key)
+        sent = self._call(json.dumps(request, ensure_ascii=False), pins, as_given=True)
+        given = _parts(request, self._key)
+        if sent is None:
+            # Sent as given: the request itself, with a list of its own, read from no JSON.
+            out: Any = list(request) if isinstance(request, list) else dict(request)
+            if given is not None:
+                out = _request(given[0], self._key, list(given[1]))
+        else:
+            out = json.loads(sent)
+        self._given = given
         self._sent = _parts(out, self._key)
         return out
 
-    def _call(self, data: bytes | str, pin: list[str]) -> bytes:
-        result: tuple[bytes, bool, list[str]] = self._core.prepare_json(
-            data, self._summarize, pin
+    def _call(self, data: bytes | str, pin: list[str], *, as_given: bool = False) -> Any:
+        result: tuple[bytes | None, bool, list[str]] = self._core.prepare_json(
+            data, self._summarize, pin, as_given
         )
         out, self.fired, self.notes = result
         return out

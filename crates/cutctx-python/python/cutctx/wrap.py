@@ -68,6 +68,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Final, Literal, TypeVar
 
+from cutctx import _core
 from cutctx.integrations.compactor import (
     Compactor,
     Compactors,
@@ -90,11 +91,8 @@ _T = TypeVar("_T")
 
 # Arguments of an SDK call that are not part of the request body.
 _TRANSPORT: Final = frozenset({"extra_headers", "extra_query", "extra_body", "timeout"})
-_LIST_KEY: Final[dict[str, str]] = {
-    "openai-chat": "messages",
-    "openai-responses": "input",
-    "anthropic": "messages",
-}
+# Where each format keeps its history in a request (the core's, not a copy).
+_LIST_KEY: Final[dict[str, str]] = _core.LIST_KEYS
 _COMPACTED: Final = ("create", "parse", "stream")
 # The views of a resource whose methods are the resource's own with another return type.
 _VIEWS: Final = ("with_raw_response", "with_streaming_response")

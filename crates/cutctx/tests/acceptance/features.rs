@@ -18,6 +18,37 @@ fn formats_maps_a_provider_request_through_the_facade() {
     assert_eq!(pt.transcript().turns()[0].role(), cutctx::Role::System);
 }
 
+#[cfg(feature = "replay")]
+#[test]
+fn replay_prices_a_recorded_run_through_the_facade() {
+    use cutctx::formats::{EstimatorSpec, Format, ReasoningMode, policy_named};
+    use cutctx::session::{PriceTable, SessionConfig};
+    let spec = EstimatorSpec::default();
+    let config = SessionConfig {
+        format: Format::OpenAiChat,
+        window: 100_000,
+        reserve_output: 0,
+        trigger: SessionConfig::DEFAULT_TRIGGER,
+        target: SessionConfig::DEFAULT_TARGET,
+        protected_recent: 2,
+        policy: policy_named("drop_oldest", "p", &spec)
+            .expect("a policy")
+            .expect("known"),
+        estimator: spec.estimator().expect("an estimator"),
+        cache_breakpoints: false,
+        reasoning: ReasoningMode::Strip,
+        pinned_results: Default::default(),
+        early: None,
+    };
+    let run = serde_json::json!({"model": "m", "messages": [
+        {"role": "user", "content": "Hello"},
+        {"role": "assistant", "content": "Hi"},
+    ]});
+    let r = cutctx::replay::replay(&config, &PriceTable::openai(), &run).expect("replayed");
+    assert_eq!(r.strategies.len(), 3);
+    assert_eq!(r.strategies[0].calls, 1);
+}
+
 #[cfg(feature = "receipts")]
 #[test]
 fn receipts_seal_into_a_ledger_through_the_facade() {

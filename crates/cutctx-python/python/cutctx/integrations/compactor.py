@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from os import PathLike, fspath
 from typing import Any, Final, Literal, Protocol, runtime_checkable
 
+from cutctx import _core
 from cutctx.formats import FormatCompactionError
 from cutctx.session import Session
 
@@ -65,7 +66,7 @@ Format = Literal["openai-chat", "openai-responses", "anthropic"]
 TOOL_NAME: Final = "cutctx_retrieve"
 """The name of the retrieval tool the compactor offers the model."""
 
-_FORMATS: Final = ("openai-chat", "openai-responses", "anthropic")
+_FORMATS: Final[tuple[str, ...]] = tuple(_core.FORMATS)
 
 # A stub ends with its figures and digest; the placeholder before them is the policy's.
 _STUB: Final = re.compile(r"\(original: \d+ tokens, sha256:([0-9a-f]{64})\)\Z")
@@ -447,9 +448,7 @@ def _has_tool(format: str, tools: list[Any], name: str) -> bool:
     return False
 
 
-DEFAULT_POLICY: Final = (
-    '{"name": "chain", "policies": [{"name": "observation_masking"}, {"name": "drop_oldest"}]}'
-)
+DEFAULT_POLICY: Final[str] = _core.NO_SUMMARIZER_POLICY
 """The policy of a compactor given neither ``policy`` nor ``summarize``: mask old tool results,
 then drop the oldest turns (the session's own default chain also summarizes, which needs a
 ``summarize`` callable)."""

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 __all__ = ["DEFAULT_PLACEHOLDER", "ObservationMaskingPolicy"]
 
-DEFAULT_PLACEHOLDER: Final = "[tool result masked by cutctx]"
+DEFAULT_PLACEHOLDER: Final[str] = _core.DEFAULT_PLACEHOLDER
 """The stub's label; the original's estimate and sha256 always follow it."""
 
 

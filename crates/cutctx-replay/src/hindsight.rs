@@ -21,10 +21,12 @@
 
 use cutctx_formats::{FormatError, message_list as history};
 
+use cutctx_session::cache::SummaryCall;
+use cutctx_session::compact_to;
+
 use crate::replay::{
     Context, Sent, Summary, SummaryAsk, SummaryInput, ask, span_summaries, stand_in, system_end,
 };
-use crate::session::compact_to;
 
 /// A firing candidate: the compacted list and what the firing invalidated and asked.
 struct Candidate {
@@ -133,7 +135,7 @@ pub(crate) fn plan(context: &Context<'_>, fallback: Vec<Sent>) -> Result<Vec<Sen
                         SummaryAsk::Fresh(t) => t,
                         _ => 0,
                     };
-                    prices.summary_units(&crate::cache::SummaryCall {
+                    prices.summary_units(&SummaryCall {
                         input_tokens: input,
                         cached_tokens: 0,
                         output_tokens: s.output,

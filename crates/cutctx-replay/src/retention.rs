@@ -17,9 +17,11 @@
 //! the share is how many of them the request the strategy sent at call `k` holds anywhere.
 //! The *task* is the first user message of the history, intact when the sent request holds
 //! it unchanged, or a message holding every string of it unchanged (Anthropic merges
-//! consecutive user messages, so a summary placed after the task shares its message). The *recent results* are the last `N` tool results of the history at call
-//! `k` (Chat `tool` messages, Anthropic `tool_result` blocks, Responses `*_output` items),
-//! kept when the sent request holds each unchanged.
+//! consecutive user messages, so a summary placed after the task shares its message). The
+//! *recent results* are the last `N` tool results of the history at call `k`, as the format
+//! says what a tool result is (`cutctx_formats::Descriptor::tool_results`: Chat `tool`
+//! messages, Anthropic `tool_result` blocks of user messages, Responses outputs of its call
+//! types), kept when the sent request holds each unchanged.
 //!
 //! **Over the run.** Identifiers: kept over eligible, summed over calls (1 when no call has
 //! any). Task: the share of calls at which it is intact. Recent results: kept over counted,
@@ -55,7 +57,7 @@ impl Default for Retention {
 /// The identifiers of `text`, in order (see the module's definition).
 ///
 /// ```
-/// use cutctx_session::retention::identifiers;
+/// use cutctx_replay::retention::identifiers;
 /// let found = identifiers("Open src/main.rs at line 42, then call parse_args (v1.2).");
 /// assert_eq!(found, ["src/main.rs", "42", "parse_args", "v1.2"]);
 /// ```
@@ -136,40 +138,11 @@ fn present(value: &Value, wanted: &BTreeSet<&str>) -> usize {
 
 /// The tool results of a message list, each as its JSON text.
 fn results(format: Format, list: &[Value]) -> Vec<String> {
-    let mut out = Vec::new();
-    for m in list {
-        match format {
-            Format::OpenAiChat => {
-                if m.get("role").and_then(Value::as_str) == Some("tool") {
-                    out.push(m.to_string());
-                }
-            }
-            Format::Anthropic => {
-                if let Some(blocks) = m.get("content").and_then(Value::as_array) {
-                    for b in blocks {
-                        if b.get("type").and_then(Value::as_str) == Some("tool_result") {
-                            out.push(b.to_string());
-                        }
-                    }
-                }
-            }
-            Format::OpenAiResponses => {
-                if m.get("type")
-                    .and_then(Value::as_str)
-                    .is_some_and(|t| t.ends_with("_output"))
-                {
-                    out.push(m.to_string());
-                }
-            }
-        }
-    }
-    out
-}
-
-/// Whether `message` is a tool result (a Chat `tool` message, an Anthropic user message
-/// holding a `tool_result` block, a Responses `*_output` item).
-pub(crate) fn is_result(format: Format, message: &Value) -> bool {
-    !results(format, std::slice::from_ref(message)).is_empty()
+    let descriptor = format.descriptor();
+    list.iter()
+        .flat_map(|m| descriptor.tool_results(m))
+        .map(|(_, result)| result.to_string())
+        .collect()
 }
 
 /// What retention is measured against at one call, the same for every strategy.
@@ -191,7 +164,7 @@ impl Targets {
         let messages = history(format, run);
         let task = messages
             .iter()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+            .find(|m| m.get("role").and_then(Value::as_str) == Some(format.descriptor().roles.user))
             .cloned();
         let mut calls = Vec::with_capacity(points.len());
         for &len in points {

@@ -9,7 +9,8 @@
 //!
 //! **Summaries.** A peer's summary is stood in for by text of `min(2,000, 10% of the tokens it
 //! replaces)` tokens (at least 1), with no identifiers in it: retention credits only what a
-//! peer keeps verbatim. Each summarizing call is charged as [`cache`](crate::cache) says: a
+//! peer keeps verbatim. Each summarizing call is charged as the price table says
+//! (`PriceTable::summary_units`): a
 //! peer that sends its conversation as last sent plus an instruction (Claude Code, Codex,
 //! Anthropic's server compaction) reads that prefix from the cache; one that sends the span
 //! to summarize in a prompt of its own (OpenHands, Deep Agents) reads nothing. The
@@ -24,10 +25,11 @@
 //! Each peer's source is named in its doc comment.
 
 use cutctx_formats::{Format, FormatError};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::replay::{Context, SUMMARY_INSTRUCTION, Sent, Summary, SummaryAsk, with_instruction};
-use crate::retention::is_result;
+use cutctx_session::{SUMMARY_INSTRUCTION, with_instruction};
+
+use crate::replay::{Context, Sent, Summary, SummaryAsk};
 
 /// The window the peers' published token thresholds are for.
 pub const REFERENCE_WINDOW: u64 = 200_000;
@@ -125,7 +127,7 @@ pub const PEERS: [Peer; 6] = [
 /// `tokens` of a 200,000-token window, scaled to `window`.
 ///
 /// ```
-/// assert_eq!(cutctx_session::peers::scaled(167_000, 100_000), 83_500);
+/// assert_eq!(cutctx_replay::peers::scaled(167_000, 100_000), 83_500);
 /// ```
 #[must_use]
 pub const fn scaled(tokens: u64, window: u64) -> u64 {
@@ -158,7 +160,7 @@ pub fn trigger(rule: Rule, window: u64) -> u64 {
 /// The modelled summary's length for `replaced` tokens.
 ///
 /// ```
-/// use cutctx_session::peers::summary_tokens;
+/// use cutctx_replay::peers::summary_tokens;
 /// assert_eq!((summary_tokens(50_000), summary_tokens(5_000), summary_tokens(0)), (2_000, 500, 1));
 /// ```
 #[must_use]
@@ -166,12 +168,15 @@ pub fn summary_tokens(replaced: u64) -> u64 {
     (replaced / 10).clamp(1, SUMMARY_MAX_TOKENS)
 }
 
-/// A user message of `format` holding `text`.
-fn user(format: Format, text: String) -> Value {
-    match format {
-        Format::Anthropic => json!({"role": "user", "content": [{"type": "text", "text": text}]}),
-        _ => json!({"role": "user", "content": text}),
-    }
+/// A user message of `format` holding `text` ([`Descriptor::user_text`](cutctx_formats::Descriptor::user_text)).
+fn user(format: Format, text: &str) -> Value {
+    format.descriptor().user_text(text)
+}
+
+/// Whether `message` is, or holds, a tool result of `format`
+/// ([`Descriptor::is_tool_result`](cutctx_formats::Descriptor::is_tool_result)).
+fn is_result(format: Format, message: &Value) -> bool {
+    format.descriptor().is_tool_result(message)
 }
 
 /// Stand-in text of about `tokens` tokens at four characters a token.
@@ -250,7 +255,7 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
     let window = config.window;
     let messages = context.messages();
     let fire_at = trigger(peer.rule, window);
-    let instruction = context.list_tokens(&[user(format, SUMMARY_INSTRUCTION.to_owned())])?;
+    let instruction = context.list_tokens(&[user(format, SUMMARY_INSTRUCTION)])?;
     let mut out = Vec::with_capacity(context.points.len());
     // The peer's own history: what it sends in place of the first `covered` messages.
     let mut kept: Option<(Vec<Value>, usize)> = None;
@@ -304,43 +309,26 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
     Ok(out)
 }
 
-/// Replaces every tool result of `list` but the `keep` latest with a placeholder; returns how
-/// many are cleared.
+/// Replaces every tool result of `list` but the `keep` latest with a placeholder (in the
+/// field holding what the tool returned); returns how many are cleared.
 fn clear_results(format: Format, list: &mut [Value], keep: usize) -> usize {
     const PLACEHOLDER: &str = "[tool result cleared]";
-    let positions: Vec<usize> = (0..list.len())
-        .filter(|&i| is_result(format, &list[i]))
+    let descriptor = format.descriptor();
+    // Anthropic holds several results in one message, each a block: each is one.
+    let units: Vec<(usize, Option<usize>)> = list
+        .iter()
+        .enumerate()
+        .flat_map(|(i, m)| descriptor.tool_results(m).map(move |(b, _)| (i, b)))
         .collect();
-    // Anthropic holds several results in one message; count blocks there.
-    let mut units: Vec<(usize, Option<usize>)> = Vec::new();
-    for &i in &positions {
-        match format {
-            Format::Anthropic => {
-                if let Some(blocks) = list[i].get("content").and_then(Value::as_array) {
-                    for (b, block) in blocks.iter().enumerate() {
-                        if block.get("type").and_then(Value::as_str) == Some("tool_result") {
-                            units.push((i, Some(b)));
-                        }
-                    }
-                }
-            }
-            _ => units.push((i, None)),
-        }
-    }
     let clear = units.len().saturating_sub(keep);
+    let payload = descriptor.tool_result.payload;
     for &(i, b) in &units[..clear] {
-        match (format, b) {
-            (Format::Anthropic, Some(b)) => {
-                if let Some(block) = list[i].get_mut("content").and_then(|c| c.get_mut(b)) {
-                    block["content"] = Value::String(PLACEHOLDER.to_owned());
-                }
-            }
-            (Format::OpenAiResponses, _) => {
-                list[i]["output"] = Value::String(PLACEHOLDER.to_owned());
-            }
-            _ => {
-                list[i]["content"] = Value::String(PLACEHOLDER.to_owned());
-            }
+        let result = match b {
+            Some(b) => list[i].get_mut("content").and_then(|c| c.get_mut(b)),
+            None => Some(&mut list[i]),
+        };
+        if let Some(result) = result {
+            result[payload] = Value::String(PLACEHOLDER.to_owned());
         }
     }
     clear
@@ -390,7 +378,7 @@ fn compact(
                 text.push_str("\n[restored file]\n");
                 text.push_str(r);
             }
-            out.push(user(format, text));
+            out.push(user(format, &text));
             Some(cached(s))
         }
         Rule::Codex => {
@@ -398,8 +386,9 @@ fn compact(
             let mut used = 0;
             let mut chosen = Vec::new();
             for m in middle.iter().rev() {
-                let is_user =
-                    m.get("role").and_then(Value::as_str) == Some("user") && !is_result(format, m);
+                let is_user = m.get("role").and_then(Value::as_str)
+                    == Some(format.descriptor().roles.user)
+                    && !is_result(format, m);
                 if !is_user {
                     continue;
                 }
@@ -413,12 +402,12 @@ fn compact(
             chosen.reverse();
             out.extend(chosen);
             let s = summary_tokens(tokens(middle)?);
-            out.push(user(format, filler(s, "summary of the conversation")));
+            out.push(user(format, &filler(s, "summary of the conversation")));
             Some(cached(s))
         }
         Rule::ServerCompaction => {
             let s = summary_tokens(tokens(middle)?);
-            out.push(user(format, filler(s, "compaction")));
+            out.push(user(format, &filler(s, "compaction")));
             Some(cached(s))
         }
         Rule::DeepAgents => {
@@ -439,7 +428,7 @@ fn compact(
             }
             let forgotten = tokens(&middle[..start])?;
             let s = summary_tokens(forgotten);
-            out.push(user(format, filler(s, "summary of the conversation")));
+            out.push(user(format, &filler(s, "summary of the conversation")));
             out.extend_from_slice(&middle[start..]);
             Some(fresh(forgotten, s))
         }
@@ -459,7 +448,7 @@ fn compact(
                 let s = summary_tokens(forgotten);
                 let mut candidate = out.clone();
                 candidate.extend_from_slice(&middle[..keep_first]);
-                candidate.push(user(format, filler(s, "condensation")));
+                candidate.push(user(format, &filler(s, "condensation")));
                 candidate.extend_from_slice(&middle[start..]);
                 candidate.extend_from_slice(tail);
                 let size = context.fixed + tokens(&candidate)? + context.config.reserve_output;

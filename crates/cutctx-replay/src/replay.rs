@@ -1,5 +1,6 @@
 //! Replaying a recorded agent loop call by call under three strategies and pricing each: no
-//! compaction, stateless compaction before every call, and a [session](crate::step).
+//! compaction, stateless compaction before every call, and a session (`cutctx-session`'s
+//! [`step`]).
 //!
 //! Call `k` sends the messages before the `k`-th model turn (an assistant message; for
 //! Responses, the first item of a model step), with everything else of the recorded request
@@ -29,23 +30,28 @@
 //! **More strategies.** With [`ReplayExtras::compare`] the replay adds the offline reference
 //! `hindsight` ([`hindsight`](crate::hindsight)) and the peers of [`peers`](crate::peers);
 //! [`ReplayExtras::external`] adds strategies whose requests were made elsewhere. Every
-//! strategy is priced by the same meter, cache model and marks, its summarizing calls charged
-//! as [`cache`](crate::cache) says ([`StrategyReport::summary_units`], part of `cost_units`),
+//! strategy is priced by the same meter, cache model ([`prefix_cache`](crate::prefix_cache))
+//! and marks, its summarizing calls charged as the price table says
+//! ([`PriceTable::summary_units`]; [`StrategyReport::summary_units`], part of `cost_units`),
 //! and its [`retention`](crate::retention) measured against the same recorded answers.
 
+use cutctx_formats::descriptor::Carrier;
 use cutctx_formats::{Format, FormatError, ProviderTranscript, ReasoningOutcome};
 use cutctx_model::{CompactionBudget, CompactionError, Role, SummarizationRequest};
 use cutctx_policies::TokenEstimator;
 use serde_json::Value;
 
 use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
+use cutctx_session::cache::{PriceTable, SummaryCall};
+use cutctx_session::{
+    PrefixItem, SessionConfig, SessionState, call_points, compact_to, message_digest, step,
+    with_instruction,
+};
 use sha2::{Digest, Sha256};
 
 use crate::bound::{Needs, lower_bound};
-use crate::cache::{Boundary, CacheView, PrefixCache, PriceTable, SummaryCall};
+use crate::prefix_cache::{Boundary, CacheView, PrefixCache};
 use crate::retention::{Retention, Targets};
-use crate::session::{SessionConfig, compact_to, step};
-use crate::state::{PrefixItem, SessionState, message_digest};
 
 /// How the replayed requests are marked for a provider that caches at breakpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -187,23 +193,6 @@ pub struct Replay {
     pub strategies: Vec<StrategyReport>,
 }
 
-/// The lengths of the message lists sent at each call of `messages`: the index of every model
-/// turn that follows a turn of another kind.
-#[must_use]
-pub fn call_points(format: Format, messages: &[Value]) -> Vec<usize> {
-    let is_model = |m: &Value| cutctx_formats::is_model_item(format, m);
-    let mut points = Vec::new();
-    let mut previous = false;
-    for (i, m) in messages.iter().enumerate() {
-        let model = is_model(m);
-        if model && !previous {
-            points.push(i);
-        }
-        previous = model;
-    }
-    points
-}
-
 /// The stand-in summary: text of about `target_tokens` tokens at four characters a token.
 pub(crate) fn stand_in(
     _: &ProviderTranscript,
@@ -268,7 +257,7 @@ pub(crate) fn view(
         h.update(message_digest(m));
         key = h.finalize().into();
         tokens += message_tokens(format, m, estimator)?;
-        blocks += content_blocks(m);
+        blocks += content_blocks(format, m);
         if marked(m) {
             out.breakpoints.push(out.boundaries.len());
         }
@@ -296,17 +285,21 @@ fn marked(value: &Value) -> bool {
     }
 }
 
-/// The content blocks of a message: one for string content, one per item of a content list,
-/// and one per tool call.
-fn content_blocks(message: &Value) -> u64 {
+/// The content blocks of a message of `format`: one for string content, one per item of a
+/// content list, and one per tool call the format lists beside its content (Chat's
+/// `tool_calls`; a call that is a block or an item of its own is counted as one already).
+fn content_blocks(format: Format, message: &Value) -> u64 {
     let content = match message.get("content") {
         Some(Value::Array(list)) => list.len().max(1),
         _ => 1,
     };
-    let calls = message
-        .get("tool_calls")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
+    let calls = match format.descriptor().tool_call.carrier {
+        Carrier::Field { key } => message
+            .get(key)
+            .and_then(Value::as_array)
+            .map_or(0, Vec::len),
+        Carrier::Message { .. } | Carrier::Item { .. } | Carrier::Block { .. } => 0,
+    };
     u64::try_from(content + calls).unwrap_or(u64::MAX)
 }
 
@@ -546,7 +539,7 @@ pub(crate) fn system_end(format: Format, request: &Value) -> usize {
 ///
 /// ```
 /// use cutctx_formats::Format;
-/// use cutctx_session::replay::shared_marks;
+/// use cutctx_replay::replay::shared_marks;
 /// use serde_json::json;
 /// let chat = json!({"model": "m", "messages": [
 ///     {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]});
@@ -713,27 +706,6 @@ pub struct ExternalCall {
     pub request: Value,
     /// A summarizing call it made before this call, if any.
     pub summary: Option<SummaryCall>,
-}
-
-/// The instruction a cached summarizing call ends with (its cost is what matters, not its
-/// wording).
-pub(crate) const SUMMARY_INSTRUCTION: &str = "Summarize the conversation above for a model that will continue the task: the goal, the decisions taken, the files, identifiers and figures in use, and what remains to be done. Reply with the summary alone.";
-
-/// `request` with the summarization instruction appended as a final user message.
-pub(crate) fn with_instruction(format: Format, request: &Value) -> Value {
-    let mut out = request.clone();
-    let message = match format {
-        Format::Anthropic => {
-            serde_json::json!({"role": "user", "content": [{"type": "text", "text": SUMMARY_INSTRUCTION}]})
-        }
-        _ => serde_json::json!({"role": "user", "content": SUMMARY_INSTRUCTION}),
-    };
-    if let Some(Value::Array(list)) = out.get_mut(list_key(format)) {
-        list.push(message);
-    } else if let Value::Array(list) = &mut out {
-        list.push(message);
-    }
-    out
 }
 
 /// What the strategies share while they are built: the run, its calls and settings.

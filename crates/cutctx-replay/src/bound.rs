@@ -1,5 +1,6 @@
 //! A lower bound on what any strategy must pay for a recorded run under the cache model of
-//! [`cache`](crate::cache): the floor the replayed strategies are measured against.
+//! [`prefix_cache`](crate::prefix_cache): the floor the replayed strategies are measured
+//! against.
 //!
 //! **What every strategy must send.** At every call, a strategy that compacts only what the
 //! invariants allow sends at least the untouchable part: the tools, the system turns and the
@@ -31,12 +32,12 @@
 //! granularity are left out, which only lowers the bound. What it does not prove: that any
 //! strategy reaches it, nor anything about what a strategy keeps beyond the required parts.
 //!
-//! Assumptions: the cache model of [`cache`](crate::cache) (a token is read only if an
+//! Assumptions: the cache model of [`prefix_cache`](crate::prefix_cache) (a token is read only if an
 //! earlier call of the run wrote the same prefix; nothing expires during a run); a strategy
 //! sends only messages of the history as it stands and text of its own, never the bytes of a
 //! message that does not exist yet; untouchable turns are sent as they are.
 
-use crate::cache::PriceTable;
+use cutctx_session::PriceTable;
 
 /// One call's parts as the bound sees them: the tools, and every turn by position with
 /// whether the strategy must send it.
@@ -60,7 +61,7 @@ pub struct Needs {
 ///
 /// ```
 /// use cutctx_session::PriceTable;
-/// use cutctx_session::bound::{Needs, lower_bound};
+/// use cutctx_replay::bound::{Needs, lower_bound};
 /// let p = PriceTable::anthropic();
 /// // Two calls: 1,000 tokens of tools, then one required turn of 100, then a second of 50.
 /// let one = Needs { tools: 1_000, system_turns: 0, turns: vec![(100, true)] };
