@@ -193,7 +193,13 @@ impl SessionCore {
     ) -> PyResult<(Option<Bound<'py, PyBytes>>, bool, Vec<String>)> {
         let run = || -> Result<Prepared, Failure> {
             let text = text_of(data)?;
-            self.run(py, text, summarize.map(|f| f.clone().unbind()), &pin, as_given)
+            self.run(
+                py,
+                text,
+                summarize.map(|f| f.clone().unbind()),
+                &pin,
+                as_given,
+            )
         };
         let (output, fired, notes) = run().map_err(|f| to_pyerr(py, f))?;
         Ok((output.map(|o| PyBytes::new(py, &o)), fired, notes))

@@ -156,7 +156,11 @@ mod tests {
     }
 
     fn message(i: usize) -> Value {
-        let role = if i.is_multiple_of(2) { "user" } else { "assistant" };
+        let role = if i.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
         serde_json::json!({"role": role, "content": format!("turn {i} \"quoted\" ]}}")})
     }
 
