@@ -19,6 +19,9 @@ when present):
 * `replay` of every real run at three window fractions, as a table and as JSON, with `--compare`.
 
 Prints the number of commands and of differences (each named); exits 1 on any difference.
+`--expect OLD=>NEW` (repeatable) names a change of wording made on purpose: the old build's
+bytes have OLD replaced by NEW before they are compared, and the count of commands whose bytes
+differ only so is printed apart.
 """
 
 from __future__ import annotations
@@ -123,12 +126,19 @@ def commands(cli, limit):
     return jobs[:limit] if limit else jobs
 
 
-def run_one(cli, argv, calls, work):
-    """The bytes a command gave: for a session chain, every call's output, errors, code and state."""
+def run_one(cli, argv, calls, work, expect=()):
+    """The bytes a command gave: for a session chain, every call's output, errors, code and
+    state; with `expect`'s replacements made in them."""
     out = hashlib.sha256()
+
+    def fix(part):
+        for old, new in expect:
+            part = part.replace(old, new)
+        return part
     if calls is None:
         r = subprocess.run([cli, *argv], capture_output=True, cwd=work)
         for part in (r.stdout, r.stderr, str(r.returncode).encode()):
+            part = fix(part)
             out.update(len(part).to_bytes(8, "big") + part)
         return out.hexdigest(), 1
     state = os.path.join(work, "state.json")
@@ -139,16 +149,24 @@ def run_one(cli, argv, calls, work):
         r = subprocess.run([cli, *argv, "--state", state, request], capture_output=True, cwd=work)
         kept = open(state, "rb").read() if os.path.exists(state) else b""
         for part in (r.stdout, r.stderr, str(r.returncode).encode(), kept):
+            part = fix(part)
             out.update(len(part).to_bytes(8, "big") + part)
     return out.hexdigest(), len(calls)
 
 
-def compare(old, new, job):
+def compare(old, new, job, expect):
     name, argv, calls = job
     dirs = [tempfile.mkdtemp(prefix="same-bytes.") for _ in range(2)]
     try:
         (a, n), (b, _) = (run_one(old, argv, calls, dirs[0]), run_one(new, argv, calls, dirs[1]))
-        return name, a == b, n
+        if a == b:
+            return name, "same", n
+        if expect:
+            # Again from nothing (a session chain's state file is in its folder).
+            dirs.append(tempfile.mkdtemp(prefix="same-bytes."))
+            if run_one(old, argv, calls, dirs[2], expect)[0] == b:
+                return name, "expected", n
+        return name, "differs", n
     finally:
         for d in dirs:
             shutil.rmtree(d, ignore_errors=True)
@@ -160,15 +178,26 @@ def main():
     parser.add_argument("new")
     parser.add_argument("--limit", type=int, default=0)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--expect", action="append", default=[], metavar="OLD=>NEW")
     args = parser.parse_args()
+    # Both run under the same name, which usage errors print.
+    bins = tempfile.mkdtemp(prefix="same-bytes-bin.")
+    for side in ("old", "new"):
+        os.makedirs(os.path.join(bins, side))
+        shutil.copy2(getattr(args, side), os.path.join(bins, side, "cutctx"))
+        setattr(args, side, os.path.join(bins, side, "cutctx"))
     jobs = commands(args.old, args.limit)
-    differ, count = [], 0
+    expect = [tuple(e.encode().split(b"=>", 1)) for e in args.expect]
+    differ, expected, count = [], 0, 0
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for name, same, n in pool.map(lambda j: compare(args.old, args.new, j), jobs):
+        for name, verdict, n in pool.map(lambda j: compare(args.old, args.new, j, expect), jobs):
             count += n
-            if not same:
+            if verdict == "differs":
                 differ.append(name)
-    print(f"{count} commands ({len(jobs)} jobs), {len(differ)} with different bytes")
+            expected += verdict == "expected"
+    shutil.rmtree(bins, ignore_errors=True)
+    print(f"{count} commands ({len(jobs)} jobs), {len(differ)} with different bytes, "
+          f"{expected} differing only as --expect says")
     for name in differ[:50]:
         print(f"  differs: {name}")
     sys.exit(1 if differ else 0)

@@ -3,20 +3,21 @@ coding agent sends after a long task; and the same for an earlier build, in the 
 
     python3 scripts/serve-floor-bench.py [--cli target/release/cutctx] [--before OLD_CUTCTX]
         [--floor target/release/examples/floor] [--rounds 3] [--calls-1 40] [--calls-64 4]
-        [--messages 150]
+        [--messages 150] [--state sqlite|memory]
 
 One run, one machine, loopback only. The provider is the tests' fake
 (crates/cutctx-serve/tests/sdk/fake_upstream.py, keeping no records). Each conversation is an
 Anthropic Messages request shaped as Claude Code's after a long task: 12 tools, a 7 KB system
-prompt, `--messages` messages (tool calls and their results, about 400 KB in all at 150), and
-two more messages (a call and its result) at every call. The proxies are started with a window
+prompt, `--messages` messages (tool calls and their results, about 400 KB in all at 150), its
+session id in `metadata.user_id` as Claude Code writes it, and two more messages (a call and its
+result) at every call. The proxies are started with a window
 the requests fit, so nothing fires: every call is a session step and a byte-for-byte forward.
 
 Modes, each round's back to back so that the machine's drift touches them alike: straight to
 the fake (`direct`); through the floor (`cargo build --release -p cutctx-serve --example
 floor`: a bare pass-through proxy on the same hyper stack that parses and counts each request
-once); through `cutctx serve` (SQLite state, the default); and, with `--before`, through an
-earlier build. A request's added latency is its time through a proxy minus the same request's
+once); through `cutctx serve` (SQLite state, the default; its log in a file, as a deployment
+keeps it); and, with `--before`, through an earlier build. A request's added latency is its time through a proxy minus the same request's
 time straight to the fake in the same round; the table gives p50 and p99 of those at 1 and 64
 concurrent conversations, and each proxy's as a ratio to the floor's.
 
@@ -82,13 +83,36 @@ def conversation(seed, conv, calls, messages):
         history += pair(n)
         n += 1
     spec = tools()
+    # As Claude Code names its conversation (the proxy reads the session id in it).
+    session = f"{seed}-{conv}".replace("_", "-")
+    metadata = {"user_id": json.dumps({"device_id": "bench", "account_uuid": "bench", "session_id": session})}
     bodies = []
     for _ in range(calls):
         bodies.append(json.dumps({"model": MODEL, "max_tokens": 4096, "system": system,
-                                  "tools": spec, "messages": history}).encode())
+                                  "tools": spec, "messages": history, "metadata": metadata}).encode())
         history = history + pair(n)
         n += 1
     return bodies
+
+
+def started_logging(argv, prefix, log, timeout=30.0):
+    """Start `cutctx serve` with its log (standard error) in the file `log`, as a deployment
+    keeps it, rather than in a pipe this process must drain: (process, port)."""
+    import subprocess
+    import time
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=out)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(log, "rb") as f:
+            for line in f:
+                if line.decode(errors="replace").startswith(prefix):
+                    return proc, int(line.decode().strip().rsplit(":", 1)[1])
+        if proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"{argv[0]} did not start; see {log}")
 
 
 def run(port, workload, mode):
@@ -104,6 +128,8 @@ def main():
     parser.add_argument("--calls-1", type=int, default=40)
     parser.add_argument("--calls-64", type=int, default=4)
     parser.add_argument("--messages", type=int, default=150)
+    parser.add_argument("--state", choices=["sqlite", "memory"], default="sqlite",
+                        help="the proxies' session store (default sqlite, the shipped default)")
     args = parser.parse_args()
     for path in (args.cli, args.floor, *([args.before] if args.before else [])):
         if not os.path.exists(path):
@@ -123,10 +149,11 @@ def main():
         for name, cli in builds.items():
             copy = os.path.join(work, f"cutctx-{name}")
             shutil.copy2(cli, copy)
-            proc, port = bench.started(
+            proc, port = started_logging(
                 [copy, "serve", "--listen", "127.0.0.1:0", "--anthropic-upstream", upstream,
-                 "--window", str(WINDOW), "--state", f"sqlite:{os.path.join(work, name + '.db')}"],
-                "cutctx serve: listening on")
+                 "--window", str(WINDOW), "--state",
+                 "memory" if args.state == "memory" else f"sqlite:{os.path.join(work, name + '.db')}"],
+                "cutctx serve: listening on", os.path.join(work, f"{name}.log"))
             procs.append(proc)
             ports[name] = port
         size = len(conversation("size", 0, 1, args.messages)[0])

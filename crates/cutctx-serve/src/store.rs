@@ -149,8 +149,11 @@ impl Store {
             Self::Sqlite(w) => {
                 let id = id.to_owned();
                 w.call(move |c| {
-                c.query_row(
+                // Each statement is prepared once per connection and cached by SQLite's handle.
+                c.prepare_cached(
                     "SELECT format, messages, digest, state, ratio, cached_tokens, updated FROM sessions WHERE id = ?1",
+                )
+                .and_then(|mut q| q.query_row(
                     params![id],
                     |r| {
                         Ok(Row {
@@ -163,7 +166,7 @@ impl Store {
                             updated: r.get::<_, i64>(6)?.try_into().unwrap_or(0),
                         })
                     },
-                )
+                ))
                 .optional()
                 .map_err(|e| store_error("read a session", &e))
                 })?
@@ -187,12 +190,14 @@ impl Store {
                 let (id, row) = (id.to_owned(), row.clone());
                 let write = move |c: &mut Connection| -> rusqlite::Result<()> {
                     let tx = c.transaction()?;
-                    tx.execute(
+                    tx.prepare_cached(
                         "INSERT INTO sessions (id, format, messages, digest, state, ratio, cached_tokens, updated)
                          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                          ON CONFLICT (id) DO UPDATE SET format = excluded.format, messages = excluded.messages,
                            digest = excluded.digest, state = excluded.state, ratio = excluded.ratio,
                            cached_tokens = excluded.cached_tokens, updated = excluded.updated",
+                    )?
+                    .execute(
                         params![
                             id,
                             row.format,
@@ -204,12 +209,12 @@ impl Store {
                             i64::try_from(row.updated).unwrap_or(i64::MAX),
                         ],
                     )?;
-                    tx.execute(
-                        "DELETE FROM sessions WHERE updated < ?1",
-                        params![i64::try_from(oldest).unwrap_or(i64::MAX)],
-                    )?;
-                    tx.execute(
+                    tx.prepare_cached("DELETE FROM sessions WHERE updated < ?1")?
+                        .execute(params![i64::try_from(oldest).unwrap_or(i64::MAX)])?;
+                    tx.prepare_cached(
                         "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions ORDER BY updated DESC, id LIMIT -1 OFFSET ?1)",
+                    )?
+                    .execute(
                         params![i64::try_from(max_sessions).unwrap_or(i64::MAX)],
                     )?;
                     tx.commit()
@@ -245,10 +250,16 @@ impl Store {
             Self::Sqlite(w) => {
                 let id = id.to_owned();
                 w.call(move |c| {
-                    c.execute(
+                    c.prepare_cached(
                         "UPDATE sessions SET ratio = ?2, cached_tokens = ?3 WHERE id = ?1",
-                        params![id, ratio, i64::try_from(cached_tokens).unwrap_or(i64::MAX)],
                     )
+                    .and_then(|mut q| {
+                        q.execute(params![
+                            id,
+                            ratio,
+                            i64::try_from(cached_tokens).unwrap_or(i64::MAX)
+                        ])
+                    })
                     .map(drop)
                     .map_err(|e| store_error("record a call's usage", &e))
                 })?
