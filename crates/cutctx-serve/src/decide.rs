@@ -1,7 +1,7 @@
 //! The second and third phases of a model call: identify its conversation (the session its
 //! name or its history finds, held under the session's lock) and decide what to send (one step
 //! of the typed session the lock guards, the new state committed before anything is
-//! forwarded). A request the session cannot read or compact is counted and forwarded as it
+//! forwarded). Both run, with the read, in one trip to the blocking pool. A request the session cannot read or compact is counted and forwarded as it
 //! came (fail-open) or refused (`--fail-closed`).
 
 use std::sync::Arc;
@@ -57,7 +57,8 @@ struct Stepped {
 }
 
 /// Reads, identifies and decides a model call of `format` whose body reads as `plain`
-/// (already parsed as `parsed`, when it was).
+/// (already parsed as `parsed`, when it was), in one trip to the blocking pool: the request
+/// parsed, held, stepped and freed on one thread, the store's answers awaited there.
 pub(crate) async fn decide(
     app: &Arc<App>,
     format: Format,
@@ -66,87 +67,52 @@ pub(crate) async fn decide(
     parsed: Option<Value>,
 ) -> Result<Decided, Undecided> {
     let bytes = plain.map_err(Undecided::Unreadable)?;
-    let read = {
-        let (app, bytes) = (Arc::clone(app), bytes.clone());
-        blocking(move || {
-            let request = match parsed {
-                Some(v) => v,
-                None => parse(&bytes)?,
-            };
-            read(&app, format, request)
-        })
-        .await?
+    let (app, headers) = (Arc::clone(app), headers.clone());
+    blocking(move || decide_here(&app, format, &headers, &bytes, parsed)).await
+}
+
+/// [`decide`], on the blocking pool.
+fn decide_here(
+    app: &App,
+    format: Format,
+    headers: &HeaderMap,
+    bytes: &Bytes,
+    parsed: Option<Value>,
+) -> Result<Decided, Undecided> {
+    let request = match parsed {
+        Some(v) => v,
+        None => parse(bytes)?,
     };
-    let name = names::name(format, headers, &read.request);
-    let (held, read, hashed) = identify(app, format, name.as_ref(), &bytes, read).await?;
-    let named = name.is_some();
+    let read = read(app, format, request)?;
+    let (mut held, source, hashed) = match names::name(format, headers, &read.request) {
+        Some(name) => (app.locks.hold_named(format, &name.key), name.source, None),
+        None => {
+            let messages = history(format, &read.request);
+            let hashed = prior::hash(format, bytes, messages, None);
+            let held = app.locks.hold_extended(&app.store, format, &hashed.digests)?;
+            (held, Source::History, Some(hashed))
+        }
+    };
+    held.load(&app.store)?;
     let started = held.row.is_none();
-    let (stepped, held) = {
-        let app = Arc::clone(app);
-        blocking(move || {
-            let mut held = held;
-            let stepped = step(&app, format, &bytes, (read, hashed), named, &mut held)?;
-            Ok((stepped, held))
-        })
-        .await?
-    };
+    let named = hashed.is_none();
+    // A named session's history is hashed from where its last body's grew.
+    let hashed = hashed.unwrap_or_else(|| {
+        let messages = history(format, &read.request);
+        prior::hash(format, bytes, messages, held.slot.prior.as_ref())
+    });
+    let stepped = step(app, format, bytes, (read, hashed), named, &mut held)?;
     Ok(Decided {
         body: stepped.body,
         changed: stepped.changed,
         fired: stepped.fired,
         tokens_in: stepped.tokens_in,
         tokens_out: stepped.tokens_out,
-        source: name.map_or(Source::History, |n| n.source),
+        source,
         started,
         restarted: stepped.restarted,
         held,
     })
-}
-
-/// The conversation's session, held, and the history's digests: a named session is held
-/// first, and its history hashed from where its last body's grew; another is found by its
-/// history's digests.
-async fn identify(
-    app: &Arc<App>,
-    format: Format,
-    name: Option<&names::Name>,
-    bytes: &Bytes,
-    read: Read,
-) -> Result<(Held, Read, Hashed), Undecided> {
-    if let Some(name) = name {
-        let held = app.locks.hold_named(&app.store, format, &name.key).await?;
-        return hash_on_pool(format, bytes.clone(), read, held, prior_of_held).await;
-    }
-    let (read, hashed) = hash_on_pool(format, bytes.clone(), read, (), |()| None)
-        .await
-        .map(|((), read, hashed)| (read, hashed))?;
-    let held = app
-        .locks
-        .hold_extended(&app.store, format, &hashed.digests)
-        .await?;
-    Ok((held, read, hashed))
-}
-
-/// The last body of the session `held`.
-fn prior_of_held(held: &Held) -> Option<&Prior> {
-    held.slot.prior.as_ref()
-}
-
-/// The history's digests of the body `bytes`, read as `read`, on the blocking pool, from where
-/// the last body `prior_of(holder)` grew, when there is one.
-async fn hash_on_pool<T: Send + 'static>(
-    format: Format,
-    bytes: Bytes,
-    read: Read,
-    holder: T,
-    prior_of: fn(&T) -> Option<&Prior>,
-) -> Result<(T, Read, Hashed), Undecided> {
-    blocking(move || {
-        let messages = history(format, &read.request);
-        let hashed = prior::hash(format, &bytes, messages, prior_of(&holder));
-        Ok((holder, read, hashed))
-    })
-    .await
 }
 
 /// The window of a session whose provider counts `ratio` tokens for each one estimated: in

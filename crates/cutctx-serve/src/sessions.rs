@@ -70,13 +70,27 @@ fn same_state(a: &Row, b: &Row) -> bool {
 /// A session, held: its id, its stored row (when there is one) and its lock over its slot.
 pub(crate) struct Held {
     pub(crate) id: String,
+    /// Its stored row, once read ([`Held::load`]).
     pub(crate) row: Option<Row>,
+    loaded: bool,
     pub(crate) slot: OwnedMutexGuard<Slot>,
 }
 
+impl Held {
+    /// Reads the session's row from `store`, once (a blocking call: from the blocking pool).
+    pub(crate) fn load(&mut self, store: &Store) -> Result<(), OpsError> {
+        if !self.loaded {
+            self.row = store.load(&self.id)?;
+            self.loaded = true;
+        }
+        Ok(())
+    }
+}
+
 impl Locks {
-    /// Waits for session `id`'s lock.
-    async fn lock(&self, id: &str) -> OwnedMutexGuard<Slot> {
+    /// Waits for session `id`'s lock: a blocking wait, on the blocking pool, so that a call is
+    /// read, held and stepped on one thread (its parsed request freed where it was made).
+    fn lock(&self, id: &str) -> OwnedMutexGuard<Slot> {
         let lock = {
             let mut map = self
                 .map
@@ -88,7 +102,7 @@ impl Locks {
             }
             Arc::clone(map.entry(id.to_owned()).or_default())
         };
-        lock.lock_owned().await
+        lock.blocking_lock_owned()
     }
 
     /// A new session id for a history whose full digest is `digest`: unique within this store
@@ -102,67 +116,50 @@ impl Locks {
     }
 
     /// The session named by the digest `named` of the name a request of `format` gives its
-    /// conversation, held.
-    pub(crate) async fn hold_named(
-        &self,
-        store: &Arc<Store>,
-        format: Format,
-        named: &str,
-    ) -> Result<Held, OpsError> {
+    /// conversation, held; its row is read by [`Held::load`]. Blocks: call it from the
+    /// blocking pool.
+    pub(crate) fn hold_named(&self, format: Format, named: &str) -> Held {
         let id = format!("named-{}-{named}", format.as_str());
-        let slot = self.lock(&id).await;
-        let row = load(store, &id).await?;
-        Ok(Held { id, row, slot })
+        let slot = self.lock(&id);
+        Held {
+            id,
+            row: None,
+            loaded: false,
+            slot,
+        }
     }
 
     /// The session of a request of `format` that names none, whose history has the chained
     /// digests `digests` (`digests[k]` for its first `k` messages): the stored session whose
-    /// history it extends, else a new one, held.
-    pub(crate) async fn hold_extended(
+    /// history it extends, else a new one, held. Blocks: call it from the blocking pool.
+    pub(crate) fn hold_extended(
         &self,
-        store: &Arc<Store>,
+        store: &Store,
         format: Format,
-        digests: &Arc<[String]>,
+        digests: &[String],
     ) -> Result<Held, OpsError> {
-        let found = {
-            let (store, digests) = (Arc::clone(store), Arc::clone(digests));
-            off_runtime(move || store.find_extending(format.as_str(), &digests)).await?
-        };
-        if let Some(id) = found {
-            let slot = self.lock(&id).await;
+        if let Some(id) = store.find_extending(format.as_str(), digests)? {
+            let slot = self.lock(&id);
             // A call of the same session may have moved it on while this one waited.
-            let row = load(store, &id).await?;
+            let row = store.load(&id)?;
             if let Some(row) = row.filter(|r| extends(r, digests)) {
                 return Ok(Held {
                     id,
                     row: Some(row),
+                    loaded: true,
                     slot,
                 });
             }
         }
         let id = self.new_id(digests.last().map_or("", String::as_str));
-        let slot = self.lock(&id).await;
+        let slot = self.lock(&id);
         Ok(Held {
             id,
             row: None,
+            loaded: true,
             slot,
         })
     }
-}
-
-/// Session `id`'s row, read from the blocking pool.
-async fn load(store: &Arc<Store>, id: &str) -> Result<Option<Row>, OpsError> {
-    let (store, id) = (Arc::clone(store), id.to_owned());
-    off_runtime(move || store.load(&id)).await
-}
-
-/// Runs the store call `f` on the blocking pool.
-pub(crate) async fn off_runtime<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, OpsError> + Send + 'static,
-) -> Result<T, OpsError> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| {
-        OpsError::internal(format!("a store call failed: {e}"), cutctx_ops::details! {})
-    })?
 }
 
 /// Whether the history with digests `digests` extends (or is) the one `row` describes.
