@@ -12,7 +12,8 @@ Rounds alternate between the two so that the machine's drift touches both alike.
 
     python crates/cutctx-python/bench/prepare_bench.py [--rounds 15] [--example PATH]
 
-Prints the medians in microseconds and the ratios. It is not a test.
+Beside them, ``json.dumps`` of the dict alone: what the Python side pays to hand the core its
+text. Prints the medians in microseconds and the ratios. It is not a test.
 """
 
 from __future__ import annotations
@@ -48,6 +49,17 @@ def python_prepare(earlier: dict, request: dict) -> float:
         gc.enable()
 
 
+def python_dumps(request: dict) -> float:
+    """What any call that hands the dict to a core reading JSON pays first."""
+    gc.disable()
+    try:
+        start = time.perf_counter()
+        json.dumps(request, ensure_ascii=False, check_circular=False, separators=(",", ":"))
+        return (time.perf_counter() - start) * 1e6
+    finally:
+        gc.enable()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=15)
@@ -62,15 +74,17 @@ def main() -> None:
         for path, doc in zip(paths, (earlier, request)):
             with open(path, "w") as f:
                 json.dump(doc, f)
-        py, rust_step, rust_parse_step = [], [], []
+        py, dumps, rust_step, rust_parse_step = [], [], [], []
         for _ in range(args.rounds):
             py.append(python_prepare(earlier, request))
+            dumps.append(python_dumps(request))
             out = subprocess.run([args.example, "anthropic", *paths, "3"], capture_output=True, text=True, check=True)
             figures = json.loads(out.stdout)
             rust_step.append(figures["step"])
             rust_parse_step.append(figures["parse_step"])
-        p, s, ps = (statistics.median(v) for v in (py, rust_step, rust_parse_step))
-        rows.append({"messages": messages, "python_prepare_dict_us": round(p, 1), "rust_step_us": round(s, 1),
+        p, d, s, ps = (statistics.median(v) for v in (py, dumps, rust_step, rust_parse_step))
+        rows.append({"messages": messages, "python_prepare_dict_us": round(p, 1),
+                     "python_dumps_us": round(d, 1), "rust_step_us": round(s, 1),
                      "rust_parse_step_us": round(ps, 1), "over_step": round(p / s, 2),
                      "over_parse_step": round(p / ps, 2)})
     print(json.dumps(rows, indent=1))

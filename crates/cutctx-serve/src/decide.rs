@@ -89,7 +89,9 @@ fn decide_here(
         None => {
             let messages = history(format, &read.request);
             let hashed = prior::hash(format, bytes, messages, None);
-            let held = app.locks.hold_extended(&app.store, format, &hashed.digests)?;
+            let held = app
+                .locks
+                .hold_extended(&app.store, format, &hashed.digests)?;
             (held, Source::History, Some(hashed))
         }
     };

@@ -299,9 +299,9 @@ impl Session {
                 "the session's count is the sent request's"
             );
         }
-        let origins = repairs
-            .is_empty()
-            .then(|| step.state.origins(messages.len()));
+        // Where the sent list's messages come from, to write a changed request as it came.
+        let origins =
+            (repairs.is_empty() && !untouched).then(|| step.state.origins(messages.len()));
         let key = HistoryKey {
             messages: step.state.messages(),
             digest: step.state.history_digest(),

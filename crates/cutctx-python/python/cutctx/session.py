@@ -183,7 +183,9 @@ class Session:
         return _LIST_KEY[self.format]
 
     def _prepare_value(self, request: Mapping[str, Any] | list[Any], pins: list[str]) -> Any:
-        sent = self._call(json.dumps(request, ensure_ascii=False), pins, as_given=True)
+        # Compact, unchecked for cycles (JSON has none): the text is read, never kept.
+        text = json.dumps(request, ensure_ascii=False, check_circular=False, separators=(",", ":"))
+        sent = self._call(text, pins, as_given=True)
         given = _parts(request, self._key)
         if sent is None:
             # Sent as given: the request itself, with a list of its own, read from no JSON.
