@@ -31,22 +31,20 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
-_spec = importlib.util.spec_from_file_location("serve_bench", os.path.join(ROOT, "scripts", "serve-bench.py"))
-bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(bench)
+
+def _script(name, file):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", file))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+bench = _script("serve_bench", "serve-bench.py")
+estimate = _script("same_bytes", "same-bytes.py").total
 
 ENDPOINT = {"openai-chat": "/v1/chat/completions", "openai-responses": "/v1/responses",
             "anthropic": "/v1/messages"}
 KEY = {"openai-chat": "messages", "openai-responses": "input", "anthropic": "messages"}
-
-
-def estimate(cli, fmt, path):
-    import subprocess
-    out = subprocess.run([cli, "estimate", "--format", fmt, path], capture_output=True, text=True)
-    try:
-        return json.loads(out.stdout)["total"]
-    except (ValueError, KeyError):
-        return None
 
 
 def calls(cli):

@@ -225,7 +225,7 @@ pub fn replay(
                 .map_err(from_format)?;
             let full = cutctx::session::prompt_tokens(format, &run, estimator.as_ref())?
                 + args.tuning.reserve_output;
-            scaled(full, fraction)
+            cutctx::session::fraction(full, fraction)
         }
     };
     // Under `--marks session-only` the session is priced as `cutctx session
@@ -265,16 +265,6 @@ pub fn replay(
         svg: crate::svg::chart(&replay, prices),
         frontier_svg: crate::svg::frontier(&replay, prices),
     })
-}
-
-#[expect(
-    clippy::cast_precision_loss,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    reason = "token counts are far below 2^52; floored on purpose"
-)]
-fn scaled(tokens: u64, fraction: f64) -> u64 {
-    (tokens as f64 * fraction).floor() as u64
 }
 
 #[expect(

@@ -1,7 +1,7 @@
-//! `cutctx session`: compaction across the calls of an agent loop.
-//!
-//! It takes texts and returns texts, as the other commands do; the binary reads the request
-//! and the state, and writes the state (atomically) and the ledger.
+//! A session's settings, and the text path over the typed session ([`Session`], in
+//! `session/live.rs`) that every front end holds: [`session`] and [`session_with`] take the
+//! request's and the state's text and return theirs, for the binary, which reads the request
+//! and the state file and writes the state (atomically) and the ledger.
 
 use cutctx::formats::{EstimatorSpec, Format, FormatError};
 use cutctx::session::{Firing, PriceTable, SessionConfig, SessionState};

@@ -27,7 +27,7 @@
 use cutctx_formats::{Format, FormatError};
 use serde_json::Value;
 
-use cutctx_session::{SUMMARY_INSTRUCTION, with_instruction};
+use cutctx_session::{SUMMARY_INSTRUCTION, fraction, with_instruction};
 
 use crate::replay::{Context, Sent, Summary, SummaryAsk};
 
@@ -134,26 +134,16 @@ pub const fn scaled(tokens: u64, window: u64) -> u64 {
     tokens * window / REFERENCE_WINDOW
 }
 
-#[expect(
-    clippy::cast_precision_loss,
-    clippy::cast_possible_truncation,
-    clippy::cast_sign_loss,
-    reason = "windows are far below 2^52 tokens; floored on purpose"
-)]
-fn share(window: u64, f: f64) -> u64 {
-    (window as f64 * f).floor() as u64
-}
-
 /// The prompt tokens (with the reserve) above which `rule` fires, for `window`.
 #[must_use]
 pub fn trigger(rule: Rule, window: u64) -> u64 {
     match rule {
         Rule::ClaudeCode => window.saturating_sub(scaled(20_000 + 13_000, window)),
-        Rule::Codex => share(window, 0.9),
+        Rule::Codex => fraction(window, 0.9),
         Rule::OpenHands => window,
         Rule::ClearToolUses => scaled(100_000, window),
         Rule::ServerCompaction => scaled(150_000, window),
-        Rule::DeepAgents => share(window, 0.85),
+        Rule::DeepAgents => fraction(window, 0.85),
     }
 }
 
@@ -411,7 +401,7 @@ fn compact(
             Some(cached(s))
         }
         Rule::DeepAgents => {
-            let keep = share(window, 0.10);
+            let keep = fraction(window, 0.10);
             let mut start = middle.len();
             let mut used = 0;
             while start > 0 {

@@ -83,7 +83,8 @@ pub use early::EarlyFiring;
 pub use known::{Known, LastCall};
 pub use session::{
     Decision, Firing, Fitted, KnownStep, Restart, SUMMARY_INSTRUCTION, SessionConfig, Step,
-    Summarize, cached_summary_request, compact_to, push, step, step_known, with_instruction,
+    Summarize, cached_summary_request, compact_to, fraction, push, step, step_known,
+    with_instruction,
 };
 pub use state::{
     PrefixItem, STATE_VERSION, SessionState, history_digests, history_digests_after, message_digest,

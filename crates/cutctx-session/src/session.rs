@@ -98,14 +98,22 @@ impl SessionConfig {
     }
 }
 
+/// The share `f` of `tokens`, rounded down: the one rule by which a session, the replay and the
+/// front ends take a fraction of a window or a count.
+///
+/// ```
+/// assert_eq!(cutctx_session::fraction(1_000, 0.7), 700);
+/// assert_eq!(cutctx_session::fraction(999, 0.5), 499);
+/// ```
+#[must_use]
 #[expect(
     clippy::cast_precision_loss,
     clippy::cast_possible_truncation,
     clippy::cast_sign_loss,
     reason = "windows are far below 2^52 tokens; the product is floored on purpose"
 )]
-fn fraction(window: u64, f: f64) -> u64 {
-    (window as f64 * f).floor() as u64
+pub fn fraction(tokens: u64, f: f64) -> u64 {
+    (tokens as f64 * f).floor() as u64
 }
 
 /// Why a session started again instead of continuing the state it was given.
