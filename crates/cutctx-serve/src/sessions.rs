@@ -25,6 +25,11 @@ use tokio::sync::OwnedMutexGuard;
 
 use crate::store::{Row, Store};
 
+/// How many sessions' locks (and typed sessions) are kept before those nobody holds are
+/// forgotten: a bound on what the proxy holds in memory beside its store (about 12 KB a
+/// session, measured at 10,000 idle sessions of 10 messages).
+const LIVE: usize = 1024;
+
 /// The locks of the sessions in use, each over its session's [`Slot`].
 #[derive(Debug, Default)]
 pub(crate) struct Locks {
@@ -96,8 +101,9 @@ impl Locks {
                 .map
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            if map.len() > 4096 {
-                // Forget the locks nobody holds or waits for.
+            if map.len() > LIVE {
+                // Forget the locks nobody holds or waits for, and the sessions they kept typed
+                // in memory (the store still holds them).
                 map.retain(|_, l| Arc::strong_count(l) > 1);
             }
             Arc::clone(map.entry(id.to_owned()).or_default())
