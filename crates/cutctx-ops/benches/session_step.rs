@@ -25,9 +25,13 @@
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use cutctx::formats::{Format, ReasoningMode};
-use cutctx_ops::session::{Breakpoints, Call, Session, SessionOptions, Tuning, session_with};
+use cutctx::formats::Format;
+use cutctx_ops::session::{Call, Session, SessionOptions, session_with};
 use serde_json::{Value, json};
+
+#[expect(dead_code, reason = "the example's own `main`")]
+#[path = "../examples/session_step_timed.rs"]
+mod session_step_timed;
 
 /// One tool definition of a coding agent's size.
 fn tool(i: usize) -> Value {
@@ -82,26 +86,9 @@ fn request(messages: usize) -> Value {
     })
 }
 
+/// The settings the core's timed step uses (a window far above the request, `drop_oldest`).
 fn options() -> SessionOptions {
-    SessionOptions {
-        format: Format::Anthropic,
-        window: 100_000_000,
-        tuning: Tuning {
-            trigger: None,
-            target: None,
-            policy: Some("drop_oldest".into()),
-            prompt_id: None,
-            estimator: None,
-            protected_recent: None,
-            reserve_output: 0,
-            reasoning: ReasoningMode::Strip,
-            fire_early: false,
-        },
-        summarize_with: None,
-        cache_breakpoints: Breakpoints::Off,
-        repair: false,
-        pin: Vec::new(),
-    }
+    session_step_timed::options(Format::Anthropic)
 }
 
 /// One size's inputs: the request's text and value, and the session and state that took the

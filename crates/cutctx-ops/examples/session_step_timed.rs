@@ -16,7 +16,8 @@ use cutctx_ops::session::{Breakpoints, Call, Session, SessionOptions, Tuning};
 use cutctx_ops::{Format, ReasoningMode};
 use serde_json::Value;
 
-fn options(format: Format) -> SessionOptions {
+/// The settings of the timed session: a window far above any request, `drop_oldest`.
+pub(crate) fn options(format: Format) -> SessionOptions {
     SessionOptions {
         format,
         window: 1_000_000_000,

@@ -4,7 +4,7 @@
 //! and the state file and writes the state (atomically) and the ledger.
 
 use cutctx::formats::{EstimatorSpec, Format, FormatError};
-use cutctx::session::{Firing, PriceTable, SessionConfig, SessionState};
+use cutctx::session::{Firing, PriceTable, SessionConfig};
 use serde_json::Value;
 
 use crate::OpsError;
@@ -180,17 +180,6 @@ pub fn check_options(args: &SessionOptions) -> Result<(), OpsError> {
         args.cache_breakpoints,
     )
     .map(drop)
-}
-
-/// Checks that `state_text` is a session state of `format` that this build reads.
-///
-/// # Errors
-///
-/// `VALIDATION_ERROR` as [`SessionState::from_json`] says.
-pub fn check_state(format: Format, state_text: &str) -> Result<(), OpsError> {
-    SessionState::from_json(state_text, format)
-        .map(drop)
-        .map_err(OpsError::from)
 }
 
 impl From<FormatError> for OpsError {

@@ -85,7 +85,10 @@ fn decide_here(
     };
     let read = read(app, format, request)?;
     let (mut held, source, hashed) = match names::name(format, headers, &read.request) {
-        Some(name) => (app.locks.hold_named(format, &name.key), name.source, None),
+        Some(name) => {
+            let held = app.locks.hold_named(&app.store, format, &name.key)?;
+            (held, name.source, None)
+        }
         None => {
             let messages = history(format, &read.request);
             let hashed = prior::hash(format, bytes, messages, None);
@@ -95,7 +98,6 @@ fn decide_here(
             (held, Source::History, Some(hashed))
         }
     };
-    held.load(&app.store)?;
     let started = held.row.is_none();
     let named = hashed.is_none();
     // A named session's history is hashed from where its last body's grew.
@@ -137,11 +139,14 @@ fn session_of(
     held: &mut Held,
     window: u64,
 ) -> Result<Session, OpsError> {
-    let options = app.settings.session_options(format, window);
     let row = held.row.as_ref().filter(|r| r.format == format.as_str());
-    let mut session = held.slot.take(row, |state| match state {
-        Some(text) => Session::restore(&options, text),
-        None => Session::new(&options),
+    // The settings are read only when the slot holds no session for this row.
+    let mut session = held.slot.take(row, |state| {
+        let options = app.settings.session_options(format, window);
+        match state {
+            Some(text) => Session::restore(&options, text),
+            None => Session::new(&options),
+        }
     })?;
     session.set_window(window)?;
     Ok(session)

@@ -75,21 +75,8 @@ fn same_state(a: &Row, b: &Row) -> bool {
 /// A session, held: its id, its stored row (when there is one) and its lock over its slot.
 pub(crate) struct Held {
     pub(crate) id: String,
-    /// Its stored row, once read ([`Held::load`]).
     pub(crate) row: Option<Row>,
-    loaded: bool,
     pub(crate) slot: OwnedMutexGuard<Slot>,
-}
-
-impl Held {
-    /// Reads the session's row from `store`, once (a blocking call: from the blocking pool).
-    pub(crate) fn load(&mut self, store: &Store) -> Result<(), OpsError> {
-        if !self.loaded {
-            self.row = store.load(&self.id)?;
-            self.loaded = true;
-        }
-        Ok(())
-    }
 }
 
 impl Locks {
@@ -122,17 +109,17 @@ impl Locks {
     }
 
     /// The session named by the digest `named` of the name a request of `format` gives its
-    /// conversation, held; its row is read by [`Held::load`]. Blocks: call it from the
-    /// blocking pool.
-    pub(crate) fn hold_named(&self, format: Format, named: &str) -> Held {
+    /// conversation, held, with its stored row. Blocks: call it from the blocking pool.
+    pub(crate) fn hold_named(
+        &self,
+        store: &Store,
+        format: Format,
+        named: &str,
+    ) -> Result<Held, OpsError> {
         let id = format!("named-{}-{named}", format.as_str());
         let slot = self.lock(&id);
-        Held {
-            id,
-            row: None,
-            loaded: false,
-            slot,
-        }
+        let row = store.load(&id)?;
+        Ok(Held { id, row, slot })
     }
 
     /// The session of a request of `format` that names none, whose history has the chained
@@ -152,7 +139,6 @@ impl Locks {
                 return Ok(Held {
                     id,
                     row: Some(row),
-                    loaded: true,
                     slot,
                 });
             }
@@ -162,7 +148,6 @@ impl Locks {
         Ok(Held {
             id,
             row: None,
-            loaded: true,
             slot,
         })
     }
