@@ -382,9 +382,34 @@ pub(crate) struct ServeArgs {
     /// Forget sessions unused for this many seconds.
     #[arg(long, default_value_t = 86_400)]
     max_age_secs: u64,
-    /// Keep at most this many sessions (the least recently used go first).
+    /// Keep at most this many sessions in all; a full store gives up only the calling
+    /// credential's own least recently used session.
     #[arg(long, default_value_t = 10_000)]
     max_sessions: u64,
+    /// Keep at most this many sessions per credential (its least recently used go first).
+    #[arg(long, default_value_t = 1_000)]
+    max_sessions_per_tenant: u64,
+    /// A token callers must send as `x-cutctx-auth: TOKEN` (the proxy's own, not the
+    /// provider's key; repeatable). Prefer --auth-tokens-file: a command line is visible to
+    /// other users of the machine.
+    #[arg(long = "auth-token", value_name = "TOKEN")]
+    auth_tokens: Vec<String>,
+    /// A file of tokens callers may send as `x-cutctx-auth: TOKEN`, one per line (`#` starts
+    /// a comment line).
+    #[arg(long)]
+    pub(crate) auth_tokens_file: Option<PathBuf>,
+    /// At most this many client connections at once; more wait to be accepted (default 1,024,
+    /// or half the descriptor limit when that is lower).
+    #[arg(long)]
+    max_connections: Option<usize>,
+    /// Close a connection that sends no whole request head for this long, since it opened or
+    /// since its last response (an idle keep-alive connection), in milliseconds.
+    #[arg(long, default_value_t = 60_000)]
+    idle_timeout_ms: u64,
+    /// Close a connection whose request head, once begun, is not whole within this long; and
+    /// answer 408 to a request body that pauses for longer, in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    header_timeout_ms: u64,
 }
 
 impl ServeArgs {
@@ -392,6 +417,7 @@ impl ServeArgs {
     pub(crate) fn options(
         &self,
         config_text: Option<String>,
+        tokens_text: Option<String>,
     ) -> Result<cutctx_serve::ServeOptions, cutctx_ops::OpsError> {
         let mut o = cutctx_serve::ServeOptions::new(&self.listen);
         o.openai_upstream.clone_from(&self.openai_upstream);
@@ -407,6 +433,12 @@ impl ServeArgs {
         o.fail_closed = self.fail_closed;
         o.max_age_secs = self.max_age_secs;
         o.max_sessions = self.max_sessions;
+        o.max_sessions_per_tenant = self.max_sessions_per_tenant;
+        o.auth_tokens.clone_from(&self.auth_tokens);
+        o.auth_tokens_text = tokens_text;
+        o.max_connections = self.max_connections;
+        o.idle_timeout = std::time::Duration::from_millis(self.idle_timeout_ms);
+        o.header_timeout = std::time::Duration::from_millis(self.header_timeout_ms);
         Ok(o)
     }
 }

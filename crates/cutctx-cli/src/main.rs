@@ -480,7 +480,12 @@ fn serve(args: &ServeArgs) -> Result<(), OpsError> {
         .as_deref()
         .map(|p| read_text(p, "the config file"))
         .transpose()?;
-    cutctx_serve::run(args.options(config)?)
+    let tokens = args
+        .auth_tokens_file
+        .as_deref()
+        .map(|p| read_text(p, "the tokens file"))
+        .transpose()?;
+    cutctx_serve::run(args.options(config, tokens)?)
 }
 
 /// `replay`: reads the run (and a price table file), writes the SVG atomically when asked,

@@ -98,9 +98,7 @@ impl Ledger {
 
     fn lock(&self) -> Result<File, ReceiptError> {
         let lock_path = self.lock_path();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
+        let file = private(OpenOptions::new().read(true).write(true))
             .create(true)
             .truncate(false)
             .open(&lock_path)
@@ -145,9 +143,7 @@ impl Ledger {
         // An unwritable row (NaN, a lone surrogate) is refused here, before any byte is written.
         let Chained { chain, row, line } = chain::chained(stamped, &prev)?;
         let existed = self.path.exists();
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
+        let mut file = private(OpenOptions::new().read(true).append(true))
             .create(true)
             .open(&self.path)
             .map_err(|e| io_error("open", &self.path, &e))?;
@@ -438,4 +434,15 @@ pub fn verify_file(path: &Path, strict: bool) -> FileVerdict {
 pub fn chain_at(path: &Path, n: usize) -> Option<Value> {
     let bytes = std::fs::read(path).ok()?;
     chain::chain_at(&chain::decode_owned(bytes), n)
+}
+
+/// `o`, creating its file readable and writable by its owner alone (a ledger records what
+/// went in and out of a model; its lock file goes with it). An existing file keeps its mode.
+fn private(o: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        o.mode(0o600);
+    }
+    o
 }

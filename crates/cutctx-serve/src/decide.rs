@@ -1,8 +1,12 @@
 //! The second and third phases of a model call: identify its conversation (the session its
-//! name or its history finds, held under the session's lock) and decide what to send (one step
-//! of the typed session the lock guards, the new state committed before anything is
-//! forwarded). Both run, with the read, in one trip to the blocking pool. A request the session cannot read or compact is counted and forwarded as it
-//! came (fail-open) or refused (`--fail-closed`).
+//! name or its history finds within its tenant's scope, [`crate::tenant`]) and decide what to
+//! send (one step of the typed session, the new state committed before anything is
+//! forwarded). Both run, with the read, in one trip to the blocking pool, and the session's
+//! lock is given back as soon as its state is committed: no call waits while another's
+//! response streams. A request the session cannot read or compact is counted and forwarded as
+//! it came (fail-open) or refused (`--fail-closed`). A state that does not read is
+//! quarantined and the conversation starts a fresh session, and a store that fails leaves the
+//! call to a fresh session too: a lost state never sends a history over the window.
 
 use std::sync::Arc;
 
@@ -19,11 +23,23 @@ use crate::names::{self, Source};
 use crate::prior::{self, Hashed, Prior};
 use crate::proxy::App;
 use crate::read::{Read, Undecided, because, blocking, parse, read};
-use crate::respond::{Body, error, log};
+use crate::respond::{Body, bounded, error, log};
 use crate::route::Provider;
 use crate::sessions::Held;
-use crate::store::{Row, now_secs};
+use crate::store::{Limits, Row, Saved, checkpoint, now_secs};
+use crate::tenant::{self, Keyed};
 use crate::unreadable::{Reason, Unreadable};
+
+/// The state a call committed: what a refusal of its credential rolls back, and what its
+/// usage is recorded against.
+pub(crate) struct Commit {
+    /// The session's id.
+    pub(crate) id: String,
+    /// Its row before the call (`None`: the call made it).
+    pub(crate) before: Option<Row>,
+    /// The row the call wrote.
+    pub(crate) wrote: Row,
+}
 
 /// What the session made of one model call.
 pub(crate) struct Decided {
@@ -42,12 +58,15 @@ pub(crate) struct Decided {
     pub(crate) source: Source,
     pub(crate) started: bool,
     pub(crate) restarted: bool,
-    /// The session, held until the response has been streamed.
-    pub(crate) held: Held,
+    /// The state this call committed, when it did.
+    pub(crate) commit: Option<Commit>,
+    /// The session's id as the log shows it: a short keyed hash.
+    pub(crate) log_id: String,
 }
 
 /// What one step of the session made of a call.
 struct Stepped {
+    commit: Option<Commit>,
     body: Bytes,
     changed: bool,
     fired: bool,
@@ -62,20 +81,41 @@ struct Stepped {
 pub(crate) async fn decide(
     app: &Arc<App>,
     format: Format,
-    headers: &HeaderMap,
+    call: (&HeaderMap, &str),
     plain: Result<Bytes, Unreadable>,
     parsed: Option<Value>,
 ) -> Result<Decided, Undecided> {
     let bytes = plain.map_err(Undecided::Unreadable)?;
-    let (app, headers) = (Arc::clone(app), headers.clone());
-    blocking(move || decide_here(&app, format, &headers, &bytes, parsed)).await
+    let (app, headers, tenant) = (Arc::clone(app), call.0.clone(), call.1.to_owned());
+    blocking(move || decide_here(&app, format, (&headers, &tenant), &bytes, parsed)).await
+}
+
+/// The id of the session a request of `format` names `name`, in its tenant's `scope`: a name
+/// given to the proxy (`x-cutctx-session`) is one session per tenant whatever the request's
+/// untouchable part; a client's own session id is one per scope (so its side calls on
+/// another model or prompt keep sessions of their own).
+fn named_id(
+    secret: &[u8; 32],
+    (tenant, scope): (&str, &str),
+    format: Format,
+    name: &names::Name,
+) -> String {
+    let within = match name.source {
+        Source::Cutctx => tenant,
+        _ => scope,
+    };
+    let id = Keyed::new(secret, "cutctx-serve named session")
+        .part(within.as_bytes())
+        .part(name.key.as_bytes())
+        .hex();
+    format!("named-{}-{id}", format.as_str())
 }
 
 /// [`decide`], on the blocking pool.
 fn decide_here(
     app: &App,
     format: Format,
-    headers: &HeaderMap,
+    (headers, tenant): (&HeaderMap, &str),
     bytes: &Bytes,
     parsed: Option<Value>,
 ) -> Result<Decided, Undecided> {
@@ -84,17 +124,17 @@ fn decide_here(
         None => parse(bytes)?,
     };
     let read = read(app, format, request)?;
+    let secret = app.store.secret();
+    let scope = tenant::scope(secret, tenant, format, &read.request);
     let (mut held, source, hashed) = match names::name(format, headers, &read.request) {
         Some(name) => {
-            let held = app.locks.hold_named(&app.store, format, &name.key)?;
-            (held, name.source, None)
+            let id = named_id(secret, (tenant, &scope), format, &name);
+            (app.locks.hold_named(&app.store, id), name.source, None)
         }
         None => {
             let messages = history(format, &read.request);
             let hashed = prior::hash(format, bytes, messages, None);
-            let held = app
-                .locks
-                .hold_extended(&app.store, format, &hashed.digests)?;
+            let held = app.locks.hold_extended(&app.store, &scope, &hashed.digests);
             (held, Source::History, Some(hashed))
         }
     };
@@ -105,7 +145,18 @@ fn decide_here(
         let messages = history(format, &read.request);
         prior::hash(format, bytes, messages, held.slot.prior.as_ref())
     });
-    let stepped = step(app, format, bytes, (read, hashed), named, &mut held)?;
+    let log_id = tenant::short(secret, &held.id);
+    let owner = (tenant.to_owned(), scope);
+    let stepped = step(
+        app,
+        (format, owner),
+        bytes,
+        (read, hashed),
+        named,
+        &mut held,
+    )?;
+    // The lock goes here, with `held`: the state is committed.
+    drop(held);
     Ok(Decided {
         body: stepped.body,
         changed: stepped.changed,
@@ -115,7 +166,8 @@ fn decide_here(
         source,
         started,
         restarted: stepped.restarted,
-        held,
+        commit: stepped.commit,
+        log_id,
     })
 }
 
@@ -141,22 +193,42 @@ fn session_of(
 ) -> Result<Session, OpsError> {
     let row = held.row.as_ref().filter(|r| r.format == format.as_str());
     // The settings are read only when the slot holds no session for this row.
-    let mut session = held.slot.take(row, |state| {
+    let made = held.slot.take(row, |state| {
         let options = app.settings.session_options(format, window);
         match state {
             Some(text) => Session::restore(&options, text),
             None => Session::new(&options),
         }
-    })?;
+    });
+    let mut session = match made {
+        Ok(s) => s,
+        Err(e) if row.is_some() => {
+            quarantine(app, held, e.code);
+            Session::new(&app.settings.session_options(format, window))?
+        }
+        Err(e) => return Err(e),
+    };
     session.set_window(window)?;
     Ok(session)
+}
+
+/// Moves `held`'s row, whose state did not read (`code`), to the quarantine: the
+/// conversation goes on with a fresh session.
+fn quarantine(app: &App, held: &mut Held, code: &'static str) {
+    held.row = None;
+    add(&app.metrics.quarantined, 1);
+    log(&json!({"event": "session_quarantined", "code": code,
+        "session_id": tenant::short(app.store.secret(), &held.id)}));
+    if let Err(e) = app.store.quarantine(&held.id, code) {
+        log(&json!({"event": "store_error", "code": e.code, "message": bounded(&e.message)}));
+    }
 }
 
 /// One step of the session `held` for the call `bytes`, read as `read`: the body to send, the
 /// receipt appended, the new state committed (and kept typed in the session's slot).
 fn step(
     app: &App,
-    format: Format,
+    (format, (tenant, scope)): (Format, (String, String)),
     bytes: &Bytes,
     (read, hashed): (Read, Hashed),
     named: bool,
@@ -188,28 +260,31 @@ fn step(
     if let (Some(ledger), Some(firing)) = (&app.settings.ledger, &prepared.firing) {
         cutctx_ops::ledger::append_firing(ledger, None, firing, &cutctx_ops::ledger::SystemClock)?;
     }
+    let messages = prepared.key.messages as u64;
+    let at = usize::try_from(checkpoint(messages)).unwrap_or(usize::MAX);
     let row = Row {
+        tenant,
+        scope,
         format: format.as_str().to_owned(),
-        messages: prepared.key.messages as u64,
+        messages,
         digest: prepared.key.digest.clone(),
+        checkpoint_digest: hashed.digests.get(at).cloned().unwrap_or_default(),
         state: session.state_json().unwrap_or_default(),
         ratio,
         cached_tokens: held.row.as_ref().map_or(0, |r| r.cached_tokens),
         updated: now_secs(),
     };
+    for line in prepared.notice.iter().chain(&prepared.reasoning) {
+        log(&json!({"event": "session", "format": format.as_str(), "notice": bounded(line)}));
+    }
     // Committed before anything is forwarded: a proxy killed after this point restarts with
     // the session as this call left it.
-    let settings = &app.settings;
-    app.store
-        .save(&held.id, &row, settings.max_age_secs, settings.max_sessions)?;
-    held.slot.keep(session, row);
-    if named {
+    let commit = held.kept.then(|| commit(app, held, row, session)).flatten();
+    if named && commit.is_some() {
         held.slot.prior = Prior::keep(bytes.clone(), hashed, &app.bodies);
     }
-    for line in prepared.notice.iter().chain(&prepared.reasoning) {
-        log(&json!({"event": "session", "format": format.as_str(), "notice": line}));
-    }
     Ok(Stepped {
+        commit,
         body,
         changed,
         fired: prepared.firing.is_some(),
@@ -221,6 +296,36 @@ fn step(
             prepared.tokens_in
         },
     })
+}
+
+/// Writes `row`, `held`'s new state, and keeps `session` typed in its slot: the commit, or
+/// `None` when the store did not keep it (full, or failed: logged, and the call goes on).
+fn commit(app: &App, held: &mut Held, row: Row, session: Session) -> Option<Commit> {
+    let settings = &app.settings;
+    let limits = Limits {
+        max_age: settings.max_age_secs,
+        max_sessions: settings.max_sessions,
+        per_tenant: settings.max_sessions_per_tenant,
+    };
+    match app.store.save(&held.id, &row, limits) {
+        Ok(Saved::Stored) => {
+            held.slot.keep(session, row.clone());
+            Some(Commit {
+                id: held.id.clone(),
+                before: held.row.take(),
+                wrote: row,
+            })
+        }
+        Ok(Saved::Full) => {
+            add(&app.metrics.store_full, 1);
+            log(&json!({"event": "store_full", "max_sessions": settings.max_sessions}));
+            None
+        }
+        Err(e) => {
+            log(&json!({"event": "store_error", "code": e.code, "message": bounded(&e.message)}));
+            None
+        }
+    }
 }
 
 /// Counts and logs a call of `format` to `path` the proxy could not read or compact: the

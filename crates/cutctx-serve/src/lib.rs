@@ -18,9 +18,13 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod auth;
+mod connections;
 mod decide;
 mod encoding;
 mod forward;
+#[doc(hidden)]
+pub mod fuzzing;
 mod metrics;
 mod names;
 mod options;
@@ -33,6 +37,7 @@ mod route;
 mod server;
 mod sessions;
 mod store;
+mod tenant;
 mod unreadable;
 mod upstream;
 mod usage;

@@ -23,6 +23,12 @@ pub(crate) struct Metrics {
     pub(crate) saved_units: AtomicU64,
     pub(crate) passthrough: AtomicU64,
     pub(crate) fail_open: AtomicU64,
+    pub(crate) quarantined: AtomicU64,
+    pub(crate) store_full: AtomicU64,
+    pub(crate) rolled_back: AtomicU64,
+    pub(crate) unauthorized: AtomicU64,
+    pub(crate) connections: AtomicU64,
+    pub(crate) connections_refused: AtomicU64,
     upstream_micros: AtomicU64,
     upstream_count: AtomicU64,
     added_micros: AtomicU64,
@@ -98,7 +104,7 @@ impl Metrics {
             }
         }
         self.render_labelled(&mut s);
-        let counters: [(&str, &str, &AtomicU64); 9] = [
+        let counters: [(&str, &str, &AtomicU64); 15] = [
             (
                 "firings_total",
                 "Calls whose session compacted.",
@@ -143,6 +149,36 @@ impl Metrics {
                 "session_restarts_total",
                 "Calls whose session started over: the history was rewound or changed.",
                 &self.session_restarts,
+            ),
+            (
+                "sessions_quarantined_total",
+                "Sessions whose stored state did not read, moved to the quarantine table.",
+                &self.quarantined,
+            ),
+            (
+                "store_full_total",
+                "New sessions not stored: the store was full and their tenant had none to give up.",
+                &self.store_full,
+            ),
+            (
+                "rolled_back_total",
+                "Calls whose state was rolled back because the provider refused their credential.",
+                &self.rolled_back,
+            ),
+            (
+                "unauthorized_total",
+                "Requests refused for a missing or wrong proxy token.",
+                &self.unauthorized,
+            ),
+            (
+                "connections_total",
+                "Client connections accepted.",
+                &self.connections,
+            ),
+            (
+                "accept_errors_total",
+                "Failed accepts (such as the descriptor limit), each followed by a backoff.",
+                &self.connections_refused,
             ),
         ];
         for (name, help, v) in counters {

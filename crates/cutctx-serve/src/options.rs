@@ -13,6 +13,7 @@ use cutctx_ops::session::{Breakpoints, SessionOptions, Tuning};
 use hyper::Uri;
 use serde::Deserialize;
 
+use crate::auth::Tokens;
 use crate::windows::Windows;
 
 /// The policy the proxy compacts with when none is named: mask old tool results, then drop
@@ -126,8 +127,26 @@ pub struct ServeOptions {
     pub fail_closed: bool,
     /// Sessions unused for longer than this are forgotten.
     pub max_age_secs: u64,
-    /// At most this many sessions are kept (the least recently used go first).
+    /// At most this many sessions are kept in all; a full store gives up only the calling
+    /// tenant's own least recently used session.
     pub max_sessions: u64,
+    /// At most this many sessions per tenant (per credential); past it the tenant's least
+    /// recently used goes.
+    pub max_sessions_per_tenant: u64,
+    /// The proxy's own tokens (`--auth-token`); with any (here or in the file), every route
+    /// but `/healthz` needs one.
+    pub auth_tokens: Vec<String>,
+    /// The text of the tokens file (`--auth-tokens-file`): one token per line.
+    pub auth_tokens_text: Option<String>,
+    /// At most this many client connections at once; more wait to be accepted. `None`: 1,024,
+    /// or less where the descriptor limit is lower (half of it, for the upstream side).
+    pub max_connections: Option<usize>,
+    /// A connection that has not sent a whole request head within this long, since it opened
+    /// or since its last response ended, is closed (an idle keep-alive connection too).
+    pub idle_timeout: Duration,
+    /// Once a request head has begun, it must be whole within this long; and a request body
+    /// may pause at most this long between two chunks.
+    pub header_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -159,6 +178,12 @@ impl ServeOptions {
             fail_closed: false,
             max_age_secs: 86_400,
             max_sessions: 10_000,
+            max_sessions_per_tenant: 1_000,
+            auth_tokens: Vec::new(),
+            auth_tokens_text: None,
+            max_connections: None,
+            idle_timeout: Duration::from_secs(60),
+            header_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -205,6 +230,11 @@ pub(crate) struct Settings {
     pub(crate) fail_closed: bool,
     pub(crate) max_age_secs: u64,
     pub(crate) max_sessions: u64,
+    pub(crate) max_sessions_per_tenant: u64,
+    pub(crate) auth: Tokens,
+    pub(crate) max_connections: usize,
+    pub(crate) idle_timeout: Duration,
+    pub(crate) header_timeout: Duration,
 }
 
 impl Settings {
@@ -235,13 +265,26 @@ impl Settings {
                 details! { "window" => 0 },
             ));
         }
-        if options.max_body == 0 || options.upstream_timeout.is_zero() || options.max_sessions == 0
-        {
+        let zero = [
+            ("--max-body", options.max_body == 0),
+            ("--upstream-timeout-ms", options.upstream_timeout.is_zero()),
+            ("--max-sessions", options.max_sessions == 0),
+            (
+                "--max-sessions-per-tenant",
+                options.max_sessions_per_tenant == 0,
+            ),
+            ("--max-connections", options.max_connections == Some(0)),
+            ("--idle-timeout-ms", options.idle_timeout.is_zero()),
+            ("--header-timeout-ms", options.header_timeout.is_zero()),
+        ];
+        if let Some((flag, _)) = zero.iter().find(|(_, z)| *z) {
             return Err(OpsError::validation(
-                "--max-body, --upstream-timeout-ms and --max-sessions must be above 0",
-                details! { "max_body" => options.max_body, "max_sessions" => options.max_sessions },
+                format!("{flag} must be above 0"),
+                details! { "setting" => *flag },
             ));
         }
+        let auth = Tokens::new(&options.auth_tokens, options.auth_tokens_text.as_deref())
+            .map_err(|why| OpsError::validation(why, details! { "setting" => "auth token" }))?;
         let openai = base(
             "openai",
             options
@@ -277,6 +320,13 @@ impl Settings {
             fail_closed: options.fail_closed,
             max_age_secs: options.max_age_secs,
             max_sessions: options.max_sessions,
+            max_sessions_per_tenant: options.max_sessions_per_tenant,
+            auth,
+            max_connections: options
+                .max_connections
+                .unwrap_or_else(crate::connections::default_connections),
+            idle_timeout: options.idle_timeout,
+            header_timeout: options.header_timeout,
         };
         // The policy, the estimator and the figures, refused now rather than at a first call.
         cutctx_ops::session::check_options(
@@ -338,8 +388,8 @@ fn base(which: &str, url: &str) -> Result<Base, OpsError> {
     })
 }
 
-/// Whether `host` (as a URL spells it) is this machine.
-fn is_loopback(host: &str) -> bool {
+/// Whether `host` (as a URL or `--listen` spells it) is this machine.
+pub(crate) fn is_loopback(host: &str) -> bool {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     host.eq_ignore_ascii_case("localhost")
         || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())

@@ -35,6 +35,7 @@ use crate::respond::{Body, as_received, endpoint, error, label, text};
 use crate::route::{Provider, Route, route};
 use crate::sessions::Locks;
 use crate::store::Store;
+use crate::tenant;
 use crate::upstream::Upstream;
 
 pub(crate) use crate::respond::log;
@@ -82,8 +83,16 @@ pub(crate) async fn handle(
 ) -> Result<Response<Body>, Infallible> {
     let started = Instant::now();
     let routed = route(request.method(), request.uri().path());
+    if routed == Route::Health {
+        return Ok(text(StatusCode::OK, "text/plain", "ok".to_owned()));
+    }
+    let token = match app.settings.auth.check(request.headers()) {
+        Ok(token) => token.map(str::to_owned),
+        Err(()) => return Ok(unauthorized(&app, request.uri().path())),
+    };
+    let tenant = tenant::tenant(app.store.secret(), request.headers(), token.as_deref());
     let format = match routed {
-        Route::Health => return Ok(text(StatusCode::OK, "text/plain", "ok".to_owned())),
+        Route::Health => unreachable!("answered above"),
         Route::Metrics => {
             let page = app.metrics.render();
             return Ok(text(StatusCode::OK, "text/plain; version=0.0.4", page));
@@ -101,10 +110,10 @@ pub(crate) async fn handle(
         Err(refusal) => return Ok(refusal),
     };
     if routed == Route::Compact {
-        return Ok(compact(&app, &parts.headers, raw).await);
+        return Ok(compact(&app, (&parts.headers, &tenant), raw).await);
     }
     let out = match format {
-        Some(f) => match model_call(&app, f, &parts.headers, raw, provider).await {
+        Some(f) => match model_call(&app, f, (&parts.headers, &tenant), raw, provider).await {
             Ok(out) => out,
             Err(refusal) => return Ok(refusal),
         },
@@ -122,9 +131,59 @@ pub(crate) async fn handle(
     };
     app.metrics.added(started.elapsed());
     Ok(match forward(&app, upstream, format, provider).await {
-        Ok(response) => stream_back(&app, response, format, out.outcome, out.decided),
+        Ok(response) => {
+            let decided = refused_credential(&app, response.status(), out.decided).await;
+            stream_back(&app, response, format, out.outcome, decided)
+        }
         Err(refusal) => refusal,
     })
+}
+
+/// The 401 for a request without the proxy's token (or with a wrong one), in the shape of the
+/// provider that owns `path`.
+fn unauthorized(app: &App, path: &str) -> Response<Body> {
+    add(&app.metrics.unauthorized, 1);
+    app.metrics.request("other", "unauthorized");
+    let mut r = error(
+        Provider::owning(path),
+        StatusCode::UNAUTHORIZED,
+        "cutctx_unauthorized",
+        "this proxy needs its own token: send it as `x-cutctx-auth: TOKEN` (or `Proxy-Authorization: Bearer TOKEN`); it is not the provider's API key",
+    );
+    r.headers_mut().insert(
+        hyper::header::WWW_AUTHENTICATE,
+        hyper::header::HeaderValue::from_static("Bearer realm=\"cutctx serve\""),
+    );
+    r
+}
+
+/// A call the provider refused for its credential (401, 403) changes no session: the state
+/// it committed is rolled back before the refusal reaches the client. Other answers keep it.
+async fn refused_credential(
+    app: &Arc<App>,
+    status: StatusCode,
+    decided: Option<Decided>,
+) -> Option<Decided> {
+    let refused = matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+    let mut decided = decided?;
+    if !refused {
+        return Some(decided);
+    }
+    if let Some(commit) = decided.commit.take() {
+        let app = Arc::clone(app);
+        let _ = tokio::task::spawn_blocking(move || {
+            match app
+                .store
+                .roll_back(&commit.id, commit.before.as_ref(), &commit.wrote)
+            {
+                Ok(()) => add(&app.metrics.rolled_back, 1),
+                Err(e) => log(&serde_json::json!({"event": "store_error", "code": e.code,
+                    "message": crate::respond::bounded(&e.message)})),
+            }
+        })
+        .await;
+    }
+    Some(decided)
 }
 
 /// Decides what a model call of `format` sends: the session's request, or (bypassed, not one
@@ -132,7 +191,7 @@ pub(crate) async fn handle(
 async fn model_call(
     app: &Arc<App>,
     format: Format,
-    headers: &HeaderMap,
+    (headers, tenant): (&HeaderMap, &str),
     raw: Bytes,
     provider: Provider,
 ) -> Result<Outgoing, Response<Body>> {
@@ -145,7 +204,7 @@ async fn model_call(
     }
     let payload = payload(app, headers, raw.clone(), Some(format), provider).await?;
     let mut out = Outgoing::as_received(raw, "passthrough");
-    match decide(app, format, headers, payload.plain, None).await {
+    match decide(app, format, (headers, tenant), payload.plain, None).await {
         Ok(d) => {
             out.outcome = if d.fired { "fired" } else { "fits" };
             count_decided(&app.metrics, format, &d, out.outcome);
@@ -169,7 +228,11 @@ async fn model_call(
 /// `POST /v1/compact`: what would be sent for this request (the session updated as if it had
 /// been), without sending it. A request sent as it came is answered as it came, encoded as it
 /// was; one the session changed, plain.
-async fn compact(app: &Arc<App>, headers: &HeaderMap, raw: Bytes) -> Response<Body> {
+async fn compact(
+    app: &Arc<App>,
+    (headers, tenant): (&HeaderMap, &str),
+    raw: Bytes,
+) -> Response<Body> {
     let payload = match payload(app, headers, raw, None, Provider::OpenAi).await {
         Ok(p) => p,
         Err(refusal) => return refusal,
@@ -187,10 +250,9 @@ async fn compact(app: &Arc<App>, headers: &HeaderMap, raw: Bytes) -> Response<Bo
     let provider = Provider::of(format);
     let raw = payload.raw;
     let parsed = parsed.filter(|_| payload.plain.is_ok());
-    match decide(app, format, headers, payload.plain, parsed).await {
+    match decide(app, format, (headers, tenant), payload.plain, parsed).await {
         Ok(d) => {
             count_decided(&app.metrics, format, &d, "compact");
-            drop(d.held);
             if d.changed {
                 text(StatusCode::OK, "application/json", d.body)
             } else {

@@ -73,30 +73,64 @@ impl Payload {
     }
 }
 
-/// Reads the body off a request under `--max-body`: the bytes, or the response refusing them
-/// (413 over the limit, 400 when the client's connection failed).
+/// Reads the body off a request under `--max-body`, each chunk within `--header-timeout-ms`
+/// of the one before: the bytes, or the response refusing them (413 over the limit, 408 for a
+/// body that stalls, 400 when the client's connection failed).
 pub(crate) async fn collect(
     app: &App,
     body: Incoming,
     format: Option<Format>,
     provider: Provider,
 ) -> Result<Bytes, Response<Body>> {
-    match Limited::new(body, app.settings.max_body).collect().await {
-        Ok(c) => Ok(c.to_bytes()),
-        Err(e) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            app.metrics.request(label(format), "too_large");
-            Err(too_large(provider, app.settings.max_body, "is"))
-        }
-        Err(_) => {
-            app.metrics.request(label(format), "unreadable");
-            Err(error(
-                provider,
-                StatusCode::BAD_REQUEST,
-                "cutctx_unreadable_request",
-                "the request body could not be read",
-            ))
+    let mut limited = Limited::new(body, app.settings.max_body);
+    let mut chunks: Vec<Bytes> = Vec::new();
+    loop {
+        let frame = tokio::time::timeout(app.settings.header_timeout, limited.frame()).await;
+        match frame {
+            Err(_) => {
+                app.metrics.request(label(format), "body_timeout");
+                let ms = app.settings.header_timeout.as_millis();
+                return Err(error(
+                    provider,
+                    StatusCode::REQUEST_TIMEOUT,
+                    "cutctx_request_timeout",
+                    &format!("the request body paused for over {ms} ms (--header-timeout-ms)"),
+                ));
+            }
+            Ok(None) => break,
+            Ok(Some(Ok(frame))) => {
+                if let Ok(data) = frame.into_data() {
+                    chunks.push(data);
+                }
+            }
+            Ok(Some(Err(e))) if e.downcast_ref::<LengthLimitError>().is_some() => {
+                app.metrics.request(label(format), "too_large");
+                return Err(too_large(provider, app.settings.max_body, "is"));
+            }
+            Ok(Some(Err(_))) => {
+                app.metrics.request(label(format), "unreadable");
+                return Err(error(
+                    provider,
+                    StatusCode::BAD_REQUEST,
+                    "cutctx_unreadable_request",
+                    "the request body could not be read",
+                ));
+            }
         }
     }
+    Ok(join(chunks))
+}
+
+/// The chunks as one buffer: the one chunk itself when there is one (no copy).
+fn join(mut chunks: Vec<Bytes>) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.pop().unwrap_or_default();
+    }
+    let mut all = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
+    for c in &chunks {
+        all.extend_from_slice(c);
+    }
+    Bytes::from(all)
 }
 
 /// `raw` with its `Content-Encoding` undone (gzip, zstd) under `--max-body`: the payload, or

@@ -21,8 +21,7 @@ use crate::upstream::{End, pump};
 use crate::usage::Tap;
 
 /// The upstream's response as the client gets it: status and headers (less hop-by-hop), the
-/// body pumped chunk by chunk through the usage tap; the session's lock goes with the call
-/// once the body has ended.
+/// body pumped chunk by chunk through the usage tap.
 pub(crate) fn stream_back(
     app: &Arc<App>,
     response: Response<Incoming>,
@@ -81,17 +80,19 @@ pub(crate) fn stream_back(
                 "tokens_in": decided.as_ref().map(|d| d.tokens_in),
                 "tokens_out": decided.as_ref().map(|d| d.tokens_out),
                 "session": decided.as_ref().map(|d| d.source.as_str()),
+                "session_id": decided.as_ref().map(|d| d.log_id.as_str()),
                 "new_session": decided.as_ref().map(|d| d.started),
                 "restarted": decided.as_ref().map(|d| d.restarted),
             }));
-            // The session's lock goes with the call, once its response has been streamed and its
-            // usage recorded (a durable write, on the blocking pool).
+            // The usage calibrates the session the call committed (a write on the blocking
+            // pool; no lock: a later call of the session keeps its own).
             if let (Some(u), Some(d)) = (usage, decided) {
                 count_usage(&app2.metrics, u);
-                tokio::task::spawn_blocking(move || {
-                    record(&app2, &d.held.id, d.tokens_out, u);
-                    drop(d);
-                });
+                if let Some(commit) = d.commit {
+                    tokio::task::spawn_blocking(move || {
+                        record(&app2, (&commit.id, &commit.wrote.digest), d.tokens_out, u);
+                    });
+                }
             }
         },
     );
@@ -120,14 +121,21 @@ pub(crate) fn count_decided(metrics: &Metrics, format: Format, d: &Decided, outc
 /// Records a finished call's usage on its session: the calibration ratio (the provider's
 /// prompt over cutctx's estimate of what was sent, clamped to [0.5, 2]) and the cached prefix.
 /// Blocks on the store: call it from the blocking pool.
-pub(crate) fn record(app: &App, id: &str, tokens_out: u64, usage: crate::usage::Usage) {
+pub(crate) fn record(
+    app: &App,
+    (id, digest): (&str, &str),
+    tokens_out: u64,
+    usage: crate::usage::Usage,
+) {
     if tokens_out == 0 || usage.prompt == 0 {
         return;
     }
     #[expect(clippy::cast_precision_loss, reason = "a ratio of two token counts")]
     let ratio = (usage.prompt as f64 / tokens_out as f64).clamp(0.5, 2.0);
-    if let Err(e) = app.store.record_usage(id, ratio, usage.cached) {
-        log(&json!({"event": "store_error", "code": e.code, "message": e.message}));
+    if let Err(e) = app.store.record_usage(id, digest, ratio, usage.cached) {
+        log(
+            &json!({"event": "store_error", "code": e.code, "message": crate::respond::bounded(&e.message)}),
+        );
     }
 }
 

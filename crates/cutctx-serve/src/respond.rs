@@ -23,6 +23,11 @@ pub(crate) fn log(event: &Value) {
     let _ = writeln!(std::io::stderr().lock(), "{event}");
 }
 
+/// `s` cut to a length a log line keeps (a message of the proxy's own, never a client's text).
+pub(crate) fn bounded(s: &str) -> String {
+    s.chars().take(200).collect()
+}
+
 fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into())
         .map_err(|never: Infallible| match never {})

@@ -1,6 +1,8 @@
-//! The server: binds, says where it listens, accepts connections (each on a task of its own,
-//! so sessions run in parallel), and stops gracefully on SIGINT or SIGTERM, letting the calls
-//! in flight finish (for at most [`DRAIN`]).
+//! The server: binds, says where it listens (and warns when it listens beyond loopback with
+//! no token of its own), accepts connections (each on a task of its own, so sessions run in
+//! parallel, at most `--max-connections` at once, each under the timeouts of
+//! [`crate::connections`]), and stops gracefully on SIGINT or SIGTERM, letting the calls in
+//! flight finish (for at most [`DRAIN`]).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -10,12 +12,14 @@ use cutctx_ops::OpsError;
 use cutctx_ops::details;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
-use crate::metrics::Metrics;
+use crate::connections::{Activity, Watched, backoff, tracked, watch};
+
+use crate::metrics::{Metrics, add};
 use crate::options::{ServeOptions, Settings};
 use crate::proxy::{App, handle, log};
 use crate::sessions::Locks;
@@ -54,24 +58,94 @@ async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsEr
     Ok((listener, app))
 }
 
+/// The warning when the proxy listens beyond loopback and checks no token of its own.
+fn warn_if_open(app: &App) {
+    let listen = &app.settings.listen;
+    let host = listen.rsplit_once(':').map_or(listen.as_str(), |(h, _)| h);
+    if crate::options::is_loopback(host) || app.settings.auth.required() {
+        return;
+    }
+    log(&serde_json::json!({
+        "event": "warning", "warning": "unauthenticated",
+        "message": format!("cutctx serve listens on {listen}, beyond loopback, and checks no token: anyone who can reach it can use it to call the provider with their key and fill its session store; set --auth-token or --auth-tokens-file"),
+    }));
+}
+
+/// Serves one client connection, holding `permit` until it closes.
+fn connection(
+    app: &Arc<App>,
+    graceful: &GracefulShutdown,
+    stream: TcpStream,
+    permit: OwnedSemaphorePermit,
+) {
+    let _ = stream.set_nodelay(true);
+    add(&app.metrics.connections, 1);
+    let activity = Activity::new();
+    let service = {
+        let (app, activity) = (Arc::clone(app), Arc::clone(&activity));
+        service_fn(move |r| {
+            let busy = activity.request();
+            let app = Arc::clone(&app);
+            async move { handle(app, r).await.map(|response| tracked(response, busy)) }
+        })
+    };
+    let io = TokioIo::new(Watched::new(stream, Arc::clone(&activity)));
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(app.settings.idle_timeout)
+        .serve_connection(io, service);
+    let conn = graceful.watch(conn);
+    let limit = app.settings.header_timeout;
+    tokio::spawn(async move {
+        watch(
+            async move {
+                let _ = conn.await;
+            },
+            &activity,
+            limit,
+        )
+        .await;
+        drop(permit);
+    });
+}
+
 /// Accepts connections until `stop` resolves, then drains.
 async fn serve(listener: TcpListener, app: Arc<App>, stop: impl Future<Output = ()>) {
+    warn_if_open(&app);
     let graceful = GracefulShutdown::new();
+    let permits = Arc::new(Semaphore::new(app.settings.max_connections));
+    let mut failures = 0_u32;
     tokio::pin!(stop);
     loop {
+        let permit = tokio::select! {
+            () = &mut stop => break,
+            p = Arc::clone(&permits).acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
         tokio::select! {
             () = &mut stop => break,
-            accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let _ = stream.set_nodelay(true);
-                let app = Arc::clone(&app);
-                let service = service_fn(move |r| handle(Arc::clone(&app), r));
-                let conn = http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), service);
-                let conn = graceful.watch(conn);
-                tokio::spawn(async move {
-                    let _ = conn.await;
-                });
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    failures = 0;
+                    connection(&app, &graceful, stream, permit);
+                }
+                Err(e) => {
+                    // The descriptor limit, most often: wait for connections to close rather
+                    // than retry at once.
+                    add(&app.metrics.connections_refused, 1);
+                    if failures == 0 {
+                        log(&serde_json::json!({"event": "accept_failed", "kind": format!("{:?}", e.kind())}));
+                    }
+                    let pause = backoff(failures);
+                    failures = failures.saturating_add(1);
+                    drop(permit);
+                    tokio::select! {
+                        () = &mut stop => break,
+                        () = tokio::time::sleep(pause) => {}
+                    }
+                }
             }
         }
     }

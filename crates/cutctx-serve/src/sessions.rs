@@ -1,28 +1,32 @@
-//! Finding a request's session: the one its name names (the digest [`crate::names`] made of
-//! the name the request gives its conversation), else the stored session whose recorded
-//! history the request extends (the longest such; never one whose history it diverges from),
-//! else a new one. Histories are compared by the chained digests the session state itself
-//! keeps ([`cutctx_ops::provider::history_digests`]), so nothing of a message is stored to find it.
+//! Finding a request's session: the one its name names (the keyed id [`crate::names`] and
+//! [`crate::tenant`] made of the name a request gives its conversation), else the stored
+//! session in the request's scope whose recorded history the request extends (the longest
+//! such; never one whose history it diverges from), else a new one. Histories are compared by
+//! the chained digests the session state itself keeps
+//! ([`cutctx_ops::provider::history_digests`]), so nothing of a message is stored to find it.
 //! A named session whose history the request rewinds or rewrites is the same session: its
-//! state starts over there (`cutctx_ops::session::Session::step` sets a state that does not describe the
-//! history aside).
+//! state starts over there (`cutctx_ops::session::Session::step` sets a state that does not
+//! describe the history aside).
 //!
-//! Each session has an async lock: its calls run one at a time (a call's state is the one the
-//! call before it left), while other sessions' calls run beside them. The lock guards the
-//! session's [`Slot`]: the typed session (`cutctx_ops::session::Session`) as the last call
-//! left it, so that a call on a session in use reads no state back; the store's row is the
-//! truth it is checked against, and a slot that no longer matches it is read again from it.
-//! The store is read from the blocking pool.
+//! Each session has a lock, held only while a call steps the session and commits its state
+//! (never while a response streams): a call's state is the one the call before it left,
+//! while other sessions' calls run beside them. The wait for it is bounded ([`WAIT`]); a call
+//! that could not have its session in time is stepped on a fresh session that is not kept,
+//! which still compacts. The lock guards the session's [`Slot`]: the typed session
+//! (`cutctx_ops::session::Session`) as the last call left it, so that a call on a session in
+//! use reads no state back; the store's row is the truth it is checked against, and a slot
+//! that no longer matches it is read again from it. The store is read from the blocking pool.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
-use cutctx_ops::Format;
 use cutctx_ops::OpsError;
 use cutctx_ops::session::Session;
-use tokio::sync::OwnedMutexGuard;
+use serde_json::json;
 
+use crate::respond::log;
 use crate::store::{Row, Store};
 
 /// How many sessions' locks (and typed sessions) are kept before those nobody holds are
@@ -30,11 +34,35 @@ use crate::store::{Row, Store};
 /// session, measured at 10,000 idle sessions of 10 messages).
 const LIVE: usize = 1024;
 
+/// The longest a call waits for its session's lock. The lock is held for a step and a
+/// commit (milliseconds), so only a stalled store comes near it.
+pub(crate) const WAIT: Duration = Duration::from_secs(10);
+
 /// The locks of the sessions in use, each over its session's [`Slot`].
 #[derive(Debug, Default)]
 pub(crate) struct Locks {
-    map: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Slot>>>>,
+    map: Mutex<HashMap<String, Arc<Gate>>>,
     made: AtomicU64,
+}
+
+/// One session's lock: its slot, taken out while a call holds it.
+#[derive(Debug)]
+struct Gate {
+    slot: Mutex<Option<Slot>>,
+    freed: Condvar,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self {
+            slot: Mutex::new(Some(Slot::default())),
+            freed: Condvar::new(),
+        }
+    }
+}
+
+fn unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// What a session's lock guards: the typed session as its last call left it, with the row that
@@ -72,85 +100,144 @@ fn same_state(a: &Row, b: &Row) -> bool {
     (&a.format, a.messages, &a.digest, &a.state) == (&b.format, b.messages, &b.digest, &b.state)
 }
 
-/// A session, held: its id, its stored row (when there is one) and its lock over its slot.
+/// A session's slot, held: given back to its lock when dropped.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    gate: Option<Arc<Gate>>,
+    slot: Option<Slot>,
+}
+
+impl std::ops::Deref for Guard {
+    type Target = Slot;
+    fn deref(&self) -> &Slot {
+        self.slot
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("a guard holds its slot until dropped"))
+    }
+}
+
+impl std::ops::DerefMut for Guard {
+    fn deref_mut(&mut self) -> &mut Slot {
+        self.slot
+            .as_mut()
+            .unwrap_or_else(|| unreachable!("a guard holds its slot until dropped"))
+    }
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let (Some(gate), Some(slot)) = (self.gate.take(), self.slot.take()) {
+            *unpoisoned(&gate.slot) = Some(slot);
+            gate.freed.notify_one();
+        }
+    }
+}
+
+/// A session, held: its id, its stored row (when there is one) and its slot.
 pub(crate) struct Held {
     pub(crate) id: String,
     pub(crate) row: Option<Row>,
-    pub(crate) slot: OwnedMutexGuard<Slot>,
+    pub(crate) slot: Guard,
+    /// Whether the session is kept: false for one stepped fresh because its own could not be
+    /// had in time (its state is then neither read nor written).
+    pub(crate) kept: bool,
 }
 
 impl Locks {
-    /// Waits for session `id`'s lock: a blocking wait, on the blocking pool, so that a call is
-    /// read, held and stepped on one thread (its parsed request freed where it was made).
-    fn lock(&self, id: &str) -> OwnedMutexGuard<Slot> {
-        let lock = {
-            let mut map = self
-                .map
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+    /// Waits at most [`WAIT`] for session `id`'s slot (a blocking wait, on the blocking pool,
+    /// so that a call is read, held and stepped on one thread).
+    fn lock(&self, id: &str) -> Option<Guard> {
+        let gate = {
+            let mut map = unpoisoned(&self.map);
             if map.len() > LIVE {
                 // Forget the locks nobody holds or waits for, and the sessions they kept typed
                 // in memory (the store still holds them).
-                map.retain(|_, l| Arc::strong_count(l) > 1);
+                map.retain(|_, g| Arc::strong_count(g) > 1);
             }
             Arc::clone(map.entry(id.to_owned()).or_default())
         };
-        lock.blocking_lock_owned()
+        let deadline = Instant::now() + WAIT;
+        let mut slot = unpoisoned(&gate.slot);
+        loop {
+            if let Some(s) = slot.take() {
+                drop(slot);
+                return Some(Guard {
+                    gate: Some(gate),
+                    slot: Some(s),
+                });
+            }
+            let left = deadline.checked_duration_since(Instant::now())?;
+            slot = gate
+                .freed
+                .wait_timeout(slot, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
-    /// A new session id for a history whose full digest is `digest`: unique within this store
-    /// (the clock and a counter), never derived from content.
-    fn new_id(&self, digest: &str) -> String {
+    /// Session `id` held, with `row`; or, when its lock could not be had in time, a fresh
+    /// session that is not kept.
+    fn held(&self, id: String, row: impl FnOnce() -> Option<Row>) -> Held {
+        match self.lock(&id) {
+            Some(slot) => Held {
+                row: row(),
+                id,
+                slot,
+                kept: true,
+            },
+            None => {
+                log(&json!({"event": "session_busy", "waited_ms": WAIT.as_millis()}));
+                Held {
+                    id,
+                    row: None,
+                    slot: Guard {
+                        gate: None,
+                        slot: Some(Slot::default()),
+                    },
+                    kept: false,
+                }
+            }
+        }
+    }
+
+    /// A new session id for a history whose scope is `scope`: unique within this store (the
+    /// clock and a counter), never derived from content.
+    fn new_id(&self, scope: &str) -> String {
         let n = self.made.fetch_add(1, Ordering::Relaxed);
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos());
-        format!("auto-{}-{nanos:x}-{n}", digest.get(..16).unwrap_or(digest))
+        format!("auto-{}-{nanos:x}-{n}", scope.get(..16).unwrap_or(scope))
     }
 
-    /// The session named by the digest `named` of the name a request of `format` gives its
-    /// conversation, held, with its stored row. Blocks: call it from the blocking pool.
-    pub(crate) fn hold_named(
-        &self,
-        store: &Store,
-        format: Format,
-        named: &str,
-    ) -> Result<Held, OpsError> {
-        let id = format!("named-{}-{named}", format.as_str());
-        let slot = self.lock(&id);
-        let row = store.load(&id)?;
-        Ok(Held { id, row, slot })
+    /// The named session `id` (a keyed id, [`crate::names`]), held, with its stored row.
+    /// Blocks: call it from the blocking pool.
+    pub(crate) fn hold_named(&self, store: &Store, id: String) -> Held {
+        self.held(id.clone(), || stored(store.load(&id)))
     }
 
-    /// The session of a request of `format` that names none, whose history has the chained
+    /// The session of a request in `scope` that names none, whose history has the chained
     /// digests `digests` (`digests[k]` for its first `k` messages): the stored session whose
     /// history it extends, else a new one, held. Blocks: call it from the blocking pool.
-    pub(crate) fn hold_extended(
-        &self,
-        store: &Store,
-        format: Format,
-        digests: &[String],
-    ) -> Result<Held, OpsError> {
-        if let Some(id) = store.find_extending(format.as_str(), digests)? {
-            let slot = self.lock(&id);
+    pub(crate) fn hold_extended(&self, store: &Store, scope: &str, digests: &[String]) -> Held {
+        if let Some(id) = stored(store.find_extending(scope, digests)) {
             // A call of the same session may have moved it on while this one waited.
-            let row = store.load(&id)?;
-            if let Some(row) = row.filter(|r| extends(r, digests)) {
-                return Ok(Held {
-                    id,
-                    row: Some(row),
-                    slot,
-                });
+            let held = self.held(id.clone(), || stored(store.load(&id)));
+            if !held.kept || held.row.as_ref().is_some_and(|r| extends(r, digests)) {
+                return held;
             }
         }
-        let id = self.new_id(digests.last().map_or("", String::as_str));
-        let slot = self.lock(&id);
-        Ok(Held {
-            id,
-            row: None,
-            slot,
-        })
+        self.held(self.new_id(scope), || None)
     }
+}
+
+/// The store's answer, or none when it failed (logged): a call whose session cannot be read
+/// starts a new one, which still compacts.
+fn stored<T>(answer: Result<Option<T>, OpsError>) -> Option<T> {
+    answer.unwrap_or_else(|e| {
+        log(&json!({"event": "store_error", "code": e.code, "message": crate::respond::bounded(&e.message)}));
+        None
+    })
 }
 
 /// Whether the history with digests `digests` extends (or is) the one `row` describes.
@@ -159,4 +246,24 @@ fn extends(row: &Row, digests: &[String]) -> bool {
         .ok()
         .and_then(|k| digests.get(k))
         .is_some_and(|d| *d == row.digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_held_slot_is_given_back_and_the_next_call_gets_it() {
+        let locks = Locks::default();
+        let first = locks.lock("s").expect("free");
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| locks.lock("s").is_some());
+            std::thread::sleep(Duration::from_millis(50));
+            drop(first);
+            assert!(waiter.join().expect("joined"));
+        });
+        // Another session is never behind this one.
+        let _held = locks.lock("s").expect("free again");
+        assert!(locks.lock("t").is_some());
+    }
 }

@@ -1,37 +1,55 @@
-//! Where the sessions' state lives: SQLite (WAL, `--sqlite-sync`, one transaction per
-//! call, committed before the call's response is forwarded, so a killed proxy restarts where
-//! it stopped) or memory.
+//! Where the sessions' state lives: SQLite, in a file (WAL, `--sqlite-sync`, one transaction
+//! per call, committed before the call's response is forwarded, so a killed proxy restarts
+//! where it stopped) or in memory (the same database, gone when the proxy stops).
 //!
 //! SQLite's connection belongs to one store thread ([`Worker`]): a call hands it a job and
-//! waits for the answer from the blocking pool, never on the async runtime's threads and never
-//! behind a lock held while SQLite works. The memory store's map is locked for the map
-//! operation alone.
+//! waits for the answer from the blocking pool, never on the async runtime's threads.
 //!
-//! A row holds the session state document (the file form of `cutctx_ops::session::Session::state_json`:
-//! digests, ranges, and the messages the compaction wrote), the history length and digest it
-//! describes (the index a request's history is looked up by), and the calibration the
-//! provider's usage taught: never an API key, never a request.
+//! Every call's work is a few index lookups, whatever the number of sessions:
+//! - a history is found by its length and digest, or by the digest at its checkpoint (the
+//!   largest power of two not over its length, [`checkpoint`]), so a request of `n` messages
+//!   costs at most `TRIES + log2(n)` lookups, never one per message;
+//! - the sessions per tenant and in all are counted by triggers, and eviction takes the oldest
+//!   by an index on age, never by a scan.
+//!
+//! A store that is damaged is recovered from, never a reason to stop: a file that does not
+//! open or check is moved aside and a fresh one started, at startup or when a call meets the
+//! damage; a row whose state does not read is moved to the quarantine table by
+//! [`Store::quarantine`]. The file and its `-wal` and `-shm` are created readable by their
+//! owner alone.
+//!
+//! A row holds the session state document (the file form of
+//! `cutctx_ops::session::Session::state_json`: digests, ranges, and the messages the
+//! compaction wrote), the keyed hashes of its tenant and scope ([`crate::tenant`]), the history
+//! length and digests it is looked up by, and the calibration the provider's usage taught:
+//! never a credential, never a request.
 
-use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cutctx_ops::OpsError;
 use cutctx_ops::details;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 
 use crate::options::{SqliteSync, StateSpec};
+use crate::respond::{bounded, log};
 
 /// One stored session.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Row {
+    /// The keyed hash of the credential its calls carry ([`crate::tenant::Tenant`]).
+    pub(crate) tenant: String,
+    /// The keyed hash of its tenant, format and untouchable part: the only sessions a
+    /// history is looked up among.
+    pub(crate) scope: String,
     /// The format's name (`openai-chat`, ...).
     pub(crate) format: String,
     /// How many history messages the state describes.
     pub(crate) messages: u64,
     /// The chained digest of those messages, in hex.
     pub(crate) digest: String,
+    /// The chained digest of the first [`checkpoint`]`(messages)` of them.
+    pub(crate) checkpoint_digest: String,
     /// The session state document.
     pub(crate) state: String,
     /// The provider's prompt count over cutctx's estimate of the last request sent, clamped.
@@ -42,12 +60,55 @@ pub(crate) struct Row {
     pub(crate) updated: u64,
 }
 
+/// The limits a write keeps the store within.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    /// Sessions unused for longer than this many seconds are forgotten.
+    pub(crate) max_age: u64,
+    /// At most this many sessions in all.
+    pub(crate) max_sessions: u64,
+    /// At most this many sessions per tenant.
+    pub(crate) per_tenant: u64,
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Saved {
+    /// The row is stored.
+    Stored,
+    /// The store is full and the tenant has no session of its own to give up: the row is not
+    /// stored (the call is answered all the same; its next call starts a new session).
+    Full,
+}
+
+/// The largest power of two not over `messages` (0 for none): where a history's digest is
+/// kept beside its full one, so that a request is looked up at `log2(n)` checkpoints.
+///
+/// ```ignore
+/// assert_eq!(checkpoint(5), 4);
+/// ```
+pub(crate) const fn checkpoint(messages: u64) -> u64 {
+    if messages == 0 {
+        0
+    } else {
+        1 << (63 - messages.leading_zeros())
+    }
+}
+
+/// How many of the longest lengths a request's history is tried at exactly before its
+/// checkpoints are: a client resends its history with one to a few messages more.
+const TRIES: usize = 8;
+
+/// How many sessions sharing a checkpoint are checked against a request's full digests.
+const CANDIDATES: i64 = 32;
+
+/// How many quarantined rows are kept.
+const QUARANTINE: i64 = 100;
+
 /// The sessions' store. Its calls block: make them from the blocking pool.
-pub(crate) enum Store {
-    /// SQLite, one connection on the store thread (each job is one short transaction).
-    Sqlite(Worker),
-    /// Memory.
-    Memory(Mutex<BTreeMap<String, Row>>),
+pub(crate) struct Store {
+    worker: Worker,
+    secret: [u8; 32],
 }
 
 fn store_error(what: &str, e: &dyn std::fmt::Display) -> OpsError {
@@ -58,10 +119,6 @@ fn store_error(what: &str, e: &dyn std::fmt::Display) -> OpsError {
     }
 }
 
-fn poisoned() -> OpsError {
-    OpsError::internal("the session store's lock was poisoned", details! {})
-}
-
 /// Seconds since the epoch.
 pub(crate) fn now_secs() -> u64 {
     SystemTime::now()
@@ -69,231 +126,591 @@ pub(crate) fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
+/// The schema's version (`PRAGMA user_version`); a store of another version is started afresh.
+const VERSION: i64 = 2;
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    scope TEXT NOT NULL,
     format TEXT NOT NULL,
     messages INTEGER NOT NULL,
     digest TEXT NOT NULL,
+    checkpoint INTEGER NOT NULL,
+    checkpoint_digest TEXT NOT NULL,
     state TEXT NOT NULL,
     ratio REAL NOT NULL DEFAULT 1.0,
     cached_tokens INTEGER NOT NULL DEFAULT 0,
     updated INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS sessions_by_history ON sessions (format, digest);
-CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (updated);
+CREATE INDEX IF NOT EXISTS sessions_by_history ON sessions (scope, messages, digest);
+CREATE INDEX IF NOT EXISTS sessions_by_checkpoint
+    ON sessions (scope, checkpoint, checkpoint_digest, messages);
+CREATE INDEX IF NOT EXISTS sessions_by_age ON sessions (updated, id);
+CREATE INDEX IF NOT EXISTS sessions_by_tenant ON sessions (tenant, updated, id);
+CREATE TABLE IF NOT EXISTS tenants (tenant TEXT PRIMARY KEY, sessions INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS totals (one INTEGER PRIMARY KEY CHECK (one = 1), sessions INTEGER NOT NULL);
+INSERT OR IGNORE INTO totals (one, sessions) VALUES (1, 0);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS quarantine (
+    id TEXT NOT NULL, tenant TEXT NOT NULL, at INTEGER NOT NULL, reason TEXT NOT NULL, state TEXT NOT NULL
+);
+CREATE TRIGGER IF NOT EXISTS sessions_counted_in AFTER INSERT ON sessions BEGIN
+    INSERT INTO tenants (tenant, sessions) VALUES (NEW.tenant, 1)
+        ON CONFLICT (tenant) DO UPDATE SET sessions = sessions + 1;
+    UPDATE totals SET sessions = sessions + 1 WHERE one = 1;
+END;
+CREATE TRIGGER IF NOT EXISTS sessions_counted_out AFTER DELETE ON sessions BEGIN
+    UPDATE tenants SET sessions = sessions - 1 WHERE tenant = OLD.tenant;
+    DELETE FROM tenants WHERE tenant = OLD.tenant AND sessions <= 0;
+    UPDATE totals SET sessions = sessions - 1 WHERE one = 1;
+END;
 ";
 
+const COLUMNS: &str = "tenant, scope, format, messages, digest, checkpoint_digest, state, ratio, cached_tokens, updated";
+
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    let count =
+        |i: usize| -> rusqlite::Result<u64> { Ok(r.get::<_, i64>(i)?.try_into().unwrap_or(0)) };
+    Ok(Row {
+        tenant: r.get(0)?,
+        scope: r.get(1)?,
+        format: r.get(2)?,
+        messages: count(3)?,
+        digest: r.get(4)?,
+        checkpoint_digest: r.get(5)?,
+        state: r.get(6)?,
+        ratio: r.get(7)?,
+        cached_tokens: count(8)?,
+        updated: count(9)?,
+    })
+}
+
 impl Store {
-    /// Opens the store `spec` names, creating the database and its table when absent.
+    /// Opens the store `spec` names, creating it when absent and starting it afresh (the
+    /// damaged file moved aside) when it does not open or check.
     pub(crate) fn open(spec: &StateSpec, sync: SqliteSync) -> Result<Self, OpsError> {
-        match spec {
-            StateSpec::Memory => Ok(Self::Memory(Mutex::new(BTreeMap::new()))),
-            StateSpec::Sqlite(path) => Ok(Self::Sqlite(Worker::start(open_sqlite(path, sync)?)?)),
-        }
+        let path = match spec {
+            StateSpec::Memory => None,
+            StateSpec::Sqlite(p) => Some(p.clone()),
+        };
+        let mut db = Db::open(path, sync)?;
+        let secret = db.secret()?;
+        Ok(Self {
+            worker: Worker::start(db)?,
+            secret,
+        })
     }
 
-    /// The most recently used session of `format` whose history is a leading part of the
+    /// The store's secret: the key of every keyed hash the proxy makes ([`crate::tenant`]),
+    /// made once per store so that the ids it keeps mean nothing elsewhere.
+    pub(crate) const fn secret(&self) -> &[u8; 32] {
+        &self.secret
+    }
+
+    /// The most recently used session in `scope` whose history is a leading part of the
     /// request's: `digests[k]` names the request's first `k` messages; the longest wins.
     pub(crate) fn find_extending(
         &self,
-        format: &str,
+        scope: &str,
         digests: &[String],
     ) -> Result<Option<String>, OpsError> {
-        match self {
-            Self::Sqlite(w) => {
-                let (format, digests) = (format.to_owned(), digests.to_vec());
-                w.call(move |c| {
-                let mut q = c
-                    .prepare_cached(
-                        "SELECT id FROM sessions WHERE format = ?1 AND digest = ?2 AND messages = ?3 ORDER BY updated DESC, id LIMIT 1",
-                    )
-                    .map_err(|e| store_error("look a history up", &e))?;
-                // The longest first; the empty history names no conversation.
-                for (k, d) in digests.iter().enumerate().skip(1).rev() {
-                    let found: Option<String> = q
-                        .query_row(params![format, d, k as i64], |r| r.get(0))
-                        .optional()
-                        .map_err(|e| store_error("look a history up", &e))?;
-                    if found.is_some() {
-                        return Ok(found);
-                    }
-                }
-                Ok(None)
-                })?
-            }
-            Self::Memory(m) => {
-                let m = m.lock().map_err(|_| poisoned())?;
-                Ok(m.iter()
-                    .filter(|(_, r)| {
-                        r.format == format
-                            && r.messages > 0
-                            && usize::try_from(r.messages)
-                                .ok()
-                                .and_then(|k| digests.get(k))
-                                .is_some_and(|d| *d == r.digest)
-                    })
-                    .max_by(|a, b| {
-                        (a.1.messages, a.1.updated)
-                            .cmp(&(b.1.messages, b.1.updated))
-                            .then_with(|| b.0.cmp(a.0))
-                    })
-                    .map(|(id, _)| id.clone()))
-            }
-        }
+        let (scope, digests) = (scope.to_owned(), digests.to_vec());
+        self.worker
+            .call(move |c| find(c, &scope, &digests))
+            .map_err(|e| store_error("look a history up", &e))
     }
 
     /// The session `id`, when stored.
     pub(crate) fn load(&self, id: &str) -> Result<Option<Row>, OpsError> {
-        match self {
-            Self::Sqlite(w) => {
-                let id = id.to_owned();
-                w.call(move |c| {
-                // Each statement is prepared once per connection and cached by SQLite's handle.
-                c.prepare_cached(
-                    "SELECT format, messages, digest, state, ratio, cached_tokens, updated FROM sessions WHERE id = ?1",
-                )
-                .and_then(|mut q| q.query_row(
-                    params![id],
-                    |r| {
-                        Ok(Row {
-                            format: r.get(0)?,
-                            messages: r.get::<_, i64>(1)?.try_into().unwrap_or(0),
-                            digest: r.get(2)?,
-                            state: r.get(3)?,
-                            ratio: r.get(4)?,
-                            cached_tokens: r.get::<_, i64>(5)?.try_into().unwrap_or(0),
-                            updated: r.get::<_, i64>(6)?.try_into().unwrap_or(0),
-                        })
-                    },
-                ))
-                .optional()
-                .map_err(|e| store_error("read a session", &e))
-                })?
-            }
-            Self::Memory(m) => Ok(m.lock().map_err(|_| poisoned())?.get(id).cloned()),
-        }
+        let id = id.to_owned();
+        self.worker
+            .call(move |c| {
+                c.prepare_cached(&format!("SELECT {COLUMNS} FROM sessions WHERE id = ?1"))?
+                    .query_row(params![id], read_row)
+                    .optional()
+            })
+            .map_err(|e| store_error("read a session", &e))
     }
 
-    /// Writes session `id` (one transaction, committed durably on return), then forgets the
-    /// sessions older than `max_age` seconds and all but the `max_sessions` most recent.
-    pub(crate) fn save(
+    /// Writes session `id` (one transaction, committed on return) within `limits`: the
+    /// sessions older than `max_age` forgotten, then, for a new session, the tenant's own
+    /// oldest given up past its quota or a full store. Eviction never takes another tenant's
+    /// session: a new tenant's session that finds the store full is not stored.
+    pub(crate) fn save(&self, id: &str, row: &Row, limits: Limits) -> Result<Saved, OpsError> {
+        let (id, row) = (id.to_owned(), row.clone());
+        self.worker
+            .call(move |c| {
+                let tx = c.transaction()?;
+                let saved = write(&tx, &id, &row, limits)?;
+                tx.commit()?;
+                Ok(saved)
+            })
+            .map_err(|e| store_error("write a session", &e))
+    }
+
+    /// Puts session `id` back as it was before a call that wrote `wrote` (`before`, or gone
+    /// when the call made it), unless a later call has moved it on since.
+    pub(crate) fn roll_back(
         &self,
         id: &str,
-        row: &Row,
-        max_age: u64,
-        max_sessions: u64,
+        before: Option<&Row>,
+        wrote: &Row,
     ) -> Result<(), OpsError> {
-        let oldest = row.updated.saturating_sub(max_age);
-        match self {
-            Self::Sqlite(w) => {
-                let (id, row) = (id.to_owned(), row.clone());
-                let write = move |c: &mut Connection| -> rusqlite::Result<()> {
-                    let tx = c.transaction()?;
-                    tx.prepare_cached(
-                        "INSERT INTO sessions (id, format, messages, digest, state, ratio, cached_tokens, updated)
-                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                         ON CONFLICT (id) DO UPDATE SET format = excluded.format, messages = excluded.messages,
-                           digest = excluded.digest, state = excluded.state, ratio = excluded.ratio,
-                           cached_tokens = excluded.cached_tokens, updated = excluded.updated",
-                    )?
-                    .execute(
-                        params![
-                            id,
-                            row.format,
-                            i64::try_from(row.messages).unwrap_or(i64::MAX),
-                            row.digest,
-                            row.state,
-                            row.ratio,
-                            i64::try_from(row.cached_tokens).unwrap_or(i64::MAX),
-                            i64::try_from(row.updated).unwrap_or(i64::MAX),
-                        ],
-                    )?;
-                    tx.prepare_cached("DELETE FROM sessions WHERE updated < ?1")?
-                        .execute(params![i64::try_from(oldest).unwrap_or(i64::MAX)])?;
-                    tx.prepare_cached(
-                        "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions ORDER BY updated DESC, id LIMIT -1 OFFSET ?1)",
-                    )?
-                    .execute(
-                        params![i64::try_from(max_sessions).unwrap_or(i64::MAX)],
-                    )?;
-                    tx.commit()
-                };
-                w.call(move |c| write(c).map_err(|e| store_error("write a session", &e)))?
-            }
-            Self::Memory(m) => {
-                let mut m = m.lock().map_err(|_| poisoned())?;
-                m.insert(id.to_owned(), row.clone());
-                m.retain(|_, r| r.updated >= oldest);
-                let max = usize::try_from(max_sessions).unwrap_or(usize::MAX);
-                if m.len() > max {
-                    let mut by_age: Vec<(u64, String)> =
-                        m.iter().map(|(k, r)| (r.updated, k.clone())).collect();
-                    by_age.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-                    for (_, k) in by_age.into_iter().skip(max) {
-                        m.remove(&k);
+        let (id, before, wrote) = (id.to_owned(), before.cloned(), wrote.clone());
+        self.worker
+            .call(move |c| {
+                let tx = c.transaction()?;
+                let still: Option<(i64, String)> = tx
+                    .prepare_cached("SELECT messages, digest FROM sessions WHERE id = ?1")?
+                    .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .optional()?;
+                if still == Some((int(wrote.messages), wrote.digest.clone())) {
+                    tx.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+                        .execute(params![id])?;
+                    if let Some(before) = &before {
+                        insert(&tx, &id, before)?;
                     }
                 }
-                Ok(())
-            }
-        }
+                tx.commit()
+            })
+            .map_err(|e| store_error("roll a session back", &e))
     }
 
-    /// Records what the provider's usage said of session `id`'s last call.
+    /// Moves session `id`, whose state does not read, to the quarantine table (the last
+    /// [`QUARANTINE`] are kept there for a look), for `reason` (an error code).
+    pub(crate) fn quarantine(&self, id: &str, reason: &'static str) -> Result<(), OpsError> {
+        let id = id.to_owned();
+        self.worker
+            .call(move |c| {
+                let tx = c.transaction()?;
+                tx.prepare_cached(
+                    "INSERT INTO quarantine (id, tenant, at, reason, state)
+                     SELECT id, tenant, ?2, ?3, state FROM sessions WHERE id = ?1",
+                )?
+                .execute(params![id, int(now_secs()), reason])?;
+                tx.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+                    .execute(params![id])?;
+                tx.prepare_cached(
+                    "DELETE FROM quarantine WHERE rowid <= (SELECT MAX(rowid) FROM quarantine) - ?1",
+                )?
+                .execute(params![QUARANTINE])?;
+                tx.commit()
+            })
+            .map_err(|e| store_error("quarantine a session", &e))
+    }
+
+    /// Records what the provider's usage said of session `id`'s call that stored the history
+    /// `digest`; a session moved on since keeps its own.
     pub(crate) fn record_usage(
         &self,
         id: &str,
+        digest: &str,
         ratio: f64,
         cached_tokens: u64,
     ) -> Result<(), OpsError> {
-        match self {
-            Self::Sqlite(w) => {
-                let id = id.to_owned();
-                w.call(move |c| {
-                    c.prepare_cached(
-                        "UPDATE sessions SET ratio = ?2, cached_tokens = ?3 WHERE id = ?1",
-                    )
-                    .and_then(|mut q| {
-                        q.execute(params![
-                            id,
-                            ratio,
-                            i64::try_from(cached_tokens).unwrap_or(i64::MAX)
-                        ])
-                    })
-                    .map(drop)
-                    .map_err(|e| store_error("record a call's usage", &e))
-                })?
+        let (id, digest) = (id.to_owned(), digest.to_owned());
+        self.worker
+            .call(move |c| {
+                c.prepare_cached(
+                    "UPDATE sessions SET ratio = ?3, cached_tokens = ?4 WHERE id = ?1 AND digest = ?2",
+                )?
+                .execute(params![id, digest, ratio, int(cached_tokens)])
+                .map(drop)
+            })
+            .map_err(|e| store_error("record a call's usage", &e))
+    }
+
+    /// How many sessions are stored, in all and for `tenant`.
+    #[cfg(test)]
+    pub(crate) fn count(&self, tenant: &str) -> Result<(u64, u64), OpsError> {
+        let tenant = tenant.to_owned();
+        self.worker
+            .call(move |c| Ok((total(c)?, of_tenant(c, &tenant)?)))
+            .map_err(|e| store_error("count the sessions", &e))
+    }
+}
+
+/// [`Store::find_extending`], on the store thread.
+fn find(c: &Connection, scope: &str, digests: &[String]) -> rusqlite::Result<Option<String>> {
+    let longest = digests.len().saturating_sub(1);
+    let mut exact = c.prepare_cached(
+        "SELECT id FROM sessions WHERE scope = ?1 AND messages = ?2 AND digest = ?3
+         ORDER BY updated DESC, id LIMIT 1",
+    )?;
+    // The empty history names no conversation.
+    for k in (1..=longest).rev().take(TRIES) {
+        let found: Option<String> = exact
+            .query_row(params![scope, int(k as u64), digests[k]], |r| r.get(0))
+            .optional()?;
+        if found.is_some() {
+            return Ok(found);
+        }
+    }
+    let shorter = longest.saturating_sub(TRIES);
+    let mut by_checkpoint = c.prepare_cached(
+        "SELECT id, messages, digest FROM sessions
+         WHERE scope = ?1 AND checkpoint = ?2 AND checkpoint_digest = ?3 AND messages <= ?4
+         ORDER BY messages DESC, updated DESC, id LIMIT ?5",
+    )?;
+    let mut point = checkpoint(shorter as u64);
+    while point > 0 {
+        let at = usize::try_from(point).unwrap_or(usize::MAX);
+        let Some(d) = digests.get(at) else { break };
+        let rows = by_checkpoint.query_map(
+            params![scope, int(point), d, int(shorter as u64), CANDIDATES],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            },
+        )?;
+        for row in rows {
+            let (id, messages, digest) = row?;
+            let k = usize::try_from(messages).unwrap_or(usize::MAX);
+            if digests.get(k).is_some_and(|d| *d == digest) {
+                return Ok(Some(id));
             }
-            Self::Memory(m) => {
-                if let Some(r) = m.lock().map_err(|_| poisoned())?.get_mut(id) {
-                    r.ratio = ratio;
-                    r.cached_tokens = cached_tokens;
+        }
+        point /= 2;
+    }
+    Ok(None)
+}
+
+fn total(c: &Connection) -> rusqlite::Result<u64> {
+    c.prepare_cached("SELECT sessions FROM totals WHERE one = 1")?
+        .query_row([], |r| r.get::<_, i64>(0))
+        .map(|n| n.try_into().unwrap_or(0))
+}
+
+fn of_tenant(c: &Connection, tenant: &str) -> rusqlite::Result<u64> {
+    c.prepare_cached("SELECT sessions FROM tenants WHERE tenant = ?1")?
+        .query_row(params![tenant], |r| r.get::<_, i64>(0))
+        .optional()
+        .map(|n| n.map_or(0, |n| n.try_into().unwrap_or(0)))
+}
+
+fn insert(c: &Connection, id: &str, row: &Row) -> rusqlite::Result<()> {
+    c.prepare_cached(
+        "INSERT INTO sessions (id, tenant, scope, format, messages, digest, checkpoint,
+           checkpoint_digest, state, ratio, cached_tokens, updated)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+         ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, scope = excluded.scope,
+           format = excluded.format, messages = excluded.messages, digest = excluded.digest,
+           checkpoint = excluded.checkpoint, checkpoint_digest = excluded.checkpoint_digest,
+           state = excluded.state, ratio = excluded.ratio,
+           cached_tokens = excluded.cached_tokens, updated = excluded.updated",
+    )?
+    .execute(params![
+        id,
+        row.tenant,
+        row.scope,
+        row.format,
+        int(row.messages),
+        row.digest,
+        int(checkpoint(row.messages)),
+        row.checkpoint_digest,
+        row.state,
+        row.ratio,
+        int(row.cached_tokens),
+        int(row.updated),
+    ])
+    .map(drop)
+}
+
+/// The oldest session of `tenant` but `keep`, forgotten; whether there was one.
+fn forget_oldest(c: &Connection, tenant: &str, keep: &str) -> rusqlite::Result<bool> {
+    c.prepare_cached(
+        "DELETE FROM sessions WHERE id = (SELECT id FROM sessions WHERE tenant = ?1 AND id != ?2
+         ORDER BY updated, id LIMIT 1)",
+    )?
+    .execute(params![tenant, keep])
+    .map(|n| n > 0)
+}
+
+/// [`Store::save`], in its transaction.
+fn write(c: &Connection, id: &str, row: &Row, limits: Limits) -> rusqlite::Result<Saved> {
+    let oldest = row.updated.saturating_sub(limits.max_age);
+    c.prepare_cached("DELETE FROM sessions WHERE updated < ?1")?
+        .execute(params![int(oldest)])?;
+    let known = c
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .query_row(params![id], |_| Ok(()))
+        .optional()?
+        .is_some();
+    insert(c, id, row)?;
+    if known {
+        return Ok(Saved::Stored);
+    }
+    while of_tenant(c, &row.tenant)? > limits.per_tenant {
+        if !forget_oldest(c, &row.tenant, id)? {
+            break;
+        }
+    }
+    if total(c)? > limits.max_sessions && !forget_oldest(c, &row.tenant, id)? {
+        c.prepare_cached("DELETE FROM sessions WHERE id = ?1")?
+            .execute(params![id])?;
+        return Ok(Saved::Full);
+    }
+    Ok(Saved::Stored)
+}
+
+/// The database the store thread owns, and how to start it afresh.
+struct Db {
+    conn: Connection,
+    path: Option<PathBuf>,
+    sync: SqliteSync,
+    secret: Option<[u8; 32]>,
+}
+
+impl Db {
+    /// Opens the database at `path` (memory when `None`); a file that does not open or check
+    /// is moved aside and a fresh one made.
+    fn open(path: Option<PathBuf>, sync: SqliteSync) -> Result<Self, OpsError> {
+        let conn = match &path {
+            None => open_memory()?,
+            Some(p) => match open_file(p, sync) {
+                Ok(c) => c,
+                Err(Opened::Damaged(why)) => {
+                    move_aside(p, &why)?;
+                    open_file(p, sync).map_err(|e| e.into_error(p))?
                 }
-                Ok(())
+                Err(e) => return Err(e.into_error(p)),
+            },
+        };
+        Ok(Self {
+            conn,
+            path,
+            sync,
+            secret: None,
+        })
+    }
+
+    /// The store's secret: the one it keeps, else a new one, kept.
+    fn secret(&mut self) -> Result<[u8; 32], OpsError> {
+        if let Some(s) = self.secret {
+            return Ok(s);
+        }
+        let fail = |e: rusqlite::Error| store_error("keep its secret", &e);
+        let kept: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'secret'", [], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(fail)?;
+        let secret = match kept.as_deref().and_then(crate::tenant::from_hex) {
+            Some(s) => s,
+            None => {
+                let s = crate::tenant::random_secret();
+                self.keep_secret(&s).map_err(fail)?;
+                s
+            }
+        };
+        self.secret = Some(secret);
+        Ok(secret)
+    }
+
+    fn keep_secret(&self, secret: &[u8; 32]) -> rusqlite::Result<()> {
+        self.conn
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('secret', ?1)
+                 ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![crate::tenant::hex(secret)],
+            )
+            .map(drop)
+    }
+
+    /// After `e` (met by a job): when it says the database is damaged, moves the file aside
+    /// and starts a fresh one that keeps the same secret.
+    fn recover_from(&mut self, e: &rusqlite::Error) {
+        if !is_damage(e) {
+            return;
+        }
+        let fresh = match &self.path {
+            None => open_memory(),
+            Some(p) => move_aside(p, "a call met a damaged page")
+                .and_then(|()| open_file(p, self.sync).map_err(|e| e.into_error(p))),
+        };
+        match fresh {
+            Ok(conn) => {
+                self.conn = conn;
+                if let Some(s) = self.secret
+                    && let Err(e) = self.keep_secret(&s)
+                {
+                    log(
+                        &serde_json::json!({"event": "store_error", "code": "STATE_STORE_ERROR", "message": bounded(&e.to_string())}),
+                    );
+                }
+            }
+            Err(e) => {
+                log(
+                    &serde_json::json!({"event": "store_error", "code": e.code, "message": bounded(&e.message)}),
+                );
             }
         }
     }
 }
 
-/// A job for the store thread.
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+/// Whether `e` says the database file is damaged (not busy, not full, not a bad statement).
+fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase)
+    )
+}
 
-/// The store thread: the one owner of the SQLite connection, running the jobs it is handed in
-/// the order they came.
-pub(crate) struct Worker {
+/// Why a file did not open.
+enum Opened {
+    /// It is not a sound database of this schema: move it aside.
+    Damaged(String),
+    /// It could not be reached (a directory that does not exist, no permission).
+    Unreachable(String),
+}
+
+impl Opened {
+    fn into_error(self, path: &Path) -> OpsError {
+        let (Self::Damaged(why) | Self::Unreachable(why)) = self;
+        OpsError::input(
+            format!("cannot open the session store {}: {why}", path.display()),
+            details! { "path" => path.display().to_string(), "document" => "session store" },
+        )
+    }
+}
+
+fn open_memory() -> Result<Connection, OpsError> {
+    let c = Connection::open_in_memory().map_err(|e| store_error("open", &e))?;
+    c.execute_batch(SCHEMA)
+        .map_err(|e| store_error("open", &e))?;
+    Ok(c)
+}
+
+/// Creates `path` readable by its owner alone when it is absent: SQLite gives its `-wal` and
+/// `-shm` the database file's permissions.
+fn create_private(path: &Path) -> std::io::Result<()> {
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        o.mode(0o600);
+    }
+    match o.open(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+fn open_file(path: &Path, sync: SqliteSync) -> Result<Connection, Opened> {
+    create_private(path).map_err(|e| Opened::Unreachable(e.to_string()))?;
+    let damaged = |e: rusqlite::Error| {
+        if is_damage(&e) {
+            Opened::Damaged(e.to_string())
+        } else {
+            Opened::Unreachable(e.to_string())
+        }
+    };
+    let c = Connection::open(path).map_err(damaged)?;
+    // WAL: a reader never waits for the writer, and a commit is one append. NORMAL: the
+    // append is in the log (the operating system's) when the commit returns, so a killed
+    // proxy keeps every call it answered; FULL also syncs it, so a lost machine does too, for
+    // an fsync per call.
+    c.pragma_update(None, "journal_mode", "WAL")
+        .map_err(damaged)?;
+    let level = match sync {
+        SqliteSync::Normal => "NORMAL",
+        SqliteSync::Full => "FULL",
+    };
+    c.pragma_update(None, "synchronous", level)
+        .map_err(damaged)?;
+    c.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(damaged)?;
+    let check: String = c
+        .query_row("PRAGMA quick_check(1)", [], |r| r.get(0))
+        .map_err(|e| Opened::Damaged(e.to_string()))?;
+    if check != "ok" {
+        return Err(Opened::Damaged("its integrity check failed".to_owned()));
+    }
+    let version: i64 = c
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .map_err(|e| Opened::Damaged(e.to_string()))?;
+    let empty: i64 = c
+        .query_row("SELECT COUNT(*) FROM sqlite_master", [], |r| r.get(0))
+        .map_err(|e| Opened::Damaged(e.to_string()))?;
+    if version != VERSION && empty > 0 {
+        return Err(Opened::Damaged(format!(
+            "its schema is version {version}, not {VERSION}"
+        )));
+    }
+    c.execute_batch(SCHEMA)
+        .and_then(|()| c.pragma_update(None, "user_version", VERSION))
+        .map_err(|e| Opened::Damaged(e.to_string()))?;
+    Ok(c)
+}
+
+/// Moves the store at `path` (and its `-wal` and `-shm`) aside to `PATH.damaged-SECONDS`, with
+/// a log line saying so and why.
+fn move_aside(path: &Path, why: &str) -> Result<(), OpsError> {
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let aside = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let to = aside(&format!(".damaged-{stamp}"));
+    std::fs::rename(path, &to).map_err(|e| {
+        OpsError::input(
+            format!(
+                "the session store {} is damaged ({why}) and cannot be moved aside: {e}; move or remove it, then start again",
+                path.display()
+            ),
+            details! { "path" => path.display().to_string(), "document" => "session store" },
+        )
+    })?;
+    for side in ["-wal", "-shm"] {
+        let from = aside(side);
+        if from.exists() {
+            let mut p = to.as_os_str().to_owned();
+            p.push(side);
+            let _ = std::fs::rename(&from, PathBuf::from(p));
+        }
+    }
+    log(&serde_json::json!({
+        "event": "store_moved_aside", "why": bounded(why),
+        "moved_to": to.display().to_string(),
+    }));
+    Ok(())
+}
+
+/// A job for the store thread.
+type Job = Box<dyn FnOnce(&mut Db) + Send>;
+
+/// The store thread: the one owner of the database, running the jobs it is handed in the
+/// order they came, and starting the database afresh when one meets damage.
+struct Worker {
     jobs: std::sync::mpsc::Sender<Job>,
 }
 
 impl Worker {
-    /// Starts the store thread on `connection`.
-    fn start(mut connection: Connection) -> Result<Self, OpsError> {
+    /// Starts the store thread on `db`.
+    fn start(mut db: Db) -> Result<Self, OpsError> {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("cutctx-store".to_owned())
             .spawn(move || {
                 // Ends when the store is dropped and the last job has run.
                 for job in queue {
-                    job(&mut connection);
+                    job(&mut db);
                 }
             })
             .map_err(|e| store_error("start its thread", &e))?;
@@ -304,55 +721,50 @@ impl Worker {
     /// the blocking pool).
     fn call<T: Send + 'static>(
         &self,
-        f: impl FnOnce(&mut Connection) -> T + Send + 'static,
-    ) -> Result<T, OpsError> {
+        f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, StoreFailure> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
         self.jobs
-            .send(Box::new(move |c| {
-                let _ = answer.send(f(c));
+            .send(Box::new(move |db: &mut Db| {
+                let r = f(&mut db.conn);
+                if let Err(e) = &r {
+                    db.recover_from(e);
+                }
+                let _ = answer.send(r.map_err(StoreFailure::Sqlite));
             }))
-            .map_err(|_| store_error("take a job", &"its thread has stopped"))?;
-        answered
-            .recv()
-            .map_err(|_| store_error("answer", &"its thread has stopped"))
+            .map_err(|_| StoreFailure::Stopped)?;
+        answered.recv().map_err(|_| StoreFailure::Stopped)?
     }
 }
 
-fn open_sqlite(path: &Path, sync: SqliteSync) -> Result<Connection, OpsError> {
-    let fail = |e: &dyn std::fmt::Display| {
-        OpsError::input(
-            format!("cannot open the session store {}: {e}", path.display()),
-            details! { "path" => path.display().to_string(), "document" => "session store" },
-        )
-    };
-    let c = Connection::open(path).map_err(|e| fail(&e))?;
-    // WAL: a reader never waits for the writer, and a commit is one append. NORMAL: the
-    // append is in the log (the operating system's) when the commit returns, so a killed
-    // proxy keeps every call it answered; FULL also syncs it, so a lost machine does too, for
-    // an fsync per call (which, measured, is most of what the proxy adds under load).
-    c.pragma_update(None, "journal_mode", "WAL")
-        .map_err(|e| fail(&e))?;
-    let level = match sync {
-        SqliteSync::Normal => "NORMAL",
-        SqliteSync::Full => "FULL",
-    };
-    c.pragma_update(None, "synchronous", level)
-        .map_err(|e| fail(&e))?;
-    c.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| fail(&e))?;
-    c.execute_batch(SCHEMA).map_err(|e| fail(&e))?;
-    Ok(c)
+/// Why a store job failed.
+#[derive(Debug)]
+enum StoreFailure {
+    Sqlite(rusqlite::Error),
+    Stopped,
+}
+
+impl std::fmt::Display for StoreFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Sqlite(e) => write!(f, "{e}"),
+            Self::Stopped => f.write_str("its thread has stopped"),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn row(messages: u64, digest: &str, updated: u64) -> Row {
+    fn row(tenant: &str, messages: u64, digest: &str, updated: u64) -> Row {
         Row {
+            tenant: tenant.into(),
+            scope: format!("scope-{tenant}"),
             format: "openai-chat".into(),
             messages,
             digest: digest.into(),
+            checkpoint_digest: format!("d{}", checkpoint(messages)),
             state: "{}".into(),
             ratio: 1.0,
             cached_tokens: 0,
@@ -360,46 +772,93 @@ mod tests {
         }
     }
 
-    fn both() -> Vec<(Store, std::path::PathBuf)> {
-        let dir = std::env::temp_dir().join(format!("cutctx-serve-store-{}", std::process::id()));
-        let _ = std::fs::create_dir_all(&dir);
-        let path = dir.join(format!("{}.db", now_secs()));
-        let _ = std::fs::remove_file(&path);
-        vec![
-            (
-                Store::open(&StateSpec::Memory, SqliteSync::Normal).expect("memory"),
-                path.clone(),
-            ),
-            (
-                Store::open(&StateSpec::Sqlite(path.clone()), SqliteSync::Full).expect("sqlite"),
-                path,
-            ),
-        ]
+    fn limits(max_sessions: u64, per_tenant: u64) -> Limits {
+        Limits {
+            max_age: 1000,
+            max_sessions,
+            per_tenant,
+        }
+    }
+
+    fn memory() -> Store {
+        Store::open(&StateSpec::Memory, SqliteSync::Normal).expect("memory")
+    }
+
+    fn digests(n: usize) -> Vec<String> {
+        (0..=n).map(|k| format!("d{k}")).collect()
     }
 
     #[test]
-    fn the_longest_recorded_history_wins_and_expiry_forgets() {
-        for (s, _) in both() {
-            s.save("a", &row(1, "d1", 100), 1000, 10).expect("save");
-            s.save("b", &row(3, "d3", 100), 1000, 10).expect("save");
-            s.save("c", &row(2, "x2", 100), 1000, 10).expect("save");
-            let digests: Vec<String> = ["d0", "d1", "d2", "d3", "d4"].map(String::from).to_vec();
-            assert_eq!(
-                s.find_extending("openai-chat", &digests)
-                    .expect("find")
-                    .as_deref(),
-                Some("b")
-            );
-            assert_eq!(s.find_extending("anthropic", &digests).expect("find"), None);
-            s.record_usage("b", 1.5, 7).expect("usage");
-            let b = s.load("b").expect("load").expect("there");
-            assert!((b.ratio - 1.5).abs() < 1e-9 && b.cached_tokens == 7);
-            // Too old, then too many.
-            s.save("d", &row(1, "z", 2000), 1000, 10).expect("save");
-            assert_eq!(s.load("a").expect("load"), None);
-            s.save("e", &row(1, "z", 2001), 1000, 1).expect("save");
-            assert_eq!(s.load("d").expect("load"), None);
-            assert!(s.load("e").expect("load").is_some());
-        }
+    fn checkpoints_are_powers_of_two() {
+        let points: Vec<u64> = [0, 1, 2, 3, 4, 5, 8, 1000].map(checkpoint).to_vec();
+        assert_eq!(points, [0, 1, 2, 2, 4, 4, 8, 512]);
+    }
+
+    #[test]
+    fn the_longest_history_in_scope_wins_near_or_far() {
+        let s = memory();
+        let l = limits(10, 10);
+        s.save("a", &row("t", 1, "d1", 100), l).expect("save");
+        s.save("b", &row("t", 3, "d3", 100), l).expect("save");
+        s.save("c", &row("t", 2, "x2", 100), l).expect("save");
+        s.save("far", &row("t", 37, "d37", 100), l).expect("save");
+        let find = |n| s.find_extending("scope-t", &digests(n)).expect("find");
+        assert_eq!(find(4).as_deref(), Some("b"));
+        // Far past the exact tries: found at its checkpoint.
+        assert_eq!(find(200).as_deref(), Some("far"));
+        assert_eq!(find(36).as_deref(), Some("b"));
+        assert_eq!(
+            s.find_extending("scope-u", &digests(4)).expect("find"),
+            None
+        );
+        s.record_usage("b", "d3", 1.5, 7).expect("usage");
+        s.record_usage("b", "stale", 1.9, 9).expect("usage");
+        let b = s.load("b").expect("load").expect("there");
+        assert!((b.ratio - 1.5).abs() < 1e-9 && b.cached_tokens == 7);
+    }
+
+    #[test]
+    fn eviction_is_by_age_then_within_the_tenant_never_anothers() {
+        let s = memory();
+        s.save("old", &row("t", 1, "d1", 100), limits(10, 10))
+            .expect("save");
+        s.save("d", &row("t", 1, "z", 2000), limits(10, 10))
+            .expect("save");
+        assert_eq!(s.load("old").expect("load"), None, "too old");
+        // The tenant's quota gives up its own oldest.
+        s.save("e", &row("t", 1, "z", 2001), limits(10, 1))
+            .expect("save");
+        assert_eq!(s.load("d").expect("load"), None);
+        assert_eq!(s.count("t").expect("count"), (1, 1));
+        // A full store: another tenant's new session is not stored, and evicts nothing.
+        let saved = s
+            .save("f", &row("u", 1, "z", 2002), limits(1, 10))
+            .expect("save");
+        assert_eq!(saved, Saved::Full);
+        assert!(s.load("e").expect("load").is_some());
+        assert_eq!(s.count("u").expect("count"), (1, 0));
+    }
+
+    #[test]
+    fn a_roll_back_restores_the_row_unless_moved_on() {
+        let s = memory();
+        let l = limits(10, 10);
+        let before = row("t", 1, "d1", 100);
+        s.save("a", &before, l).expect("save");
+        let wrote = row("t", 3, "d3", 101);
+        s.save("a", &wrote, l).expect("save");
+        s.roll_back("a", Some(&before), &wrote).expect("roll back");
+        assert_eq!(s.load("a").expect("load"), Some(before.clone()));
+        // Made by the call: gone.
+        s.save("n", &wrote, l).expect("save");
+        s.roll_back("n", None, &wrote).expect("roll back");
+        assert_eq!(s.load("n").expect("load"), None);
+        // Moved on since: kept.
+        s.save("a", &row("t", 5, "d5", 102), l).expect("save");
+        s.roll_back("a", None, &wrote).expect("roll back");
+        assert!(s.load("a").expect("load").is_some());
+        s.quarantine("a", "STATE_ERROR").expect("quarantine");
+        assert_eq!(s.load("a").expect("load"), None);
+        assert_eq!(s.count("t").expect("count"), (0, 0));
     }
 }
