@@ -609,8 +609,46 @@ fn create_private(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Why the file at `path` is not whole, by its header: shorter than the pages its header
+/// counts (cut off), or too short for a header at all. SQLite would read the missing pages as
+/// empty and lose the sessions in them without a word.
+fn cut_off(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let len = std::fs::metadata(path).ok()?.len();
+    if len == 0 {
+        return None;
+    }
+    let mut header = [0_u8; 100];
+    let read = std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok();
+    if !read {
+        return Some(format!("it is {len} bytes, shorter than a database header"));
+    }
+    let be16 = |i: usize| u64::from(u16::from_be_bytes([header[i], header[i + 1]]));
+    let be32 = |i: usize| {
+        header[i..i + 4]
+            .iter()
+            .fold(0_u64, |n, b| n << 8 | u64::from(*b))
+    };
+    let page = match be16(16) {
+        1 => 65_536,
+        n => n,
+    };
+    // The page count in the header is valid only when its two change counters agree.
+    let pages = if be32(24) == be32(92) { be32(28) } else { 0 };
+    (len < page * pages).then(|| {
+        format!(
+            "it is {len} bytes, shorter than the {pages} pages of {page} bytes its header counts"
+        )
+    })
+}
+
 fn open_file(path: &Path, sync: SqliteSync) -> Result<Connection, Opened> {
     create_private(path).map_err(|e| Opened::Unreachable(e.to_string()))?;
+    if let Some(why) = cut_off(path) {
+        return Err(Opened::Damaged(why));
+    }
     let damaged = |e: rusqlite::Error| {
         if is_damage(&e) {
             Opened::Damaged(e.to_string())
@@ -696,16 +734,27 @@ fn move_aside(path: &Path, why: &str) -> Result<(), OpsError> {
 type Job = Box<dyn FnOnce(&mut Db) + Send>;
 
 /// The store thread: the one owner of the database, running the jobs it is handed in the
-/// order they came, and starting the database afresh when one meets damage.
+/// order they came, and starting the database afresh when one meets damage. Dropping it waits
+/// for the jobs handed over and closes the database (its write-ahead log checkpointed).
 struct Worker {
-    jobs: std::sync::mpsc::Sender<Job>,
+    jobs: Option<std::sync::mpsc::Sender<Job>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        drop(self.jobs.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Worker {
     /// Starts the store thread on `db`.
     fn start(mut db: Db) -> Result<Self, OpsError> {
         let (jobs, queue) = std::sync::mpsc::channel::<Job>();
-        std::thread::Builder::new()
+        let thread = std::thread::Builder::new()
             .name("cutctx-store".to_owned())
             .spawn(move || {
                 // Ends when the store is dropped and the last job has run.
@@ -714,7 +763,10 @@ impl Worker {
                 }
             })
             .map_err(|e| store_error("start its thread", &e))?;
-        Ok(Self { jobs })
+        Ok(Self {
+            jobs: Some(jobs),
+            thread: Some(thread),
+        })
     }
 
     /// Runs `f` on the store thread and waits for its answer (a blocking wait: call it from
@@ -724,15 +776,15 @@ impl Worker {
         f: impl FnOnce(&mut Connection) -> rusqlite::Result<T> + Send + 'static,
     ) -> Result<T, StoreFailure> {
         let (answer, answered) = std::sync::mpsc::sync_channel(1);
-        self.jobs
-            .send(Box::new(move |db: &mut Db| {
-                let r = f(&mut db.conn);
-                if let Err(e) = &r {
-                    db.recover_from(e);
-                }
-                let _ = answer.send(r.map_err(StoreFailure::Sqlite));
-            }))
-            .map_err(|_| StoreFailure::Stopped)?;
+        let jobs = self.jobs.as_ref().ok_or(StoreFailure::Stopped)?;
+        jobs.send(Box::new(move |db: &mut Db| {
+            let r = f(&mut db.conn);
+            if let Err(e) = &r {
+                db.recover_from(e);
+            }
+            let _ = answer.send(r.map_err(StoreFailure::Sqlite));
+        }))
+        .map_err(|_| StoreFailure::Stopped)?;
         answered.recv().map_err(|_| StoreFailure::Stopped)?
     }
 }
