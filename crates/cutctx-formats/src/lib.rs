@@ -677,6 +677,25 @@ impl ProviderTranscript {
         &self.transcript
     }
 
+    /// The document as it was given (without its list when it was read from text) and the
+    /// transcript it maps to, taken apart: for a caller
+    /// that lent the document ([`ProviderTranscript::from_document_with`]) and wants it back,
+    /// with the transcript, without a copy of either.
+    ///
+    /// ```
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// let request = serde_json::json!({"model": "m", "messages": [{"role": "user", "content": "hi"}]});
+    /// let pt = ProviderTranscript::parse(Format::OpenAiChat, &request)?;
+    /// let (document, transcript) = pt.into_parts();
+    /// assert_eq!(document, request);
+    /// assert_eq!(transcript.turns().len(), 1);
+    /// # Ok::<(), cutctx_formats::FormatError>(())
+    /// ```
+    #[must_use]
+    pub fn into_parts(self) -> (Value, Transcript) {
+        (self.document, self.transcript)
+    }
+
     /// The document as it was given.
     #[must_use]
     pub const fn document(&self) -> &Value {

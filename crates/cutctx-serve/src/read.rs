@@ -82,8 +82,11 @@ pub(crate) async fn collect(
     format: Option<Format>,
     provider: Provider,
 ) -> Result<Bytes, Response<Body>> {
+    let expected = usize::try_from(hyper::body::Body::size_hint(&body).lower())
+        .unwrap_or(usize::MAX)
+        .min(app.settings.max_body);
     let mut limited = Limited::new(body, app.settings.max_body);
-    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut chunks = Gathered::new(expected);
     loop {
         let frame = tokio::time::timeout(app.settings.header_timeout, limited.frame()).await;
         match frame {
@@ -100,7 +103,7 @@ pub(crate) async fn collect(
             Ok(None) => break,
             Ok(Some(Ok(frame))) => {
                 if let Ok(data) = frame.into_data() {
-                    chunks.push(data);
+                    chunks.add(data);
                 }
             }
             Ok(Some(Err(e))) if e.downcast_ref::<LengthLimitError>().is_some() => {
@@ -118,19 +121,48 @@ pub(crate) async fn collect(
             }
         }
     }
-    Ok(join(chunks))
+    Ok(chunks.into_bytes())
 }
 
-/// The chunks as one buffer: the one chunk itself when there is one (no copy).
-fn join(mut chunks: Vec<Bytes>) -> Bytes {
-    if chunks.len() == 1 {
-        return chunks.pop().unwrap_or_default();
+/// A body's chunks gathered into one buffer as they come, each freed once copied: a body is
+/// held once (twice only for the chunk in hand), and one that came in one chunk is not copied.
+enum Gathered {
+    /// The body is expected to be this long (its `Content-Length`); nothing yet.
+    Empty(usize),
+    /// One chunk.
+    One(Bytes, usize),
+    /// Several, copied into one buffer sized for the whole body.
+    Many(Vec<u8>),
+}
+
+impl Gathered {
+    const fn new(expected: usize) -> Self {
+        Self::Empty(expected)
     }
-    let mut all = Vec::with_capacity(chunks.iter().map(Bytes::len).sum());
-    for c in &chunks {
-        all.extend_from_slice(c);
+
+    fn add(&mut self, data: Bytes) {
+        *self = match std::mem::replace(self, Self::Empty(0)) {
+            Self::Empty(expected) => Self::One(data, expected),
+            Self::One(first, expected) => {
+                let mut all = Vec::with_capacity(expected.max(first.len() + data.len()));
+                all.extend_from_slice(&first);
+                all.extend_from_slice(&data);
+                Self::Many(all)
+            }
+            Self::Many(mut all) => {
+                all.extend_from_slice(&data);
+                Self::Many(all)
+            }
+        };
     }
-    Bytes::from(all)
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Self::Empty(_) => Bytes::new(),
+            Self::One(b, _) => b,
+            Self::Many(all) => Bytes::from(all),
+        }
+    }
 }
 
 /// `raw` with its `Content-Encoding` undone (gzip, zstd) under `--max-body`: the payload, or

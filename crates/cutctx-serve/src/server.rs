@@ -32,6 +32,9 @@ const DRAIN: Duration = Duration::from_secs(10);
 fn runtime() -> Result<tokio::runtime::Runtime, OpsError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // A blocking thread idle for a second ends: what a large request's step allocated on
+        // it goes back to the system with it, rather than staying resident.
+        .thread_keep_alive(std::time::Duration::from_secs(1))
         .build()
         .map_err(|e| OpsError::internal(format!("cannot start the runtime: {e}"), details! {}))
 }
@@ -111,6 +114,9 @@ fn connection(
 
 /// Accepts connections until `stop` resolves, then drains.
 async fn serve(listener: TcpListener, app: Arc<App>, stop: impl Future<Output = ()>) {
+    if let Some(line) = app.store.opening_note() {
+        log(&line);
+    }
     warn_if_open(&app);
     let graceful = GracefulShutdown::new();
     let permits = Arc::new(Semaphore::new(app.settings.max_connections));

@@ -109,6 +109,8 @@ const QUARANTINE: i64 = 100;
 pub(crate) struct Store {
     worker: Worker,
     secret: [u8; 32],
+    /// The log line opening it made, until the proxy listens and logs it.
+    opened: std::sync::Mutex<Option<serde_json::Value>>,
 }
 
 fn store_error(what: &str, e: &dyn std::fmt::Display) -> OpsError {
@@ -199,12 +201,21 @@ impl Store {
             StateSpec::Memory => None,
             StateSpec::Sqlite(p) => Some(p.clone()),
         };
-        let mut db = Db::open(path, sync)?;
+        let (mut db, note) = Db::open(path, sync)?;
         let secret = db.secret()?;
         Ok(Self {
             worker: Worker::start(db)?,
             secret,
+            opened: std::sync::Mutex::new(note),
         })
+    }
+
+    /// What opening the store found to say (a damaged file moved aside), once.
+    pub(crate) fn opening_note(&self) -> Option<serde_json::Value> {
+        self.opened
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
     }
 
     /// The store's secret: the key of every keyed hash the proxy makes ([`crate::tenant`]),
@@ -472,25 +483,31 @@ struct Db {
 
 impl Db {
     /// Opens the database at `path` (memory when `None`); a file that does not open or check
-    /// is moved aside and a fresh one made.
-    fn open(path: Option<PathBuf>, sync: SqliteSync) -> Result<Self, OpsError> {
+    /// is moved aside and a fresh one made, with the log line that says so (logged once the
+    /// proxy listens: its first line says where).
+    fn open(
+        path: Option<PathBuf>,
+        sync: SqliteSync,
+    ) -> Result<(Self, Option<serde_json::Value>), OpsError> {
+        let mut note = None;
         let conn = match &path {
             None => open_memory()?,
             Some(p) => match open_file(p, sync) {
                 Ok(c) => c,
                 Err(Opened::Damaged(why)) => {
-                    move_aside(p, &why)?;
+                    note = Some(move_aside(p, &why)?);
                     open_file(p, sync).map_err(|e| e.into_error(p))?
                 }
                 Err(e) => return Err(e.into_error(p)),
             },
         };
-        Ok(Self {
+        let db = Self {
             conn,
             path,
             sync,
             secret: None,
-        })
+        };
+        Ok((db, note))
     }
 
     /// The store's secret: the one it keeps, else a new one, kept.
@@ -536,8 +553,10 @@ impl Db {
         }
         let fresh = match &self.path {
             None => open_memory(),
-            Some(p) => move_aside(p, "a call met a damaged page")
-                .and_then(|()| open_file(p, self.sync).map_err(|e| e.into_error(p))),
+            Some(p) => move_aside(p, "a call met a damaged page").and_then(|line| {
+                log(&line);
+                open_file(p, self.sync).map_err(|e| e.into_error(p))
+            }),
         };
         match fresh {
             Ok(conn) => {
@@ -625,6 +644,9 @@ fn cut_off(path: &Path) -> Option<String> {
     if !read {
         return Some(format!("it is {len} bytes, shorter than a database header"));
     }
+    if !header.starts_with(b"SQLite format 3\0") {
+        return Some("it does not begin with SQLite's header".to_owned());
+    }
     let be16 = |i: usize| u64::from(u16::from_be_bytes([header[i], header[i + 1]]));
     let be32 = |i: usize| {
         header[i..i + 4]
@@ -694,9 +716,9 @@ fn open_file(path: &Path, sync: SqliteSync) -> Result<Connection, Opened> {
     Ok(c)
 }
 
-/// Moves the store at `path` (and its `-wal` and `-shm`) aside to `PATH.damaged-SECONDS`, with
-/// a log line saying so and why.
-fn move_aside(path: &Path, why: &str) -> Result<(), OpsError> {
+/// Moves the store at `path` (and its `-wal` and `-shm`) aside to `PATH.damaged-NANOS`: the
+/// log line that says so and why.
+fn move_aside(path: &Path, why: &str) -> Result<serde_json::Value, OpsError> {
     let stamp = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
@@ -723,11 +745,10 @@ fn move_aside(path: &Path, why: &str) -> Result<(), OpsError> {
             let _ = std::fs::rename(&from, PathBuf::from(p));
         }
     }
-    log(&serde_json::json!({
+    Ok(serde_json::json!({
         "event": "store_moved_aside", "why": bounded(why),
         "moved_to": to.display().to_string(),
-    }));
-    Ok(())
+    }))
 }
 
 /// A job for the store thread.

@@ -274,7 +274,8 @@ pub fn step<E: From<FormatError>>(
     request: &Value,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Step, E> {
-    let outcome = decide(config, previous, request, &Known::default(), summarize)?;
+    let mut lent = Lent::Borrowed(request);
+    let outcome = decide(config, previous, &mut lent, &Known::default(), summarize)?;
     Ok(outcome.into_step(|| request.clone()))
 }
 
@@ -294,7 +295,14 @@ pub fn step_known<E: From<FormatError>>(
     known: &Known<'_>,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<KnownStep, E> {
-    let mut outcome = decide(config, previous, &request, known, summarize)?;
+    let mut request = request;
+    let mut outcome = decide(
+        config,
+        previous,
+        &mut Lent::Owned(&mut request),
+        known,
+        summarize,
+    )?;
     let last = outcome.validation.take().and_then(|validation| {
         crate::LastCall::of(config.format, &request, validation, outcome.fixed_tokens)
     });
@@ -337,12 +345,13 @@ impl KnownStep {
 fn decide<E: From<FormatError>>(
     config: &SessionConfig,
     previous: Option<&SessionState>,
-    request: &Value,
+    lent: &mut Lent<'_>,
     known: &Known<'_>,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Outcome, E> {
     config.check().map_err(FormatError::from)?;
     let format = config.format;
+    let request = lent.value();
     let messages = history(format, request);
     // The one validation of the request, kept open for a caller that appends next: the last
     // call's, taking the new messages alone, where the request continues it.
@@ -362,19 +371,22 @@ fn decide<E: From<FormatError>>(
     let held_off = (prompt > config.trigger_tokens() && prompt <= config.window)
         .then(|| loop_with_reasoning(config, messages))
         .flatten();
-    let early = if prompt <= config.trigger_tokens() && held_off.is_none() {
-        fire_early(config, request, messages, prompt, fixed, summarize)?
+    let may_fire_early = prompt <= config.trigger_tokens() && held_off.is_none();
+    let must_fire = prompt > config.trigger_tokens() && held_off.is_none();
+    // A firing reads the request lent (not copied) where the caller owns it; it is given
+    // back, the same, before it is read again here.
+    let early = if may_fire_early {
+        fire_early(config, lent, prompt, fixed, summarize)?
     } else {
         None
     };
-    let must_fire = prompt > config.trigger_tokens() && held_off.is_none();
     let fitted = match early {
         Some(fitted) => Some(fitted),
-        None if must_fire => {
-            compact_to_unless_open_loop(config, request, config.target, summarize)?
-        }
+        None if must_fire => compact_to_unless_open_loop(config, lent, config.target, summarize)?,
         None => None,
     };
+    let request = lent.value();
+    let messages = history(format, request);
     let Some(fitted) = fitted else {
         // Nothing to fire; or, when it must, a firing the window forces that no valid request
         // allows: held off, over the window, until the loop has its answer.
@@ -752,10 +764,11 @@ pub fn compact_to<E: From<FormatError>>(
 ) -> Result<Fitted, E> {
     // Keeping the task must never cost a fit: where it leaves no plan under the window, the
     // firing compacts without it.
-    if keep_task && let Ok(fitted) = fit(config, request, share, true, summarize)? {
+    let mut lent = Lent::Borrowed(request);
+    if keep_task && let Ok(fitted) = fit(config, &mut lent, share, true, summarize)? {
         return Ok(fitted);
     }
-    fit(config, request, share, false, summarize)?.map_err(|unfit| match unfit {
+    fit(config, &mut lent, share, false, summarize)?.map_err(|unfit| match unfit {
         Unfit::Budget(e) => E::from(FormatError::from(e)),
         Unfit::OpenLoop(e) => E::from(e),
     })
@@ -768,8 +781,7 @@ pub fn compact_to<E: From<FormatError>>(
 /// compaction is made: no summary is asked for a firing that does not happen.
 fn fire_early<E: From<FormatError>>(
     config: &SessionConfig,
-    request: &Value,
-    messages: &[Value],
+    lent: &mut Lent<'_>,
     prompt: u64,
     fixed: u64,
     summarize: &mut Summarize<'_, E>,
@@ -778,6 +790,7 @@ fn fire_early<E: From<FormatError>>(
         return Ok(None);
     };
     let format = config.format;
+    let messages = history(format, lent.value());
     let calls =
         u64::try_from(crate::calls::call_points(format, messages).len()).unwrap_or(u64::MAX);
     if calls == 0 {
@@ -791,27 +804,29 @@ fn fire_early<E: From<FormatError>>(
     if !early.pays(prompt, least, growth, calls) {
         return Ok(None);
     }
-    let floor = untouchable(config, request, true).map_err(E::from)?.floor;
+    let read = untouchable(config, lent.lend(), true).map_err(E::from)?;
+    let floor = read.floor;
+    lent.give_back(read.transcript);
     if floor > config.window
         || !early.pays(prompt, goal_of(config, floor, config.target), growth, calls)
     {
         return Ok(None);
     }
-    compact_to_unless_open_loop(config, request, config.target, summarize)
+    compact_to_unless_open_loop(config, lent, config.target, summarize)
 }
 
 /// A session's firing: [`compact_to`] with the task kept, `None` where no valid compaction
 /// exists (`FORMAT_REASONING_OPEN_TOOL_LOOP`), which the session answers by holding off.
 fn compact_to_unless_open_loop<E: From<FormatError>>(
     config: &SessionConfig,
-    request: &Value,
+    lent: &mut Lent<'_>,
     share: f64,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Option<Fitted>, E> {
-    let unpinned = match fit(config, request, share, true, summarize)? {
+    let unpinned = match fit(config, lent, share, true, summarize)? {
         Ok(fitted) => return Ok(Some(fitted)),
         Err(Unfit::OpenLoop(_)) => return Ok(None),
-        Err(Unfit::Budget(_)) => fit(config, request, share, false, summarize)?,
+        Err(Unfit::Budget(_)) => fit(config, lent, share, false, summarize)?,
     };
     match unpinned {
         Ok(fitted) => Ok(Some(fitted)),
@@ -835,6 +850,42 @@ impl From<CompactionError> for Unfit {
     }
 }
 
+/// The request a firing reads: the caller's own, lent to the firing's transcript and given
+/// back after (a large request is then held once), or borrowed, which the transcript copies.
+enum Lent<'a> {
+    /// The caller owns it; while lent, `Value::Null` stands in its place.
+    Owned(&'a mut Value),
+    /// The caller only borrows it.
+    Borrowed(&'a Value),
+}
+
+impl Lent<'_> {
+    /// The request, as it was given.
+    fn value(&self) -> &Value {
+        match self {
+            Self::Owned(v) => v,
+            Self::Borrowed(v) => v,
+        }
+    }
+
+    /// The request for a transcript to own: the caller's own (taken), or a copy.
+    fn lend(&mut self) -> Value {
+        match self {
+            Self::Owned(v) => std::mem::take(*v),
+            Self::Borrowed(v) => (*v).clone(),
+        }
+    }
+
+    /// Takes the request back from the `transcript` it was lent to; that transcript's turns.
+    fn give_back(&mut self, transcript: ProviderTranscript) -> Transcript {
+        let (document, turns) = transcript.into_parts();
+        if let Self::Owned(v) = self {
+            **v = document;
+        }
+        turns
+    }
+}
+
 /// A request read for a firing, with what no firing may touch.
 struct Untouchable {
     /// The request's transcript, its reasoning mode and pins set.
@@ -849,10 +900,11 @@ struct Untouchable {
 /// part.
 fn untouchable(
     config: &SessionConfig,
-    request: &Value,
+    request: Value,
     keep_task: bool,
 ) -> Result<Untouchable, FormatError> {
-    let mut pt = ProviderTranscript::parse_with(config.format, request, config.estimator.as_ref())?;
+    let mut pt =
+        ProviderTranscript::from_document_with(config.format, request, config.estimator.as_ref())?;
     pt.set_reasoning(config.reasoning);
     pt.pin_results(&config.pinned_results)?;
     if keep_task {
@@ -879,18 +931,57 @@ fn goal_of(config: &SessionConfig, floor: u64, share: f64) -> u64 {
 /// none gives a valid request.
 fn fit<E: From<FormatError>>(
     config: &SessionConfig,
-    request: &Value,
+    lent: &mut Lent<'_>,
     share: f64,
     keep_task: bool,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Result<Fitted, Unfit>, E> {
+    let read = untouchable(config, lent.lend(), keep_task).map_err(E::from)?;
+    let attempt = fit_read(config, &read, share, summarize);
+    let input = lent.give_back(read.transcript);
+    Ok(match attempt? {
+        Ok(a) => Ok(a.with_input(input)),
+        Err(unfit) => Err(unfit),
+    })
+}
+
+/// A compaction [`fit`] made, but the transcript it was made for.
+struct Attempt {
+    document: Value,
+    origins: Vec<Option<usize>>,
+    plan: CompactionPlan,
+    compacted: CompactedTranscript,
+    reasoning: ReasoningOutcome,
+}
+
+impl Attempt {
+    fn with_input(self, input: Transcript) -> Fitted {
+        Fitted {
+            document: self.document,
+            origins: self.origins,
+            input,
+            plan: self.plan,
+            compacted: self.compacted,
+            reasoning: self.reasoning,
+        }
+    }
+}
+
+/// [`fit`] over the request `read` for a firing.
+fn fit_read<E: From<FormatError>>(
+    config: &SessionConfig,
+    read: &Untouchable,
+    share: f64,
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Result<Attempt, Unfit>, E> {
     let format = config.format;
     let estimator = config.estimator.as_ref();
     let Untouchable {
         transcript: pt,
         turn_floor,
         floor,
-    } = untouchable(config, request, keep_task).map_err(E::from)?;
+    } = read;
+    let (turn_floor, floor) = (*turn_floor, *floor);
     let limit = config.window;
     if floor > limit {
         return Ok(Err(Unfit::Budget(CompactionError::BudgetUnsatisfiable {
@@ -905,7 +996,7 @@ fn fit<E: From<FormatError>>(
     }
     let goal = goal_of(config, floor, share);
     let mut summaries: BTreeMap<(Vec<String>, u64), String> = BTreeMap::new();
-    let mut best: Option<(u64, Fitted)> = None;
+    let mut best: Option<(u64, Attempt)> = None;
     let mut room = goal - floor;
     for _ in 0..8 {
         let b = CompactionBudget::new(turn_floor + room)
@@ -945,10 +1036,9 @@ fn fit<E: From<FormatError>>(
         };
         let measured =
             prompt_tokens(format, &document, estimator).map_err(E::from)? + config.reserve_output;
-        let fitted = Fitted {
+        let fitted = Attempt {
             document,
             origins,
-            input: pt.transcript().clone(),
             plan,
             compacted,
             reasoning,

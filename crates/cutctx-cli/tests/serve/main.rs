@@ -1,6 +1,8 @@
 //! `cutctx serve` as a process: the one `listening on` line, a graceful stop on SIGTERM, a
 //! startup refusal, and a SIGKILL mid-conversation after which a restart on the same SQLite
-//! state continues the session with the same prefix.
+//! state continues the session with the same prefix; and, in [`shared`], what a shared
+//! deployment relies on of the process: nothing a client sends reaches its log or its store,
+//! a damaged store does not stop it, and the descriptor limit does not make it spin.
 
 // The fake upstream and raw client the serve crate's own tests use.
 #[path = "../../../cutctx-serve/tests/common/mod.rs"]
@@ -11,12 +13,26 @@ use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod shared;
+
+use std::sync::{Arc, Mutex};
+
 use common::{Reply, Upstream, call};
 use serde_json::{Value, json};
 
 /// Starts the binary with `args`; its address, from the one line it prints once listening.
 fn serve(args: &[&str]) -> (Child, SocketAddr) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cutctx"))
+    let (child, addr, _) = serve_logged(Command::new(env!("CARGO_BIN_EXE_cutctx")), args);
+    (child, addr)
+}
+
+/// Starts `command` (the binary, or a shell that execs it) with `serve` and `args`; its
+/// address, and the log lines it writes after the first, as they come.
+fn serve_logged(
+    mut command: Command,
+    args: &[&str],
+) -> (Child, SocketAddr, Arc<Mutex<Vec<String>>>) {
+    let mut child = command
         .arg("serve")
         .args(args)
         .stdin(Stdio::null())
@@ -33,6 +49,8 @@ fn serve(args: &[&str]) -> (Child, SocketAddr) {
         .map(|port| format!("127.0.0.1:{port}"))
         .unwrap_or_else(|| panic!("the first line: {line:?}"));
     // The structured log follows: one JSON object a line.
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let kept = Arc::clone(&log);
     std::thread::spawn(move || {
         for l in err.lines() {
             let l = l.expect("a log line");
@@ -40,9 +58,10 @@ fn serve(args: &[&str]) -> (Child, SocketAddr) {
                 serde_json::from_str::<Value>(&l).is_ok(),
                 "a log line is JSON: {l}"
             );
+            kept.lock().expect("log").push(l);
         }
     });
-    (child, addr.parse().expect("an address"))
+    (child, addr.parse().expect("an address"), log)
 }
 
 fn history(calls: usize) -> Vec<Value> {
