@@ -1018,7 +1018,7 @@ fn fit_read<E: From<FormatError>>(
             let text = match summaries.get(&key) {
                 Some(t) => t.clone(),
                 None => {
-                    let t = summarize(&pt, r)?;
+                    let t = summarize(pt, r)?;
                     summaries.insert(key, t.clone());
                     t
                 }
