@@ -7,11 +7,6 @@
 //! a closed pipe on standard output ends the command quietly with status 141.
 #![forbid(unsafe_code)]
 
-/// The allocator: freed memory goes back to the system soon after, so `cutctx serve` does
-/// not stay at the peak of the largest request it read.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 mod args;
 
 use std::io::{Read, Write};

@@ -17,10 +17,14 @@ use crate::route::Provider;
 /// The body of every response the proxy gives.
 pub(crate) type Body = BoxBody<Bytes, std::io::Error>;
 
-/// One line of the structured log on standard error: ids and figures, never content.
+/// One line of the structured log on standard error: ids and figures, never content. The line
+/// goes out in one write, so a process killed mid-log leaves whole lines (a pipe takes a write
+/// of up to 4 KiB whole).
 pub(crate) fn log(event: &Value) {
     use std::io::Write as _;
-    let _ = writeln!(std::io::stderr().lock(), "{event}");
+    let mut line = event.to_string();
+    line.push('\n');
+    let _ = std::io::stderr().lock().write_all(line.as_bytes());
 }
 
 /// `s` cut to a length a log line keeps (a message of the proxy's own, never a client's text).

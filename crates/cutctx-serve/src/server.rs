@@ -32,11 +32,34 @@ const DRAIN: Duration = Duration::from_secs(10);
 fn runtime() -> Result<tokio::runtime::Runtime, OpsError> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // A blocking thread idle for a second ends: what a large request's step allocated on
-        // it goes back to the system with it, rather than staying resident.
-        .thread_keep_alive(std::time::Duration::from_secs(1))
         .build()
         .map_err(|e| OpsError::internal(format!("cannot start the runtime: {e}"), details! {}))
+}
+
+/// A listener on `address` whose backlog holds a burst of new connections as large as the
+/// connection cap (within 128 and 4,096; the system may cap it lower): connections past the cap
+/// wait there to be accepted rather than being refused or retried.
+async fn listen(address: &str, cap: usize) -> std::io::Result<TcpListener> {
+    let mut last = None;
+    for addr in tokio::net::lookup_host(address).await? {
+        let socket = match addr {
+            SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+            SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+        };
+        #[cfg(unix)]
+        socket.set_reuseaddr(true)?;
+        let backlog = u32::try_from(cap.clamp(128, 4096)).unwrap_or(128);
+        match socket.bind(addr).and_then(|()| socket.listen(backlog)) {
+            Ok(listener) => return Ok(listener),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the address names no host",
+        )
+    }))
 }
 
 /// Checks `options`, opens the store, builds the client and binds the listener.
@@ -44,12 +67,14 @@ async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsEr
     let settings = Settings::check(options)?;
     let store = Arc::new(Store::open(&settings.state, settings.sqlite_sync)?);
     let upstream = Upstream::new(settings.upstream_timeout, settings.needs_tls())?;
-    let listener = TcpListener::bind(&settings.listen).await.map_err(|e| {
-        OpsError::input(
-            format!("cannot listen on {}: {e}", settings.listen),
-            details! { "listen" => settings.listen.as_str() },
-        )
-    })?;
+    let listener = listen(&settings.listen, settings.max_connections)
+        .await
+        .map_err(|e| {
+            OpsError::input(
+                format!("cannot listen on {}: {e}", settings.listen),
+                details! { "listen" => settings.listen.as_str() },
+            )
+        })?;
     let app = Arc::new(App {
         settings,
         store,
