@@ -271,7 +271,8 @@ impl UsageFields {
     }
 
     /// The whole prompt and its cached part from the counts read (those of several events
-    /// together, for a provider that spreads them); `None` without the prompt's count.
+    /// together, for a provider that spreads them); `None` without the prompt's count. The
+    /// counts come from a response, unchecked: their sum stops at `u64::MAX`.
     ///
     /// ```
     /// use cutctx_formats::{Format, descriptor::ReportedUsage};
@@ -287,7 +288,10 @@ impl UsageFields {
             Some((prompt, cached))
         } else {
             let created = read.cache_creation_tokens.unwrap_or(0);
-            Some((prompt + cached + created, cached))
+            Some((
+                prompt.saturating_add(cached).saturating_add(created),
+                cached,
+            ))
         }
     }
 }
@@ -724,5 +728,22 @@ mod tests {
         from_model["role"] = json!("assistant");
         assert!(!ANTHROPIC.is_tool_result(&from_model));
         assert_eq!(ANTHROPIC.tool_results(&from_model).count(), 0);
+    }
+
+    #[test]
+    fn counts_a_response_reports_beyond_u64_add_up_to_u64_max() {
+        let read = ReportedUsage {
+            prompt_tokens: Some(u64::MAX),
+            cached_tokens: Some(1),
+            cache_creation_tokens: Some(u64::MAX),
+        };
+        assert_eq!(
+            ANTHROPIC.usage.prompt_and_cached(&read),
+            Some((u64::MAX, 1))
+        );
+        assert_eq!(
+            OPENAI_CHAT.usage.prompt_and_cached(&read),
+            Some((u64::MAX, 1))
+        );
     }
 }

@@ -123,7 +123,7 @@ pub(crate) async fn forward(
             )
         }
         Failure::Unreachable(why) => {
-            log(&json!({"event": "upstream_unreachable", "format": label(format), "why": why}));
+            log(&json!({"event": "upstream_unreachable", "format": label(format), "why": crate::respond::bounded(&why)}));
             app.metrics.request(label(format), "upstream_unreachable");
             error(
                 provider,

@@ -264,11 +264,14 @@ pub fn is_reasoning_block(block: &Value) -> bool {
 }
 
 /// The reasoning blocks of `message`, in order: index, type, and the text a model reads (a
-/// thinking block's `thinking`; nothing of a redacted one).
+/// thinking block's `thinking`; nothing of a redacted one). Only an assistant message holds
+/// reasoning: a message of a role cutctx does not know is carried untouched, its blocks too.
 pub(crate) fn reasoning_blocks(
     message: &Value,
 ) -> impl Iterator<Item = (usize, &'static str, String)> + '_ {
-    blocks(message).iter().enumerate().filter_map(|(j, b)| {
+    let assistant = message.get("role").and_then(Value::as_str) == Some("assistant");
+    let held = if assistant { blocks(message) } else { &[] };
+    held.iter().enumerate().filter_map(|(j, b)| {
         let kind = REASONING_BLOCKS.into_iter().find(|t| *t == block_type(b))?;
         let text = b
             .get("thinking")

@@ -336,3 +336,34 @@ fn a_repair_before_the_reasoning_invalidates_it_even_when_the_view_keeps_everyth
     assert_eq!(outcome.invalidated.len(), 4, "messages 5, 7, 9 and 11");
     assert_eq!(blocks_of(&out["messages"][5]), ["tool_use"]);
 }
+
+#[test]
+fn thinking_in_a_message_of_an_unknown_role_is_carried_untouched_and_the_request_stays_valid() {
+    // Found by the provider_formats fuzz target: dropping the first user message, then
+    // stripping the only block of the unknown-role message after it, left the assistant's
+    // message first. Only an assistant message holds reasoning; the other is carried as it is.
+    let request = json!({"model": "claude-opus-4-1", "max_tokens": 2048, "system": "s",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Who maintains ripgrep? ".repeat(20)}]},
+            {"role": "asskstant", "content": [{"type": "redacted_thinking", "data": "EmwKAhgB"}]},
+            {"role": "assistant", "content": "Since 2016, and it is still active."},
+            {"role": "user", "content": "Thanks."}]});
+    let pt = ProviderTranscript::parse(Format::Anthropic, &request).expect("parses");
+    let total = pt.transcript().token_estimate();
+    let budget = CompactionBudget::new(total * 40 / 64).with_protected_recent_turns(1);
+    let chain = cutctx_policies::default_chain("fuzz.v1").expect("a chain");
+    let plan = chain.decide(pt.transcript(), &budget).expect("a plan");
+    let summaries: BTreeMap<String, String> = plan
+        .summarization_requests
+        .iter()
+        .map(|r| (r.group_id().to_owned(), "a summary".to_owned()))
+        .collect();
+    let out = pt.apply(&plan, &summaries).expect("a valid plan renders");
+    validate(Format::Anthropic, &out.document).expect("the compacted request is valid");
+    let messages = out.document["messages"].as_array().expect("messages");
+    let odd = messages
+        .iter()
+        .find(|m| m["role"] == "asskstant")
+        .expect("the unknown-role message is kept");
+    assert_eq!(odd, &request["messages"][1], "byte for byte");
+}
