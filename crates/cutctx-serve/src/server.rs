@@ -86,11 +86,18 @@ async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsEr
     Ok((listener, app))
 }
 
+/// Whether a proxy listening on `listen` is reachable beyond this machine with no token of
+/// its own to check (`tokens`): an address that is not loopback (`0.0.0.0`, `[::]`, a host's
+/// own address, an empty host).
+fn open_beyond_loopback(listen: &str, tokens: bool) -> bool {
+    let host = listen.rsplit_once(':').map_or(listen, |(h, _)| h);
+    !tokens && !crate::options::is_loopback(host)
+}
+
 /// The warning when the proxy listens beyond loopback and checks no token of its own.
 fn warn_if_open(app: &App) {
     let listen = &app.settings.listen;
-    let host = listen.rsplit_once(':').map_or(listen.as_str(), |(h, _)| h);
-    if crate::options::is_loopback(host) || app.settings.auth.required() {
+    if !open_beyond_loopback(listen, app.settings.auth.required()) {
         return;
     }
     log(&serde_json::json!({
@@ -328,4 +335,31 @@ pub fn start(options: ServeOptions) -> Result<Running, OpsError> {
         stop: Some(stop_tx),
         thread: Some(thread),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::open_beyond_loopback;
+
+    #[test]
+    fn listening_beyond_loopback_without_tokens_is_what_warns() {
+        for open in [
+            "0.0.0.0:8080",
+            "[::]:8080",
+            ":8080",
+            "192.168.1.4:80",
+            "proxy.lan:80",
+        ] {
+            assert!(open_beyond_loopback(open, false), "{open}");
+            assert!(!open_beyond_loopback(open, true), "{open} with tokens");
+        }
+        for local in [
+            "127.0.0.1:8080",
+            "127.3.4.5:1",
+            "[::1]:8080",
+            "localhost:8080",
+        ] {
+            assert!(!open_beyond_loopback(local, false), "{local}");
+        }
+    }
 }
