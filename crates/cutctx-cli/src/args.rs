@@ -59,8 +59,10 @@ pub(crate) struct FormatArgs {
     /// How many of the most recent turns are never touched (default 4).
     #[arg(long, requires = "format")]
     pub(crate) protected_recent: Option<u64>,
-    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a
-    /// policy object as the request document spells it, e.g. '{"name":"observation_masking","keep_recent_results":1}'.
+    /// drop_oldest, observation_masking, summarizing or default_chain, or a policy object as
+    /// the request document spells it, e.g. '{"name":"observation_masking","keep_recent_results":1}'
+    /// (default: default_chain with --summaries or --summarize-with, masking then drop_oldest
+    /// without).
     #[arg(long, requires = "format")]
     pub(crate) policy: Option<String>,
     /// The prompt id of summarization requests (default compaction.summarize.v1).
@@ -105,6 +107,7 @@ impl FormatArgs {
             prompt_id: self.prompt_id.clone(),
             estimator: self.estimator.clone(),
             summarize_with: self.summarize_with.clone(),
+            summarizes: self.summaries.is_some(),
             report: self.report.is_some(),
             reserve_output: self.reserve_output,
             repair: self.repair,
@@ -122,7 +125,8 @@ pub(crate) struct TuningArgs {
     /// When firing, compact down to the untouchable part plus TARGET of the room above it (default 0.2).
     #[arg(long)]
     target: Option<f64>,
-    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a policy object.
+    /// drop_oldest, observation_masking, summarizing or default_chain, or a policy object
+    /// (default: default_chain with --summarize-with, masking then drop_oldest without).
     #[arg(long)]
     policy: Option<String>,
     /// The prompt id of summarization requests (default compaction.summarize.v1).
@@ -151,8 +155,11 @@ pub(crate) struct TuningArgs {
 
 impl TuningArgs {
     /// The settings as the operations library takes them.
-    fn options(&self) -> cutctx_ops::session::Tuning {
+    /// The settings, for a command that `summarizes` (has summaries written) or not.
+    fn options(&self, summarizes: bool) -> cutctx_ops::session::Tuning {
         cutctx_ops::session::Tuning {
+            summarizes,
+            front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
             trigger: self.trigger,
             target: self.target,
             policy: self.policy.clone(),
@@ -209,7 +216,7 @@ impl SessionArgs {
         cutctx_ops::session::SessionOptions {
             format: self.format,
             window: self.window,
-            tuning: self.tuning.options(),
+            tuning: self.tuning.options(self.summarize_with.is_some()),
             summarize_with: self.summarize_with.clone(),
             cache_breakpoints: self.cache_breakpoints,
             repair: self.repair,
@@ -290,7 +297,8 @@ impl ReplayArgs {
             json: self.json,
             marks: self.marks,
             warm_prefix: self.warm_prefix,
-            tuning: self.tuning.options(),
+            // The replay writes every summary itself.
+            tuning: self.tuning.options(true),
         }
     }
 }
@@ -427,7 +435,8 @@ impl ServeArgs {
         o.window = self.window;
         o.config_text = config_text;
         o.ledger.clone_from(&self.ledger);
-        o.tuning = self.tuning.options();
+        // The proxy has no model of its own to write summaries with.
+        o.tuning = self.tuning.options(false);
         o.max_body = self.max_body;
         o.upstream_timeout = std::time::Duration::from_millis(self.upstream_timeout_ms);
         o.fail_closed = self.fail_closed;

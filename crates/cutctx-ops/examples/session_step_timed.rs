@@ -31,6 +31,8 @@ pub(crate) fn options(format: Format) -> SessionOptions {
             reserve_output: 0,
             reasoning: ReasoningMode::Strip,
             fire_early: false,
+            summarizes: false,
+            front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
         },
         summarize_with: None,
         cache_breakpoints: Breakpoints::Off,

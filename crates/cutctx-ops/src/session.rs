@@ -14,9 +14,9 @@ use crate::summarizer::{CommandSummarizer, Summarizer};
 mod live;
 pub use live::{Appended, Call, HistoryKey, Prepared, Session};
 
-/// The policy of a front end with no model to write summaries (the proxy, a Python compactor
-/// given no `summarize`): mask old tool results, then drop the oldest turns. Masking first keeps
-/// the conversation's turns while it can.
+/// The policy of a front end with no model to write summaries (the proxy, a session or a
+/// compaction given no summarizer): mask old tool results, then drop the oldest turns. Masking
+/// first keeps the conversation's turns while it can.
 ///
 /// ```
 /// let policy: serde_json::Value = serde_json::from_str(cutctx_ops::session::NO_SUMMARIZER_POLICY)?;
@@ -25,6 +25,25 @@ pub use live::{Appended, Call, HistoryKey, Prepared, Session};
 /// ```
 pub const NO_SUMMARIZER_POLICY: &str =
     r#"{"name":"chain","policies":[{"name":"observation_masking"},{"name":"drop_oldest"}]}"#;
+
+/// The policy a front end compacts with when it names none: with a summarizer (a command, a
+/// callable), `default_chain` (mask, summarize, drop); without one, [`NO_SUMMARIZER_POLICY`]
+/// (mask, drop), so that no firing ever waits for a summary nobody can write. Every front end
+/// takes this one rule.
+///
+/// ```
+/// use cutctx_ops::session::{NO_SUMMARIZER_POLICY, default_policy};
+/// assert_eq!(default_policy(false), NO_SUMMARIZER_POLICY);
+/// assert_eq!(default_policy(true), "default_chain");
+/// ```
+#[must_use]
+pub const fn default_policy(summarizes: bool) -> &'static str {
+    if summarizes {
+        cutctx::policies::registry::DEFAULT_POLICY
+    } else {
+        NO_SUMMARIZER_POLICY
+    }
+}
 
 /// Whether `cutctx session` marks the compacted prefix for Anthropic's cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,8 +80,15 @@ pub struct Tuning {
     pub trigger: Option<f64>,
     /// When firing, compact down to the untouchable part plus TARGET of the room above it (default 0.2).
     pub target: Option<f64>,
-    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a policy object.
+    /// drop_oldest, observation_masking, summarizing or default_chain, or a policy object;
+    /// when absent, [`default_policy`] of `summarizes`.
     pub policy: Option<String>,
+    /// Whether the caller supplies summaries (a command, a callable, the replay's own): the
+    /// policy named by none is then `default_chain`, else masking then dropping, which never
+    /// needs one.
+    pub summarizes: bool,
+    /// The front end the session is used through, for the words of its messages.
+    pub front_end: crate::summarizer::FrontEnd,
     /// The prompt id of summarization requests (default compaction.summarize.v1).
     pub prompt_id: Option<String>,
     /// How requests are counted: chars:N (default chars:4), o200k_base or cl100k_base.
@@ -146,7 +172,12 @@ pub(crate) fn config(
         protected_recent: tuning
             .protected_recent
             .unwrap_or(cutctx::CompactionBudget::DEFAULT_PROTECTED_RECENT_TURNS),
-        policy: named_policy(tuning.policy.as_deref(), tuning.prompt_id.as_deref(), spec)?,
+        policy: named_policy(
+            tuning.policy.as_deref(),
+            tuning.prompt_id.as_deref(),
+            spec,
+            tuning.summarizes,
+        )?,
         estimator: spec.estimator().map_err(from_format)?,
         cache_breakpoints: breakpoints == Breakpoints::Auto,
         reasoning: tuning.reasoning,

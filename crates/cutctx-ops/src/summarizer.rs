@@ -193,3 +193,37 @@ fn run_command(command: &str, group_id: &str, input: &str) -> Result<String, Ops
     })?;
     Ok(text.trim_end_matches(['\n', '\r']).to_owned())
 }
+
+/// The front end a caller came through: a message that asks for summaries names the option
+/// of that front end, in its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FrontEnd {
+    /// The `cutctx` command line.
+    #[default]
+    CommandLine,
+    /// The Python package.
+    Python,
+    /// `cutctx serve`.
+    Proxy,
+}
+
+impl FrontEnd {
+    /// What a user of this front end does when a firing needs a summary it has no way to write.
+    ///
+    /// ```
+    /// use cutctx_ops::summarizer::FrontEnd;
+    /// assert!(FrontEnd::Python.to_have_summaries().contains("summarize="));
+    /// ```
+    #[must_use]
+    pub const fn to_have_summaries(self) -> &'static str {
+        match self {
+            Self::CommandLine => "pass --summarize-with CMD, or a policy that does not summarize",
+            Self::Python => {
+                "pass summarize= (a callable given the summarization document), or leave policy unset (masking, then drop_oldest)"
+            }
+            Self::Proxy => {
+                "the proxy writes no summaries: leave --policy unset (masking, then drop_oldest)"
+            }
+        }
+    }
+}

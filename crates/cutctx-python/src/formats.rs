@@ -314,6 +314,7 @@ fn compact_json<'py>(
             reserve_output,
             repair,
             reasoning: reasoning.parse()?,
+            summarizes: summaries.is_some() || summarize.is_some(),
             ..FormatOptions::default()
         };
         let given = summaries_of(summaries)?;

@@ -118,7 +118,7 @@ impl SessionCore {
     #[pyo3(signature = (
         format, window, *, trigger = None, target = None, policy = None, prompt_id = None,
         estimator = None, protected_recent_turns = None, reserve_output = 0, reasoning = "strip",
-        cache_breakpoints = false, repair = false, state = None
+        cache_breakpoints = false, repair = false, summarizes = false, state = None
     ))]
     #[expect(
         clippy::too_many_arguments,
@@ -138,6 +138,7 @@ impl SessionCore {
         reasoning: &str,
         cache_breakpoints: bool,
         repair: bool,
+        summarizes: bool,
         state: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let build = || -> Result<Self, Failure> {
@@ -155,6 +156,8 @@ impl SessionCore {
                     reserve_output,
                     reasoning: reasoning.parse()?,
                     fire_early: false,
+                    summarizes,
+                    front_end: cutctx_ops::summarizer::FrontEnd::Python,
                 },
                 summarize_with: None,
                 cache_breakpoints: if cache_breakpoints {

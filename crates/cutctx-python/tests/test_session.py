@@ -379,10 +379,27 @@ def test_a_summarizer_that_raises_is_named_and_kept_as_the_cause():
     assert e.value.code == "SUMMARIZER_ERROR"
     assert isinstance(e.value.__cause__, RuntimeError)
     assert session.state() is None, "a failed call leaves the state as it was"
-    # Without a summarizer, a firing that needs summaries says which.
+    # Without a summarizer, a firing that needs summaries says which, in this package's words.
     with pytest.raises(FormatCompactionError) as e:
         Session("openai-chat", 3000, policy="summarizing").prepare(_history(30))
     assert e.value.code == "COMPACTION_SUMMARY_MISSING"
+    assert "summarize=" in e.value.message and "--summarize-with" not in e.value.message
+
+
+def test_with_no_summarizer_and_no_policy_a_session_fires_and_never_fails():
+    session = Session("openai-chat", 3000)
+    firings = 0
+    for n in range(1, 40):
+        sent = session.prepare(_history(n))
+        firings += session.fired
+        assert len(sent["messages"]) <= len(_history(n)["messages"])
+    assert firings >= 1, "it fired, masking and dropping"
+    # Given a summarizer, the default chain asks it.
+    asked: list[str] = []
+    summarizing = Session("openai-chat", 3000, summarize=lambda d: asked.append(d["group_id"]) or SUMMARY)
+    for n in range(1, 40):
+        summarizing.prepare(_history(n))
+    assert asked, "the default chain summarized"
 
 
 def test_the_session_is_exported_at_the_top():

@@ -172,6 +172,8 @@ impl ServeOptions {
                 reserve_output: 0,
                 reasoning: cutctx_ops::ReasoningMode::default(),
                 fire_early: false,
+                summarizes: false,
+                front_end: cutctx_ops::summarizer::FrontEnd::Proxy,
             },
             max_body: 32 * 1024 * 1024,
             upstream_timeout: Duration::from_millis(600_000),

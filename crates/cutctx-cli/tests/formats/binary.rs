@@ -98,6 +98,8 @@ fn compact_format_reads_standard_input_and_fails_writing_nothing() {
             "0",
             "--protected-recent",
             "2",
+            "--policy",
+            "default_chain",
             "-",
         ],
         text.as_bytes(),

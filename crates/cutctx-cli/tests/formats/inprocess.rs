@@ -56,10 +56,38 @@ fn masking_and_dropping_give_valid_smaller_requests_in_the_same_format() {
 }
 
 #[test]
+fn with_no_summarizer_the_default_policy_never_needs_a_summary() {
+    for (name, file) in FORMATS {
+        let mut a = args(name, 810);
+        a.protected_recent = Some(2);
+        let out = formats::compact(&a, &example(file), None).expect("compacts without summaries");
+        assert!(
+            !out.output.contains("Summary of"),
+            "{file}: masked and dropped"
+        );
+        // The same plan, named: it summarizes, so it needs summaries.
+        a.policy = Some("default_chain".to_owned());
+        assert!(
+            formats::compact(&a, &example(file), None).is_err(),
+            "{file}"
+        );
+        // A caller that brings summaries gets the chain that asks for them.
+        a.policy = None;
+        a.summarizes = true;
+        assert!(
+            formats::compact(&a, &example(file), None).is_err(),
+            "{file}"
+        );
+    }
+}
+
+#[test]
 fn a_plan_needing_summaries_without_them_lists_the_requests() {
     for (name, file) in FORMATS {
         let mut a = args(name, 810);
         a.protected_recent = Some(2);
+        // A summarizing policy, named: with no summarizer the default never summarizes.
+        a.policy = Some("default_chain".to_owned());
         let e = formats::compact(&a, &example(file), None).expect_err("summaries are missing");
         assert_eq!(e.code, "COMPACTION_SUMMARY_MISSING");
         assert_eq!(e.exit_status(), 4);
@@ -82,6 +110,8 @@ fn summaries_from_a_file_land_where_the_folded_turns_were() {
     let text = example("anthropic");
     let mut a = args(Format::Anthropic, 790);
     a.protected_recent = Some(2);
+    // A summarizing policy, named: with no summarizer the default never summarizes.
+    a.policy = Some("default_chain".to_owned());
     let e = formats::compact(&a, &text, None).expect_err("summaries are missing");
     let group = e.details["group_id"].as_str().expect("a group").to_owned();
     let summaries = json!({ &group: "The build broke on a cache key mismatch." }).to_string();
@@ -502,6 +532,8 @@ fn a_summarizer_of_the_callers_own_is_asked_once_per_request_and_its_summaries_a
         let text = example(file);
         let mut a = args(format, 810);
         a.protected_recent = Some(2);
+        // A summarizing policy, named: with no summarizer the default never summarizes.
+        a.policy = Some("default_chain".to_owned());
         let mut prepared = formats::prepare(&a, &text).expect("plans");
         let groups: Vec<String> = prepared
             .plan()
@@ -538,6 +570,8 @@ fn a_blank_summary_from_any_summarizer_is_a_summarizer_error_naming_the_group() 
     let text = example("openai-chat");
     let mut a = args(Format::OpenAiChat, 810);
     a.protected_recent = Some(2);
+    // A summarizing policy, named: with no summarizer the default never summarizes.
+    a.policy = Some("default_chain".to_owned());
     let mut prepared = formats::prepare(&a, &text).expect("plans");
     let first = prepared.plan().summarization_requests[0]
         .group_id()

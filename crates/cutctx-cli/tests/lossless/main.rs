@@ -182,6 +182,8 @@ fn session_options(format: Format, window: u64, policy: &str) -> SessionOptions 
             reserve_output: 0,
             reasoning: cutctx::formats::ReasoningMode::default(),
             fire_early: false,
+            summarizes: false,
+            front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
         },
         summarize_with: None,
         cache_breakpoints: Breakpoints::Off,

@@ -368,6 +368,35 @@ impl cutctx_ops::summarizer::Summarizer for Counting {
 }
 
 #[test]
+fn with_no_summarizer_and_no_policy_a_session_fires_and_never_fails() {
+    let dir = scratch("default-policy");
+    let state = dir.join("state.json");
+    for n in [5, 20, 40] {
+        let path = dir.join("request.json");
+        std::fs::write(&path, chat(n, 200).to_string()).expect("written");
+        let (status, out, err) = run(&[
+            "session",
+            "--format",
+            "openai-chat",
+            "--window",
+            "2000",
+            "--state",
+            state.to_str().expect("utf-8"),
+            path.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(status, Some(0), "{n} turns: {err}");
+        let sent: Value = serde_json::from_str(&out).expect("a request");
+        let kept = sent["messages"].as_array().expect("messages").len();
+        if n > 5 {
+            assert!(
+                kept < 1 + 4 * n,
+                "{n} turns: it fired ({kept} messages sent)"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_session_asks_the_callers_summarizer_at_a_firing_and_without_one_says_what_is_missing() {
     use cutctx_ops::session::{Breakpoints, SessionOptions, Tuning, session_with};
     let options = SessionOptions {
@@ -383,6 +412,8 @@ fn a_session_asks_the_callers_summarizer_at_a_firing_and_without_one_says_what_i
             reserve_output: 0,
             reasoning: cutctx::formats::ReasoningMode::Strip,
             fire_early: false,
+            summarizes: false,
+            front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
         },
         summarize_with: None,
         cache_breakpoints: Breakpoints::default(),
@@ -457,6 +488,8 @@ fn open_options() -> cutctx_ops::session::SessionOptions {
             reserve_output: 0,
             reasoning: cutctx::formats::ReasoningMode::Strip,
             fire_early: false,
+            summarizes: false,
+            front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
         },
         summarize_with: None,
         cache_breakpoints: Breakpoints::default(),

@@ -105,6 +105,18 @@ fn compact_text<'a>(
     keep_compaction: bool,
     want_report: bool,
 ) -> Result<Finished<'a>, OpsError> {
+    // Summaries given with the call are a caller that summarizes: the default policy is then
+    // the chain that asks for them.
+    let with_summaries;
+    let args = if summaries_text.is_some() && !args.summarizes {
+        with_summaries = FormatOptions {
+            summarizes: true,
+            ..args.clone()
+        };
+        &with_summaries
+    } else {
+        args
+    };
     let mut prepared = prepare(args, &input_text)?;
     let summaries = match (summaries_text, &args.summarize_with) {
         (Some(text), _) => parse_summaries(text)?,

@@ -30,9 +30,14 @@ pub struct FormatOptions {
     pub max_tokens: Option<u64>,
     /// How many of the most recent turns are never touched (default 4).
     pub protected_recent: Option<u64>,
-    /// drop_oldest, observation_masking, summarizing or default_chain (the default), or a
-    /// policy object as the request document spells it, e.g. '{"name":"observation_masking","keep_recent_results":1}'.
+    /// drop_oldest, observation_masking, summarizing or default_chain, or a policy object as
+    /// the request document spells it, e.g. '{"name":"observation_masking","keep_recent_results":1}';
+    /// when absent, `default_chain` if the caller summarizes (`summarizes`, or a
+    /// `summarize_with` command), else masking then dropping
+    /// ([`crate::session::default_policy`]).
     pub policy: Option<String>,
+    /// Whether the caller supplies summaries itself (a summaries file, a callable).
+    pub summarizes: bool,
     /// The prompt id of summarization requests (default compaction.summarize.v1).
     pub prompt_id: Option<String>,
     /// How turns are estimated: chars:N (default chars:4), o200k_base or cl100k_base.

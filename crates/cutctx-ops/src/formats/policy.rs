@@ -10,26 +10,33 @@ use serde_json::Value;
 use super::errors::{from_format, parse_json};
 use super::options::FormatOptions;
 use crate::OpsError;
-use cutctx::policies::registry::{DEFAULT_POLICY, DEFAULT_PROMPT_ID};
+use cutctx::policies::registry::DEFAULT_PROMPT_ID;
 
 /// The policy the options name.
 pub(super) fn policy(
     args: &FormatOptions,
     spec: EstimatorSpec,
 ) -> Result<Box<dyn CompactionPolicy>, OpsError> {
-    named_policy(args.policy.as_deref(), args.prompt_id.as_deref(), spec)
+    let summarizes = args.summarizes || args.summarize_with.is_some();
+    named_policy(
+        args.policy.as_deref(),
+        args.prompt_id.as_deref(),
+        spec,
+        summarizes,
+    )
 }
 
-/// The policy `--policy` names (a name or a policy object; [`DEFAULT_POLICY`] when absent),
-/// with `--prompt-id` (or [`DEFAULT_PROMPT_ID`]), from the one policy registry
-/// ([`cutctx::policies::registry`]).
+/// The policy `--policy` names (a name or a policy object; when absent,
+/// [`crate::session::default_policy`] of whether the caller `summarizes`), with `--prompt-id`
+/// (or [`DEFAULT_PROMPT_ID`]), from the one policy registry ([`cutctx::policies::registry`]).
 pub(crate) fn named_policy(
     name: Option<&str>,
     prompt_id: Option<&str>,
     spec: EstimatorSpec,
+    summarizes: bool,
 ) -> Result<Box<dyn CompactionPolicy>, OpsError> {
     let prompt = prompt_id.unwrap_or(DEFAULT_PROMPT_ID);
-    let name = name.unwrap_or(DEFAULT_POLICY);
+    let name = name.unwrap_or(crate::session::default_policy(summarizes));
     if name.trim_start().starts_with('{') {
         // A policy object, checked exactly as a request document's.
         let policy: Value =

@@ -153,6 +153,7 @@ pub struct Call<'a> {
 /// ```
 pub struct Session {
     config: SessionConfig,
+    front_end: crate::summarizer::FrontEnd,
     repair: bool,
     state: Option<SessionState>,
     /// The last call, whose validation and other fields the next call continues.
@@ -187,6 +188,7 @@ impl Session {
                 &options.tuning,
                 options.cache_breakpoints,
             )?,
+            front_end: options.tuning.front_end,
             repair: options.repair,
             state: None,
             last: None,
@@ -341,7 +343,12 @@ impl Session {
         // A summarizer is also given the request that reads the cache, made from the request
         // as given: it keeps a copy of it for that.
         let given = summarizer.is_some().then(|| request.clone());
-        let mut summarize = summarize_with(&self.config, previous, given.as_ref(), summarizer);
+        let mut summarize = summarize_with(
+            (&self.config, self.front_end),
+            previous,
+            given.as_ref(),
+            summarizer,
+        );
         cutctx::session::step_known(&self.config, previous, request, &known, &mut summarize)
     }
 
@@ -434,7 +441,7 @@ impl Session {
 /// The summarizer closure of one step: the caller's summarizer given the span and, beside
 /// it, the request that reads the cache (the prefix as last sent plus the instruction).
 fn summarize_with<'a, 's: 'a>(
-    config: &'a SessionConfig,
+    (config, front_end): (&'a SessionConfig, crate::summarizer::FrontEnd),
     previous: Option<&'a SessionState>,
     request: Option<&'a Value>,
     mut summarizer: Option<&'s mut (dyn Summarizer + 's)>,
@@ -450,8 +457,9 @@ fn summarize_with<'a, 's: 'a>(
         }
         _ => Err(OpsError::from(CompactionError::SummaryMissing {
             message: format!(
-                "the session fired and summarization request {} needs a summary; pass --summarize-with CMD, or a policy that does not summarize",
-                r.group_id()
+                "the session fired and summarization request {} needs a summary; {}",
+                r.group_id(),
+                front_end.to_have_summaries()
             ),
             details: details! { "group_id" => r.group_id(), "target_tokens" => r.target_tokens(), "turn_ids" => r.turn_ids().iter().map(|i| &**i).collect::<Vec<_>>() },
         })),

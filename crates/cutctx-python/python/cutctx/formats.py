@@ -126,7 +126,7 @@ def compact_json_with_report(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
@@ -187,7 +187,7 @@ def compact_json(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
@@ -209,7 +209,9 @@ def compact_json(
         max_tokens: The budget, in estimated tokens.
         protected_recent_turns: How many of the most recent turns are never touched.
         policy: ``"drop_oldest"``, ``"observation_masking"``, ``"summarizing"`` or
-            ``"default_chain"`` (masking, then summarizing, then dropping).
+            ``"default_chain"`` (masking, then summarizing, then dropping), or a policy
+            object's JSON. By default ``"default_chain"`` when ``summaries`` or ``summarize``
+            is given, else masking then dropping, which never needs a summary.
         prompt_id: The prompt id of summarization requests (default :data:`DEFAULT_PROMPT_ID`).
         estimator: ``"chars:N"`` (the default is ``"chars:4"``), or ``"o200k_base"`` /
             ``"cl100k_base"`` when the extension was built with real BPE counts.
@@ -294,7 +296,7 @@ def compact(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
@@ -487,7 +489,7 @@ def compact_batch(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     reserve_output: int | None = None,
@@ -541,7 +543,7 @@ def compact_batch_with_reports(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     reserve_output: int | None = None,
@@ -673,7 +675,7 @@ class BatchCompactor:
     max_tokens: int
     column: str = "request"
     protected_recent_turns: int = 4
-    policy: Policy = "default_chain"
+    policy: Policy | str | None = None
     prompt_id: str | None = None
     estimator: str | None = None
     reserve_output: int | None = None

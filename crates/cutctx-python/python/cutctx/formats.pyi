@@ -31,7 +31,7 @@ def compact(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
@@ -46,7 +46,7 @@ def compact_json(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
@@ -61,7 +61,7 @@ def compact_json_with_report(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     summaries: Mapping[str, str] | None = None,
@@ -92,7 +92,7 @@ def compact_batch_with_reports(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     reserve_output: int | None = None,
@@ -106,7 +106,7 @@ def compact_batch(
     max_tokens: int,
     *,
     protected_recent_turns: int = 4,
-    policy: Policy = "default_chain",
+    policy: Policy | str | None = None,
     prompt_id: str | None = None,
     estimator: str | None = None,
     reserve_output: int | None = None,
@@ -120,7 +120,7 @@ class BatchCompactor:
     max_tokens: int
     column: str = "request"
     protected_recent_turns: int = 4
-    policy: Policy = "default_chain"
+    policy: Policy | str | None = None
     prompt_id: str | None = None
     estimator: str | None = None
     reserve_output: int | None = None

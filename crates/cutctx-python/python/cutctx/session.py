@@ -56,8 +56,9 @@ class Session:
 
     The arguments are those of ``cutctx session``: ``format`` and ``window`` (the whole prompt,
     tools and system included, plus ``reserve_output``), then ``trigger`` (default 1.0),
-    ``target`` (default 0.2), ``policy`` (a name or a policy object's JSON, default
-    ``default_chain``), ``prompt_id``, ``estimator`` (``chars:N``, ``o200k_base``,
+    ``target`` (default 0.2), ``policy`` (a name or a policy object's JSON; by default
+    ``default_chain`` when ``summarize`` is given, else masking then dropping, which never needs
+    a summary), ``prompt_id``, ``estimator`` (``chars:N``, ``o200k_base``,
     ``cl100k_base``), ``protected_recent_turns`` (default 4), ``reserve_output`` (default 0),
     ``reasoning`` (``strip``, ``keep`` or ``refuse``), ``cache_breakpoints`` (Anthropic: mark
     the compacted prefix's end after a firing), ``repair``, and ``summarize``: a callable given
@@ -98,6 +99,7 @@ class Session:
             reasoning=reasoning,
             cache_breakpoints=cache_breakpoints,
             repair=repair,
+            summarizes=summarize is not None,
             state=_state,
         )
         self._summarize = summarize
