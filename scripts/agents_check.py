@@ -1037,12 +1037,31 @@ def check_opaque(report: Report, metrics: str) -> None:
 OWN_NAMES = {"claude": ("metadata.user_id",), "codex": ("session_id", "prompt_cache_key")}
 
 
+def unmarked(value: Any) -> Any:
+    """``value`` without its ``cache_control`` fields, at any depth."""
+    if isinstance(value, dict):
+        return {k: unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [unmarked(v) for v in value]
+    return value
+
+
+def untouchable(record: Record) -> str:
+    """A model call's untouchable part, which scopes its session as the proxy does: its model,
+    system prompt or instructions, and tools, their cache marks aside."""
+    body = record.json if isinstance(record.json, dict) else {}
+    return json.dumps([unmarked(body.get(k)) for k in ("model", "system", "instructions", "tools")],
+                      sort_keys=True)
+
+
 def check_sessions(report: Report, metrics: str) -> None:
-    """The proxy kept one session for the conversation, named by the client's own session id:
-    no call restarted it (its log's ``restarted``: the history did not extend the one
-    recorded), but the first call after the client's own compaction, whose history is a new
-    one. A restarted session starts from the whole history again, so past the window it fires
-    at every call and the cache never hits. On a restart, how the history changed."""
+    """The proxy kept one session for the conversation's calls of each untouchable part (a
+    client's own compaction call, with no tools, is a side call with a session of its own),
+    named by the client's own session id: no call restarted one (its log's ``restarted``: the
+    history did not extend the one recorded), but the first call after the client's own
+    compaction, whose history is a new one. A restarted session starts from the whole history
+    again, so past the window it fires at every call and the cache never hits. On a restart,
+    how the history changed."""
     pairs = report.pairs()
     lines = [e for _, e in pairs if e is not None]
     if not report.check(bool(lines) and all("restarted" in e and "session" in e for e in lines),
@@ -1058,7 +1077,9 @@ def check_sessions(report: Report, metrics: str) -> None:
     report.check(all(s in OWN_NAMES[report.name] for s in sources),
                  f"its session was named by {sources}, not the client's own id "
                  f"({' or '.join(OWN_NAMES[report.name])})")
-    report.check(started == 1, f"{started} sessions started for one conversation")
+    scopes = len({untouchable(r) for r, _ in pairs})
+    report.check(started == scopes, f"{started} sessions started for one conversation whose "
+                                    f"calls have {scopes} untouchable part(s)")
     restarts = [i for i, (_, e) in enumerate(pairs) if e and e.get("restarted")]
     after_own = [i for i in restarts if i > 0 and pairs[i - 1][0].answer == "summary"]
     report.figure("session restarts", f"{len(restarts)} of {len(pairs)} calls "

@@ -120,7 +120,9 @@ pub(crate) fn tenant(secret: &[u8; 32], headers: &HeaderMap, token: Option<&str>
 }
 
 /// The scope of a `format` request of `tenant`: its tenant, its format and its untouchable
-/// part. A history is looked up only among the sessions of its scope.
+/// part (its cache marks aside: a client may move `cache_control` from call to call without
+/// starting another conversation). A history is looked up only among the sessions of its
+/// scope.
 pub(crate) fn scope(secret: &[u8; 32], tenant: &str, format: Format, request: &Value) -> String {
     let mut h = Keyed::new(secret, "cutctx-serve scope")
         .part(tenant.as_bytes())
@@ -129,10 +131,32 @@ pub(crate) fn scope(secret: &[u8; 32], tenant: &str, format: Format, request: &V
         // Absent and null are one: a client that writes `"tools": null` is the same request.
         match request.get(field).filter(|v| !v.is_null()) {
             None => h = h.part(b"\0"),
-            Some(v) => h = h.part(field.as_bytes()).part(v.to_string().as_bytes()),
+            Some(v) => h = h.part(field.as_bytes()).part(unmarked(v).as_bytes()),
         }
     }
     h.hex()
+}
+
+/// `value` as JSON text without its `cache_control` fields, at any depth.
+fn unmarked(value: &Value) -> String {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| k.as_str() != "cache_control")
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    let marked = value.to_string();
+    if marked.contains("\"cache_control\"") {
+        strip(value).to_string()
+    } else {
+        marked
+    }
 }
 
 /// A short keyed hash of `id` for the log: enough to follow one session's lines, nothing of
@@ -199,6 +223,16 @@ mod tests {
             s(&base),
             s(&json!({"model": "m", "system": "s", "tools": null}))
         );
+        // A moved cache mark is the same conversation.
+        let marked = |at: usize| {
+            let mut blocks = vec![
+                json!({"type": "text", "text": "a"}),
+                json!({"type": "text", "text": "b"}),
+            ];
+            blocks[at]["cache_control"] = json!({"type": "ephemeral"});
+            json!({"model": "m", "system": blocks})
+        };
+        assert_eq!(s(&marked(0)), s(&marked(1)));
         for other in [
             json!({"model": "n", "system": "s"}),
             json!({"model": "m", "system": "t"}),
