@@ -396,7 +396,12 @@ def test_with_no_summarizer_and_no_policy_a_session_fires_and_never_fails():
     assert firings >= 1, "it fired, masking and dropping"
     # Given a summarizer, the default chain asks it.
     asked: list[str] = []
-    summarizing = Session("openai-chat", 3000, summarize=lambda d: asked.append(d["group_id"]) or SUMMARY)
+
+    def summarize(document: dict[str, Any]) -> str:
+        asked.append(document["group_id"])
+        return SUMMARY
+
+    summarizing = Session("openai-chat", 3000, summarize=summarize)
     for n in range(1, 40):
         summarizing.prepare(_history(n))
     assert asked, "the default chain summarized"
