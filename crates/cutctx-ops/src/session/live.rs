@@ -136,7 +136,8 @@ pub struct Call<'a> {
 ///     tuning: Tuning {
 ///         trigger: None, target: None, policy: Some("drop_oldest".into()), prompt_id: None,
 ///         estimator: None, protected_recent: None, reserve_output: 0,
-///         reasoning: ReasoningMode::Strip, fire_early: false,
+///         reasoning: ReasoningMode::Strip, fire_early: false, summarizes: false,
+///         front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
 ///     },
 ///     summarize_with: None,
 ///     cache_breakpoints: Breakpoints::Off,
