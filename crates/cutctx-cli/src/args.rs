@@ -112,6 +112,7 @@ impl FormatArgs {
             reserve_output: self.reserve_output,
             repair: self.repair,
             reasoning: self.reasoning,
+            front_end: cutctx_ops::summarizer::FrontEnd::CommandLine,
         }
     }
 }

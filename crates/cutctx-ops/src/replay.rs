@@ -6,6 +6,7 @@
 
 use cutctx::formats::Format;
 use cutctx::model::details;
+use cutctx::replay::summaries::{SummaryCost, SummaryFiring};
 use cutctx::replay::{Marking, Replay, ReplayOptions, StrategyReport};
 use cutctx::session::PriceTable;
 use serde_json::Value;
@@ -337,6 +338,7 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
         "lower bound: no strategy that sends each call's untouchable part pays less than {:.1} units",
         replay.bound_units
     );
+    summaries_block(&mut out, replay);
     let _ = writeln!(
         out,
         "reasoning: estimated tokens of the thinking and reasoning items compactions invalidated, each once; reasoning_units prices them at the output price ({}), as thought again, apart from cost_units",
@@ -346,6 +348,93 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
         )
     );
     out
+}
+
+/// `calls/input/cached/output units` of a firing's summaries asked one way.
+fn cost_cell(c: Option<SummaryCost>) -> String {
+    c.map_or_else(
+        || "-".to_owned(),
+        |c| {
+            format!(
+                "{:.1} ({}/{}/{})",
+                c.units, c.input_tokens, c.cached_tokens, c.output_tokens
+            )
+        },
+    )
+}
+
+/// The summaries' block of the table: per strategy that summarized, its summaries charged
+/// against the same summaries asked as cached-prefix requests and fresh, and its cost with
+/// the summaries charged against free; then the session's firings one by one.
+fn summaries_block(out: &mut String, replay: &Replay) {
+    use std::fmt::Write as _;
+    let summarizing: Vec<&StrategyReport> = replay
+        .strategies
+        .iter()
+        .filter(|s| !s.summary_firings.is_empty())
+        .collect();
+    if summarizing.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "summaries, in units: as charged (native and cached-prefix read the conversation as sent from the cache, fresh sends each span alone), as cached-prefix requests, as fresh; the cost with summaries charged and free"
+    );
+    let _ = writeln!(
+        out,
+        "{:<17} {:>7} {:<13} {:>12} {:>13} {:>12} {:>12} {:>14}",
+        "strategy",
+        "firings",
+        "asked",
+        "charged",
+        "cached_prefix",
+        "fresh",
+        "cost_units",
+        "summaries_free"
+    );
+    for s in &summarizing {
+        let _ = writeln!(
+            out,
+            "{:<17} {:>7} {:<13} {:>12.1} {:>13.1} {:>12.1} {:>12.1} {:>14.1}",
+            s.name,
+            s.summary_firings.len(),
+            s.summary_firings
+                .first()
+                .map_or("-", |f: &SummaryFiring| f.kind.as_str()),
+            s.summary_units,
+            s.summary_cached_prefix_units(),
+            s.summary_fresh_units(),
+            s.cost_units,
+            s.summaries_free_units()
+        );
+    }
+    if let Some(session) = summarizing.iter().find(|s| s.name == "session") {
+        let _ = writeln!(
+            out,
+            "session firings, units (input/cached/output tokens):\n{:>6}  {:<13} {:>34} {:>34}",
+            "call", "asked", "cached_prefix", "fresh"
+        );
+        for f in &session.summary_firings {
+            let _ = writeln!(
+                out,
+                "{:>6}  {:<13} {:>34} {:>34}",
+                f.call,
+                f.kind.as_str(),
+                cost_cell(f.cached_prefix),
+                cost_cell(f.fresh)
+            );
+        }
+    }
+}
+
+/// A firing's summaries asked one way, as JSON (`null` when not priced that way).
+fn cost_json(c: Option<SummaryCost>) -> Value {
+    c.map_or(Value::Null, |c| {
+        serde_json::json!({
+            "calls": c.calls, "input_tokens": c.input_tokens, "cached_tokens": c.cached_tokens,
+            "output_tokens": c.output_tokens, "units": c.units,
+        })
+    })
 }
 
 fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
@@ -363,6 +452,13 @@ fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
                 "reasoning_tokens": s.reasoning_tokens, "reasoning_units": s.reasoning_units,
                 "fixed_over": s.fixed_over, "fitting_over": s.fitting_over, "summary_units": s.summary_units,
                 "summaries": s.summaries,
+                "summaries_free_units": s.summaries_free_units(),
+                "summary_cached_prefix_units": s.summary_cached_prefix_units(),
+                "summary_fresh_units": s.summary_fresh_units(),
+                "summary_firings": s.summary_firings.iter().map(|f| serde_json::json!({
+                    "call": f.call, "asked": f.kind.as_str(), "charged": cost_json(Some(f.charged)),
+                    "cached_prefix": cost_json(f.cached_prefix), "fresh": cost_json(f.fresh),
+                })).collect::<Vec<_>>(),
                 "retention": {
                     "identifiers": s.retention.identifiers,
                     "task_intact": s.retention.task_intact,

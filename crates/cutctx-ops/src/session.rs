@@ -12,6 +12,8 @@ use crate::formats::{from_format, named_policy};
 use crate::summarizer::{CommandSummarizer, Summarizer};
 
 mod live;
+/// Summaries made ahead of a firing, around a cut (`cutctx-session`'s own module).
+pub use cutctx::session::ahead;
 pub use live::{Appended, Call, HistoryKey, Prepared, Session};
 
 /// The policy of a front end with no model to write summaries (the proxy, a session or a

@@ -222,8 +222,29 @@ impl FrontEnd {
                 "pass summarize= (a callable given the summarization document), or leave policy unset (masking, then drop_oldest)"
             }
             Self::Proxy => {
-                "the proxy writes no summaries: leave --policy unset (masking, then drop_oldest)"
+                "start the proxy with --summarizer (native, cached or auto), or leave --policy unset (masking, then drop_oldest)"
             }
+        }
+    }
+
+    /// What a user of this front end does when a compaction of a provider request lacks
+    /// summaries for its plan.
+    ///
+    /// ```
+    /// use cutctx_ops::summarizer::FrontEnd;
+    /// assert!(FrontEnd::CommandLine.to_give_summaries().contains("--summaries FILE"));
+    /// assert!(FrontEnd::Python.to_give_summaries().contains("summarize="));
+    /// ```
+    #[must_use]
+    pub const fn to_give_summaries(self) -> &'static str {
+        match self {
+            Self::CommandLine => {
+                "fulfil them with --summaries FILE (a JSON object {group_id: summary}) or --summarize-with CMD, or leave --policy unset (masking, then drop_oldest)"
+            }
+            Self::Python => {
+                "fulfil them with summaries= (a dict {group_id: summary}) or summarize= (a callable given the summarization document), or leave policy unset (masking, then drop_oldest)"
+            }
+            Self::Proxy => Self::Proxy.to_have_summaries(),
         }
     }
 }

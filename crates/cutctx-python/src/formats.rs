@@ -315,6 +315,7 @@ fn compact_json<'py>(
             repair,
             reasoning: reasoning.parse()?,
             summarizes: summaries.is_some() || summarize.is_some(),
+            front_end: cutctx_ops::summarizer::FrontEnd::Python,
             ..FormatOptions::default()
         };
         let given = summaries_of(summaries)?;

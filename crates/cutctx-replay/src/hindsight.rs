@@ -24,16 +24,15 @@ use cutctx_formats::{FormatError, message_list as history};
 use cutctx_session::cache::SummaryCall;
 use cutctx_session::compact_to;
 
-use crate::replay::{
-    Context, Sent, Summary, SummaryAsk, SummaryInput, ask, span_summaries, stand_in, system_end,
-};
+use crate::replay::{Context, Sent, ask, plan_spans, stand_in, system_end};
 
 /// A firing candidate: the compacted list and what the firing invalidated and asked.
 struct Candidate {
     list: Vec<serde_json::Value>,
     tokens: u64,
     reasoning: cutctx_formats::ReasoningOutcome,
-    summaries: Vec<Summary>,
+    /// The spans its summaries replace, and the summaries' tokens.
+    spans: Vec<(u64, u64)>,
 }
 
 /// The hindsight strategy's calls over `context`'s run; `fallback` (the session's calls) when
@@ -73,7 +72,7 @@ pub(crate) fn plan(context: &Context<'_>, fallback: Vec<Sent>) -> Result<Vec<Sen
                     list,
                     tokens,
                     reasoning: fitted.reasoning,
-                    summaries: span_summaries(&fitted.input, &fitted.plan),
+                    spans: plan_spans(&fitted.input, &fitted.plan),
                 }));
             }
             Err(e) if crate::replay::unsatisfiable(&e) || crate::replay::open_loop(&e) => {
@@ -128,17 +127,15 @@ pub(crate) fn plan(context: &Context<'_>, fallback: Vec<Sent>) -> Result<Vec<Sen
     };
     let firing_cost = |j: usize| -> f64 {
         candidates[j].as_ref().map_or(0.0, |c| {
-            c.summaries
+            // An estimate for choosing the schedule alone (each span as a fresh prompt, the
+            // instruction left out); the meter charges the schedule chosen by the one rule.
+            c.spans
                 .iter()
-                .map(|s| {
-                    let input = match s.ask {
-                        SummaryAsk::Fresh(t) => t,
-                        _ => 0,
-                    };
+                .map(|&(input, output)| {
                     prices.summary_units(&SummaryCall {
                         input_tokens: input,
                         cached_tokens: 0,
-                        output_tokens: s.output,
+                        output_tokens: output,
                     })
                 })
                 .sum()
@@ -224,16 +221,13 @@ pub(crate) fn plan(context: &Context<'_>, fallback: Vec<Sent>) -> Result<Vec<Sen
                 .last()
                 .map(|s| (&s.request, if i == 0 { 0 } else { points[i - 1] }));
             let whole = crate::replay::request_at(format, context.run, len);
-            sent.summaries = match context.summary_input {
-                SummaryInput::Span => c.summaries.clone(),
-                SummaryInput::Cached => ask(
-                    SummaryInput::Cached,
-                    format,
-                    previous,
-                    &whole,
-                    c.summaries.clone(),
-                ),
-            };
+            sent.summary = ask(
+                context.summary_input,
+                format,
+                previous,
+                &whole,
+                c.spans.clone(),
+            );
         }
         out.push(sent);
     }

@@ -13,7 +13,9 @@
 //!   ([`PrefixCache`](prefix_cache::PrefixCache)), priced with the session crate's
 //!   `PriceTable`; [`bound`] gives the least any strategy that sends each call's untouchable
 //!   part could pay under that model; [`retention`] measures what each request still shows of
-//!   what the recorded answer uses.
+//!   what the recorded answer uses; [`summaries`] is the one rule by which every strategy's
+//!   summaries are sized and charged, and the per-firing report of each summary's cost as a
+//!   cached-prefix request against its cost made fresh.
 //!
 //! **What lives where.** This crate holds the lab alone: everything here is used by the replay
 //! and by nothing that compacts a live request. The engine it replays (`step`, `compact_to`,
@@ -73,6 +75,7 @@ pub mod peers;
 pub mod prefix_cache;
 pub mod replay;
 pub mod retention;
+pub mod summaries;
 
 pub use replay::{
     External, ExternalCall, Marking, Replay, ReplayExtras, ReplayOptions, StrategyReport,

@@ -7,13 +7,19 @@
 //! Thresholds published as fractions of the window are used as they are; counts of events
 //! are not scaled.
 //!
-//! **Summaries.** A peer's summary is stood in for by text of `min(2,000, 10% of the tokens it
-//! replaces)` tokens (at least 1), with no identifiers in it: retention credits only what a
-//! peer keeps verbatim. Each summarizing call is charged as the price table says
-//! (`PriceTable::summary_units`): a
-//! peer that sends its conversation as last sent plus an instruction (Claude Code, Codex,
-//! Anthropic's server compaction) reads that prefix from the cache; one that sends the span
-//! to summarize in a prompt of its own (OpenHands, Deep Agents) reads nothing. The
+//! **Summaries.** A peer's summary is sized and charged by the replay's one rule for every
+//! strategy ([`summaries`](crate::summaries)). Its length is
+//! [`summary_tokens`](crate::summaries::summary_tokens) of the tokens it replaces: the length
+//! the default summarizing policy plans for a span of that size
+//! (`crates/cutctx-policies/src/summarizing.rs`, `summary_target`), as the session's summaries
+//! are; earlier versions gave peers a rule of their own, `min(2,000, 10% of what it
+//! replaces)`. It is stood in for by text of that length with no identifiers in it:
+//! retention credits only what a peer keeps verbatim. It is charged by how the peer asks
+//! ([`SummaryKind`](crate::summaries::SummaryKind)): Anthropic's server compaction is
+//! `native` (billed as the provider bills its compaction step: the conversation as sent, read
+//! from the cache as far as it is held, the instruction, the output); Claude Code and Codex,
+//! which send the conversation as last sent plus an instruction, `cached-prefix`; OpenHands
+//! and Deep Agents, which send the span to summarize in a prompt of its own, `fresh`. The
 //! instruction and a prompt's framing are counted at the length of the replay's instruction.
 //!
 //! **What every peer keeps.** The leading system turns, and the messages the call answers
@@ -27,15 +33,13 @@
 use cutctx_formats::{Format, FormatError};
 use serde_json::Value;
 
-use cutctx_session::{SUMMARY_INSTRUCTION, fraction, with_instruction};
+use cutctx_session::{fraction, with_instruction};
 
-use crate::replay::{Context, Sent, Summary, SummaryAsk};
+use crate::replay::{Asked, Context, Sent};
+use crate::summaries::{SummaryKind, summary_tokens};
 
 /// The window the peers' published token thresholds are for.
 pub const REFERENCE_WINDOW: u64 = 200_000;
-
-/// The longest modelled summary, in tokens.
-pub const SUMMARY_MAX_TOKENS: u64 = 2_000;
 
 /// A peer: its name in the report and its rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,17 +151,6 @@ pub fn trigger(rule: Rule, window: u64) -> u64 {
     }
 }
 
-/// The modelled summary's length for `replaced` tokens.
-///
-/// ```
-/// use cutctx_replay::peers::summary_tokens;
-/// assert_eq!((summary_tokens(50_000), summary_tokens(5_000), summary_tokens(0)), (2_000, 500, 1));
-/// ```
-#[must_use]
-pub fn summary_tokens(replaced: u64) -> u64 {
-    (replaced / 10).clamp(1, SUMMARY_MAX_TOKENS)
-}
-
 /// A user message of `format` holding `text` ([`Descriptor::user_text`](cutctx_formats::Descriptor::user_text)).
 fn user(format: Format, text: &str) -> Value {
     format.descriptor().user_text(text)
@@ -228,10 +221,11 @@ fn leading_system(format: Format, list: &[Value]) -> usize {
         .count()
 }
 
-/// What one compaction produced: the new list and its summarizing call.
+/// What one compaction produced: the new list, and its summary as asked (how, the tokens it
+/// replaces, the summary's tokens).
 struct Compacted {
     list: Vec<Value>,
-    summary: Option<Summary>,
+    summary: Option<(SummaryKind, u64, u64)>,
 }
 
 /// The calls `peer` makes over `context`'s run.
@@ -245,7 +239,6 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
     let window = config.window;
     let messages = context.messages();
     let fire_at = trigger(peer.rule, window);
-    let instruction = context.list_tokens(&[user(format, SUMMARY_INSTRUCTION)])?;
     let mut out = Vec::with_capacity(context.points.len());
     // The peer's own history: what it sends in place of the first `covered` messages.
     let mut kept: Option<(Vec<Value>, usize)> = None;
@@ -261,7 +254,7 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
         };
         let size = context.fixed + context.list_tokens(&list)? + config.reserve_output;
         let mut compacted = false;
-        let mut summaries = Vec::new();
+        let mut summary = None;
         if peer.rule == Rule::ClearToolUses {
             // Applied on the server to each request as the client sends it (the whole history).
             if size > fire_at {
@@ -277,12 +270,14 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
             };
             if fires {
                 let as_sent = context.with_list(list.clone());
-                let c = compact(context, peer.rule, &list, instruction)?;
-                if let Some(mut s) = c.summary {
-                    if let SummaryAsk::Cached(_) = s.ask {
-                        s.ask = SummaryAsk::Cached(with_instruction(format, &as_sent));
-                    }
-                    summaries.push(s);
+                let c = compact(context, peer.rule, &list)?;
+                if let Some((kind, replaced, output)) = c.summary {
+                    summary = Some(Asked {
+                        kind,
+                        prefix: Some(with_instruction(format, &as_sent)),
+                        spans: vec![(replaced, output)],
+                        given: None,
+                    });
                 }
                 list = c.list;
                 kept = Some((list.clone(), len));
@@ -293,7 +288,7 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
         let marks = context.marks(&request);
         let mut sent = Sent::plain(request, marks, context.stuck[k]);
         sent.compacted = compacted;
-        sent.summaries = summaries;
+        sent.summary = summary;
         out.push(sent);
     }
     Ok(out)
@@ -325,12 +320,7 @@ fn clear_results(format: Format, list: &mut [Value], keep: usize) -> usize {
 }
 
 /// One compaction of `list` under `rule`.
-fn compact(
-    context: &Context<'_>,
-    rule: Rule,
-    list: &[Value],
-    instruction: u64,
-) -> Result<Compacted, FormatError> {
+fn compact(context: &Context<'_>, rule: Rule, list: &[Value]) -> Result<Compacted, FormatError> {
     let format = context.format();
     let window = context.config.window;
     let system = leading_system(format, list);
@@ -339,15 +329,6 @@ fn compact(
     let middle = &list[system..pending];
     let tail = &list[pending..];
     let tokens = |l: &[Value]| context.list_tokens(l);
-    let cached = |output| Summary {
-        // Filled in with the request as sent by the caller.
-        ask: SummaryAsk::Cached(Value::Null),
-        output,
-    };
-    let fresh = |input, output| Summary {
-        ask: SummaryAsk::Fresh(input + instruction),
-        output,
-    };
     let mut out: Vec<Value> = head.to_vec();
     let summary = match rule {
         Rule::ClaudeCode => {
@@ -369,7 +350,7 @@ fn compact(
                 text.push_str(r);
             }
             out.push(user(format, &text));
-            Some(cached(s))
+            Some((SummaryKind::CachedPrefix, replaced, s))
         }
         Rule::Codex => {
             let budget = scaled(20_000, window);
@@ -391,14 +372,16 @@ fn compact(
             }
             chosen.reverse();
             out.extend(chosen);
-            let s = summary_tokens(tokens(middle)?);
+            let replaced = tokens(middle)?;
+            let s = summary_tokens(replaced);
             out.push(user(format, &filler(s, "summary of the conversation")));
-            Some(cached(s))
+            Some((SummaryKind::CachedPrefix, replaced, s))
         }
         Rule::ServerCompaction => {
-            let s = summary_tokens(tokens(middle)?);
+            let replaced = tokens(middle)?;
+            let s = summary_tokens(replaced);
             out.push(user(format, &filler(s, "compaction")));
-            Some(cached(s))
+            Some((SummaryKind::Native, replaced, s))
         }
         Rule::DeepAgents => {
             let keep = fraction(window, 0.10);
@@ -420,7 +403,7 @@ fn compact(
             let s = summary_tokens(forgotten);
             out.push(user(format, &filler(s, "summary of the conversation")));
             out.extend_from_slice(&middle[start..]);
-            Some(fresh(forgotten, s))
+            Some((SummaryKind::Fresh, forgotten, s))
         }
         Rule::OpenHands => {
             let keep_first = 4.min(middle.len());
@@ -445,7 +428,7 @@ fn compact(
                 if size <= window || from_tail <= tail.len() {
                     return Ok(Compacted {
                         list: candidate,
-                        summary: Some(fresh(forgotten, s)),
+                        summary: Some((SummaryKind::Fresh, forgotten, s)),
                     });
                 }
                 from_tail /= 2;

@@ -31,9 +31,11 @@
 //! `hindsight` ([`hindsight`](crate::hindsight)) and the peers of [`peers`](crate::peers);
 //! [`ReplayExtras::external`] adds strategies whose requests were made elsewhere. Every
 //! strategy is priced by the same meter, cache model ([`prefix_cache`](crate::prefix_cache))
-//! and marks, its summarizing calls charged as the price table says
-//! ([`PriceTable::summary_units`]; [`StrategyReport::summary_units`], part of `cost_units`),
-//! and its [`retention`](crate::retention) measured against the same recorded answers.
+//! and marks, its summaries sized and charged by one rule ([`summaries`](crate::summaries):
+//! native, cached-prefix or fresh, priced by [`PriceTable::summary_units`];
+//! [`StrategyReport::summary_units`], part of `cost_units`, and each firing's summaries priced
+//! both ways in [`StrategyReport::summary_firings`]), and its
+//! [`retention`](crate::retention) measured against the same recorded answers.
 
 use cutctx_formats::descriptor::Carrier;
 use cutctx_formats::{Format, FormatError, ProviderTranscript, ReasoningOutcome};
@@ -44,14 +46,15 @@ use serde_json::Value;
 use cutctx_formats::{fixed_tokens, list_key, message_list as history, message_tokens};
 use cutctx_session::cache::{PriceTable, SummaryCall};
 use cutctx_session::{
-    PrefixItem, SessionConfig, SessionState, call_points, compact_to, message_digest, step,
-    with_instruction,
+    PrefixItem, SUMMARY_INSTRUCTION, SessionConfig, SessionState, call_points, compact_to,
+    message_digest, step, with_instruction,
 };
 use sha2::{Digest, Sha256};
 
 use crate::bound::{Needs, lower_bound};
 use crate::prefix_cache::{Boundary, CacheView, PrefixCache};
 use crate::retention::{Retention, Targets};
+use crate::summaries::{SummaryCost, SummaryFiring, SummaryKind};
 
 /// How the replayed requests are marked for a provider that caches at breakpoints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -112,6 +115,9 @@ pub struct StrategyReport {
     pub summary_units: f64,
     /// Summarizing calls made.
     pub summaries: usize,
+    /// Each firing that summarized, in call order: what it was charged, and its summaries'
+    /// cost asked as a cached-prefix request and asked fresh ([`SummaryFiring`]).
+    pub summary_firings: Vec<SummaryFiring>,
     /// What the requests kept of what the model used ([`retention`](crate::retention)).
     pub retention: Retention,
     /// The cost in the price table's currency.
@@ -147,6 +153,33 @@ pub struct StrategyReport {
 }
 
 impl StrategyReport {
+    /// The cost with the summaries free: `cost_units - summary_units`, what the strategy's
+    /// requests alone cost.
+    #[must_use]
+    pub fn summaries_free_units(&self) -> f64 {
+        self.cost_units - self.summary_units
+    }
+
+    /// The summaries' cost summed over the firings had each been asked as a cached-prefix
+    /// request (firings with given figures left out).
+    #[must_use]
+    pub fn summary_cached_prefix_units(&self) -> f64 {
+        self.summary_firings
+            .iter()
+            .filter_map(|f| f.cached_prefix.map(|c| c.units))
+            .sum()
+    }
+
+    /// The summaries' cost summed over the firings had each been asked fresh (firings with
+    /// given figures left out).
+    #[must_use]
+    pub fn summary_fresh_units(&self) -> f64 {
+        self.summary_firings
+            .iter()
+            .filter_map(|f| f.fresh.map(|c| c.units))
+            .sum()
+    }
+
     /// Cached tokens over tokens sent (0 when nothing was sent).
     #[must_use]
     #[expect(
@@ -303,28 +336,20 @@ fn content_blocks(format: Format, message: &Value) -> u64 {
     u64::try_from(content + calls).unwrap_or(u64::MAX)
 }
 
-/// A summarizing call a strategy makes before one of its calls, as it asks for it.
+/// A firing's summaries as a strategy asks for them, with what it takes to price them either
+/// way ([`summaries`](crate::summaries)): the cached-prefix request and the spans.
 #[derive(Debug, Clone)]
-pub(crate) enum SummaryAsk {
-    /// A fresh prompt of this many input tokens: nothing of it is cached.
-    Fresh(u64),
-    /// This request (the prefix as last sent plus an instruction): the cache holds what it
-    /// shares with earlier calls.
-    Cached(Value),
-    /// Figures given by the caller (an external strategy).
-    Given {
-        /// Input tokens.
-        input: u64,
-        /// Of those, cached.
-        cached: u64,
-    },
-}
-
-/// One summarizing call: how it is asked, and the summary's tokens.
-#[derive(Debug, Clone)]
-pub(crate) struct Summary {
-    pub(crate) ask: SummaryAsk,
-    pub(crate) output: u64,
+pub(crate) struct Asked {
+    /// How the strategy asks, and so how it is charged.
+    pub(crate) kind: SummaryKind,
+    /// The cached-prefix request: the conversation as the strategy would send it at this call
+    /// plus the instruction (`None` for given figures).
+    pub(crate) prefix: Option<Value>,
+    /// Per span summarized: its tokens (the instruction left out) and its summary's tokens
+    /// ([`summary_tokens`](crate::summaries::summary_tokens) or the plan's target).
+    pub(crate) spans: Vec<(u64, u64)>,
+    /// The figures an external strategy gives.
+    pub(crate) given: Option<SummaryCall>,
 }
 
 /// One call of a strategy as the meter prices it.
@@ -340,8 +365,8 @@ pub(crate) struct Sent {
     pub(crate) unsatisfiable: bool,
     /// The reasoning the compaction invalidated.
     pub(crate) reasoning: Option<ReasoningOutcome>,
-    /// The summarizing calls made before this call.
-    pub(crate) summaries: Vec<Summary>,
+    /// The summaries asked before this call, if it summarized.
+    pub(crate) summary: Option<Asked>,
 }
 
 impl Sent {
@@ -353,31 +378,32 @@ impl Sent {
             compacted: false,
             unsatisfiable,
             reasoning: None,
-            summaries: Vec::new(),
+            summary: None,
         }
     }
 }
 
-/// The summarizing calls of a compaction's plan, each asked as a fresh prompt of the turns it
-/// summarizes, writing a summary of the plan's target length.
-pub(crate) fn span_summaries(
+/// The spans of a compaction's plan, one per summarization request: the tokens of the turns
+/// it summarizes, and the plan's target length for its summary (the length rule of
+/// [`summaries`](crate::summaries)).
+pub(crate) fn plan_spans(
     input: &cutctx_model::Transcript,
     plan: &cutctx_invariants::CompactionPlan,
-) -> Vec<Summary> {
+) -> Vec<(u64, u64)> {
     let tokens: std::collections::BTreeMap<&str, u64> = input
         .turn_ids()
         .zip(input.token_estimates().iter().copied())
         .collect();
     plan.summarization_requests
         .iter()
-        .map(|r| Summary {
-            ask: SummaryAsk::Fresh(
+        .map(|r| {
+            (
                 r.turn_ids()
                     .iter()
                     .map(|id| tokens.get(id.as_ref()).copied().unwrap_or(0))
                     .sum(),
-            ),
-            output: r.target_tokens(),
+                r.target_tokens(),
+            )
         })
         .collect()
 }
@@ -406,6 +432,7 @@ impl<'a> Meter<'a> {
                 cost_units: 0.0,
                 summary_units: 0.0,
                 summaries: 0,
+                summary_firings: Vec::new(),
                 retention: Retention::default(),
                 cost_money: 0.0,
                 peak_tokens: 0,
@@ -431,31 +458,12 @@ impl<'a> Meter<'a> {
     /// Prices one call: its summarizing calls first, then its request.
     pub(crate) fn send(&mut self, sent: &Sent) -> Result<(), FormatError> {
         let format = self.config.format;
-        for s in &sent.summaries {
-            let (input, cached) = match &s.ask {
-                SummaryAsk::Fresh(n) => (*n, 0),
-                SummaryAsk::Given { input, cached } => (*input, *cached),
-                SummaryAsk::Cached(request) => {
-                    let marks = if self.prices.breakpoints {
-                        shared_marks(format, request)
-                    } else {
-                        Vec::new()
-                    };
-                    let v = view(format, request, self.config, &marks)?;
-                    // What the cache holds of it; the call itself leaves nothing anyone reads.
-                    let bill = self.cache.clone().call(&v, self.prices);
-                    (bill.tokens, bill.cached)
-                }
-            };
-            let call = SummaryCall {
-                input_tokens: input,
-                cached_tokens: cached,
-                output_tokens: s.output,
-            };
-            let units = self.prices.summary_units(&call);
-            self.report.summary_units += units;
-            self.report.cost_units += units;
-            self.report.summaries += 1;
+        if let Some(asked) = &sent.summary {
+            let firing = self.summarize(asked)?;
+            self.report.summary_units += firing.charged.units;
+            self.report.cost_units += firing.charged.units;
+            self.report.summaries += firing.charged.calls;
+            self.report.summary_firings.push(firing);
         }
         if let Some(outcome) = &sent.reasoning {
             self.invalidated(outcome, self.config.estimator.as_ref());
@@ -464,6 +472,76 @@ impl<'a> Meter<'a> {
         let v = view(format, &sent.request, self.config, &sent.marks)?;
         self.call(v, sent.unsatisfiable);
         Ok(())
+    }
+
+    /// Prices a firing's summaries both ways, before the call they come before, and charges
+    /// them by the one rule of [`summaries`](crate::summaries): `native` and `cached-prefix`
+    /// as the cached-prefix request, `fresh` as the spans alone, `given` as given.
+    fn summarize(&self, asked: &Asked) -> Result<SummaryFiring, FormatError> {
+        let format = self.config.format;
+        let output: u64 = asked.spans.iter().map(|&(_, out)| out).sum();
+        let cached_prefix = match &asked.prefix {
+            Some(request) => {
+                let marks = if self.prices.breakpoints {
+                    shared_marks(format, request)
+                } else {
+                    Vec::new()
+                };
+                let v = view(format, request, self.config, &marks)?;
+                // What the cache holds of it; the call itself leaves nothing anyone reads.
+                let bill = self.cache.clone().call(&v, self.prices);
+                Some(self.cost(&[SummaryCall {
+                    input_tokens: bill.tokens,
+                    cached_tokens: bill.cached,
+                    output_tokens: output,
+                }]))
+            }
+            None => None,
+        };
+        let fresh = if asked.kind == SummaryKind::Given {
+            None
+        } else {
+            let instruction = message_tokens(
+                format,
+                &format.descriptor().user_text(SUMMARY_INSTRUCTION),
+                self.config.estimator.as_ref(),
+            )?;
+            let calls: Vec<SummaryCall> = asked
+                .spans
+                .iter()
+                .map(|&(span, out)| SummaryCall {
+                    input_tokens: span + instruction,
+                    cached_tokens: 0,
+                    output_tokens: out,
+                })
+                .collect();
+            Some(self.cost(&calls))
+        };
+        let charged = match asked.kind {
+            SummaryKind::Native | SummaryKind::CachedPrefix => cached_prefix.unwrap_or_default(),
+            SummaryKind::Fresh => fresh.unwrap_or_default(),
+            SummaryKind::Given => self.cost(asked.given.as_slice()),
+        };
+        Ok(SummaryFiring {
+            call: self.report.calls + 1,
+            kind: asked.kind,
+            charged,
+            cached_prefix,
+            fresh,
+        })
+    }
+
+    /// What `calls` cost together ([`PriceTable::summary_units`], each call).
+    fn cost(&self, calls: &[SummaryCall]) -> SummaryCost {
+        calls
+            .iter()
+            .fold(SummaryCost::default(), |sum, c| SummaryCost {
+                calls: sum.calls + 1,
+                input_tokens: sum.input_tokens + c.input_tokens,
+                cached_tokens: sum.cached_tokens + c.cached_tokens.min(c.input_tokens),
+                output_tokens: sum.output_tokens + c.output_tokens,
+                units: sum.units + self.prices.summary_units(c),
+            })
     }
 
     fn call(&mut self, sent: CacheView, unsatisfiable: bool) {
@@ -814,12 +892,12 @@ pub fn replay_extended(
             match compact_to(config, &request, 1.0, false, &mut summarize) {
                 Ok(fitted) => {
                     let marks = plain_marks(marking, prices, format, &fitted.document);
-                    let summaries = ask(
+                    let summary = ask(
                         extras.summary_input,
                         format,
                         stateless.last().map(|s: &Sent| (&s.request, previous_len)),
                         &request,
-                        span_summaries(&fitted.input, &fitted.plan),
+                        plan_spans(&fitted.input, &fitted.plan),
                     );
                     stateless.push(Sent {
                         request: fitted.document,
@@ -827,7 +905,7 @@ pub fn replay_extended(
                         compacted: true,
                         unsatisfiable: false,
                         reasoning: Some(fitted.reasoning),
-                        summaries,
+                        summary,
                     });
                 }
                 Err(e) if unsatisfiable(&e) => {
@@ -851,7 +929,7 @@ pub fn replay_extended(
                     Marking::SessionOnly => Vec::new(),
                     Marking::Shared => plain_marks(marking, prices, format, &s.request),
                 };
-                let (reasoning, summaries) = match &s.firing {
+                let (reasoning, summary) = match &s.firing {
                     Some(f) => (
                         Some(f.reasoning.clone()),
                         ask(
@@ -859,10 +937,10 @@ pub fn replay_extended(
                             format,
                             last_session.as_ref().map(|(r, l)| (r, *l)),
                             &request,
-                            span_summaries(&f.input, &f.plan),
+                            plan_spans(&f.input, &f.plan),
                         ),
                     ),
-                    None => (None, Vec::new()),
+                    None => (None, None),
                 };
                 last_session = Some((s.request.clone(), len));
                 session.push(Sent {
@@ -871,7 +949,7 @@ pub fn replay_extended(
                     compacted: s.firing.is_some(),
                     unsatisfiable: stuck,
                     reasoning,
-                    summaries,
+                    summary,
                 });
                 state = Some(s.state);
             }
@@ -924,12 +1002,11 @@ pub fn replay_extended(
             .map(|(c, &stuck)| {
                 let mut sent = Sent::plain(c.request.clone(), context.marks(&c.request), stuck);
                 if let Some(s) = c.summary {
-                    sent.summaries.push(Summary {
-                        ask: SummaryAsk::Given {
-                            input: s.input_tokens,
-                            cached: s.cached_tokens,
-                        },
-                        output: s.output_tokens,
+                    sent.summary = Some(Asked {
+                        kind: SummaryKind::Given,
+                        prefix: None,
+                        spans: Vec::new(),
+                        given: Some(s),
                     });
                 }
                 sent
@@ -951,21 +1028,21 @@ pub fn replay_extended(
     })
 }
 
-/// The summarizing calls of a compaction at a call whose whole request is `request`, asked
-/// as `how` says: the spans as fresh prompts, or (`Cached`) what the strategy would have sent
-/// at this call (its last request `last` with the messages after its `len` appended, or the
-/// whole request when it has sent nothing) plus the instruction, once.
+/// The summaries of a compaction at a call whose whole request is `request`, over `spans`
+/// (none: no summary), asked as `how` says: `Span` fresh, one call per span; `Cached` as what
+/// the strategy would have sent at this call (its last request `last` with the messages
+/// after its `len` appended, or the whole request when it has sent nothing) plus the
+/// instruction, once. Both are kept, so that the firing is priced both ways.
 pub(crate) fn ask(
     how: SummaryInput,
     format: Format,
     last: Option<(&Value, usize)>,
     request: &Value,
-    spans: Vec<Summary>,
-) -> Vec<Summary> {
-    if how == SummaryInput::Span || spans.is_empty() {
-        return spans;
+    spans: Vec<(u64, u64)>,
+) -> Option<Asked> {
+    if spans.is_empty() {
+        return None;
     }
-    let output = spans.iter().map(|s| s.output).sum();
     let base = match last {
         Some((sent, len)) => {
             let mut out = sent.clone();
@@ -977,10 +1054,15 @@ pub(crate) fn ask(
         }
         None => request.clone(),
     };
-    vec![Summary {
-        ask: SummaryAsk::Cached(with_instruction(format, &base)),
-        output,
-    }]
+    Some(Asked {
+        kind: match how {
+            SummaryInput::Span => SummaryKind::Fresh,
+            SummaryInput::Cached => SummaryKind::CachedPrefix,
+        },
+        prefix: Some(with_instruction(format, &base)),
+        spans,
+        given: None,
+    })
 }
 
 /// Prices the calls `sents` of one strategy, every strategy's cache starting alike.

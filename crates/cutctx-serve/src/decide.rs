@@ -27,6 +27,7 @@ use crate::respond::{Body, bounded, error, log};
 use crate::route::Provider;
 use crate::sessions::Held;
 use crate::store::{Limits, Row, Saved, checkpoint, now_secs};
+use crate::summaries;
 use crate::tenant::{self, Keyed};
 use crate::unreadable::{Reason, Unreadable};
 
@@ -62,11 +63,14 @@ pub(crate) struct Decided {
     pub(crate) commit: Option<Commit>,
     /// The session's id as the log shows it: a short keyed hash.
     pub(crate) log_id: String,
+    /// A summary to make in the background, after the call has gone on.
+    pub(crate) pending: Option<crate::summaries::Pending>,
 }
 
 /// What one step of the session made of a call.
 struct Stepped {
     commit: Option<Commit>,
+    pending: Option<crate::summaries::Pending>,
     body: Bytes,
     changed: bool,
     fired: bool,
@@ -149,7 +153,7 @@ fn decide_here(
     let owner = (tenant.to_owned(), scope);
     let stepped = step(
         app,
-        (format, owner),
+        (format, owner, headers, &log_id),
         bytes,
         (read, hashed),
         named,
@@ -168,6 +172,7 @@ fn decide_here(
         restarted: stepped.restarted,
         commit: stepped.commit,
         log_id,
+        pending: stepped.pending,
     })
 }
 
@@ -228,7 +233,7 @@ fn quarantine(app: &App, held: &mut Held, code: &'static str) {
 /// receipt appended, the new state committed (and kept typed in the session's slot).
 fn step(
     app: &App,
-    (format, (tenant, scope)): (Format, (String, String)),
+    (format, (tenant, scope), headers, log_id): (Format, (String, String), &HeaderMap, &str),
     bytes: &Bytes,
     (read, hashed): (Read, Hashed),
     named: bool,
@@ -242,7 +247,25 @@ fn step(
         digests: Some(&hashed.digests),
         ..Call::default()
     };
+    let pending = match &app.settings.summarizer {
+        Some(s) if s.at_firing() => {
+            summaries::at_firing(app, (format, headers, log_id), &mut session, &read.request);
+            None
+        }
+        Some(_) if held.kept => summaries::ahead(
+            app,
+            (format, headers, window),
+            (&held.id, log_id),
+            &session,
+            &read.request,
+        ),
+        _ => None,
+    };
     let prepared = session.step(read.request, call).map_err(on_session)?;
+    let fired = prepared.firing.is_some() || prepared.swapped.is_some();
+    // A summary asked for the request this call sends is of no use once it fired.
+    let pending = pending.filter(|_| !fired);
+    summaries::count_firing(app, format, &prepared, log_id);
     let (body, changed) = match prepared.changed {
         false => (bytes.clone(), false),
         true => {
@@ -285,9 +308,10 @@ fn step(
     }
     Ok(Stepped {
         commit,
+        pending,
         body,
         changed,
-        fired: prepared.firing.is_some(),
+        fired,
         restarted: prepared.notice.is_some(),
         tokens_in: prepared.tokens_in,
         tokens_out: if changed {
@@ -326,6 +350,30 @@ fn commit(app: &App, held: &mut Held, row: Row, session: Session) -> Option<Comm
             None
         }
     }
+}
+
+/// Offers the summary `answer` made in the background for `pending` to its session, held as
+/// any call holds it, and commits the state that keeps it; a session that moved on, or could
+/// not be had in time, leaves it unused (counted).
+pub(crate) fn offer_ahead(app: &App, pending: &crate::summaries::Pending, answer: &Value) {
+    let mut held = app.locks.hold_named(&app.store, pending.id.clone());
+    let Some(before) = held.row.clone().filter(|_| held.kept) else {
+        app.metrics.summary(pending.ask.kind.as_str(), "stale");
+        return;
+    };
+    let Ok(mut session) = session_of(app, pending.format, &mut held, pending.window) else {
+        app.metrics.summary(pending.ask.kind.as_str(), "stale");
+        return;
+    };
+    if !summaries::offer(app, &mut session, &pending.ask, answer, &pending.log_id) {
+        return;
+    }
+    let row = Row {
+        state: session.state_json().unwrap_or_default(),
+        updated: now_secs(),
+        ..before
+    };
+    commit(app, &mut held, row, session);
 }
 
 /// Counts and logs a call of `format` to `path` the proxy could not read or compact: the

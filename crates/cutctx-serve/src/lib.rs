@@ -37,13 +37,14 @@ mod route;
 mod server;
 mod sessions;
 mod store;
+mod summaries;
 mod tenant;
 mod unreadable;
 mod upstream;
 mod usage;
 mod windows;
 
-pub use options::{DEFAULT_POLICY, ServeOptions, SqliteSync, StateSpec};
+pub use options::{DEFAULT_POLICY, DEFAULT_SUMMARY_AHEAD, ServeOptions, SqliteSync, StateSpec};
 pub use route::{Provider, Route, route};
 pub use server::{Running, run, start};
 pub use windows::{DEFAULT_WINDOW, Windows};

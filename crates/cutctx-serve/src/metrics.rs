@@ -14,6 +14,10 @@ pub(crate) struct Metrics {
     unreadable: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     opaque: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
     sessions: Mutex<BTreeMap<&'static str, u64>>,
+    summaries: Mutex<BTreeMap<(&'static str, &'static str), u64>>,
+    pub(crate) summary_input_tokens: AtomicU64,
+    pub(crate) summary_cached_tokens: AtomicU64,
+    pub(crate) summary_output_tokens: AtomicU64,
     pub(crate) session_restarts: AtomicU64,
     pub(crate) firings: AtomicU64,
     pub(crate) tokens_in: AtomicU64,
@@ -28,7 +32,7 @@ pub(crate) struct Metrics {
     pub(crate) rolled_back: AtomicU64,
     pub(crate) unauthorized: AtomicU64,
     pub(crate) connections: AtomicU64,
-    pub(crate) connections_refused: AtomicU64,
+    pub(crate) accept_errors: AtomicU64,
     upstream_micros: AtomicU64,
     upstream_count: AtomicU64,
     added_micros: AtomicU64,
@@ -75,6 +79,14 @@ impl Metrics {
         }
     }
 
+    /// Counts one summary made ahead of a firing, of `kind` (`native`, `cached`), by what became
+    /// of it (`made`, `stale`, `failed`, `swapped`, `fallback`).
+    pub(crate) fn summary(&self, kind: &'static str, outcome: &'static str) {
+        if let Ok(mut m) = self.summaries.lock() {
+            *m.entry((kind, outcome)).or_insert(0) += 1;
+        }
+    }
+
     /// Observes the wait for the upstream's response headers.
     pub(crate) fn upstream(&self, d: Duration) {
         add(&self.upstream_micros, micros(d));
@@ -104,7 +116,22 @@ impl Metrics {
             }
         }
         self.render_labelled(&mut s);
-        let counters: [(&str, &str, &AtomicU64); 15] = [
+        let counters: [(&str, &str, &AtomicU64); 18] = [
+            (
+                "summary_input_tokens_total",
+                "Prompt tokens the provider reported for the summarizing calls.",
+                &self.summary_input_tokens,
+            ),
+            (
+                "summary_cached_tokens_total",
+                "Of those, read from the provider's cache.",
+                &self.summary_cached_tokens,
+            ),
+            (
+                "summary_output_tokens_total",
+                "Output tokens the provider reported for the summarizing calls.",
+                &self.summary_output_tokens,
+            ),
             (
                 "firings_total",
                 "Calls whose session compacted.",
@@ -178,7 +205,7 @@ impl Metrics {
             (
                 "accept_errors_total",
                 "Failed accepts (such as the descriptor limit), each followed by a backoff.",
-                &self.connections_refused,
+                &self.accept_errors,
             ),
         ];
         for (name, help, v) in counters {
@@ -237,6 +264,18 @@ impl Metrics {
                 "opaque_items_total",
                 "Items carried untouched while compaction went on around them, by format and reason, counted in each request that holds them.",
                 &by_format_and_reason(&m),
+            );
+        }
+        if let Ok(m) = self.summaries.lock() {
+            let rows: Vec<(String, u64)> = m
+                .iter()
+                .map(|((kind, outcome), n)| (format!("kind=\"{kind}\",outcome=\"{outcome}\""), *n))
+                .collect();
+            counter(
+                s,
+                "summaries_total",
+                "Summaries made ahead of a firing, by kind (native, cached) and what became of them (made, stale, failed, swapped; fallback: a firing that compacted with the policy instead).",
+                &rows,
             );
         }
         if let Ok(m) = self.sessions.lock() {

@@ -147,6 +147,18 @@ pub struct ServeOptions {
     /// Once a request head has begun, it must be whole within this long; and a request body
     /// may pause at most this long between two chunks.
     pub header_timeout: Duration,
+    /// `--summarizer`: `none` (the default: masking, then dropping), `auto` or `native` (the
+    /// provider's own compaction where the format has one, else a cached-prefix request), or
+    /// `cached` (a cached-prefix request for every format).
+    pub summarizer: String,
+    /// From this share of the trigger, a summary is made in the background; 1: at the firing
+    /// call, which waits for it.
+    pub summary_ahead: f64,
+    /// The model of cached-prefix summaries (default: the conversation's own, whose cache they
+    /// read).
+    pub summary_model: Option<String>,
+    /// The longest a summarizing call may take, its answer included.
+    pub summary_timeout: Duration,
 }
 
 impl ServeOptions {
@@ -186,9 +198,18 @@ impl ServeOptions {
             max_connections: None,
             idle_timeout: Duration::from_secs(60),
             header_timeout: Duration::from_secs(10),
+            summarizer: "none".to_owned(),
+            summary_ahead: DEFAULT_SUMMARY_AHEAD,
+            summary_model: None,
+            summary_timeout: Duration::from_secs(120),
         }
     }
 }
+
+/// Where a summary starts being made in the background, as a share of the trigger: early
+/// enough that a loop's calls (a few thousand tokens each) leave it time to come back before
+/// the trigger, late enough that few sessions that never fire pay for one.
+pub const DEFAULT_SUMMARY_AHEAD: f64 = 0.8;
 
 /// The config file.
 #[derive(Debug, Default, Deserialize)]
@@ -237,6 +258,7 @@ pub(crate) struct Settings {
     pub(crate) max_connections: usize,
     pub(crate) idle_timeout: Duration,
     pub(crate) header_timeout: Duration,
+    pub(crate) summarizer: Option<crate::summaries::Summarizer>,
 }
 
 impl Settings {
@@ -278,6 +300,7 @@ impl Settings {
             ("--max-connections", options.max_connections == Some(0)),
             ("--idle-timeout-ms", options.idle_timeout.is_zero()),
             ("--header-timeout-ms", options.header_timeout.is_zero()),
+            ("--summary-timeout-ms", options.summary_timeout.is_zero()),
         ];
         if let Some((flag, _)) = zero.iter().find(|(_, z)| *z) {
             return Err(OpsError::validation(
@@ -285,6 +308,7 @@ impl Settings {
                 details! { "setting" => *flag },
             ));
         }
+        let summarizer = summarizer(&options)?;
         let auth = Tokens::new(&options.auth_tokens, options.auth_tokens_text.as_deref())
             .map_err(|why| OpsError::validation(why, details! { "setting" => "auth token" }))?;
         let openai = base(
@@ -329,6 +353,7 @@ impl Settings {
                 .unwrap_or_else(crate::connections::default_connections),
             idle_timeout: options.idle_timeout,
             header_timeout: options.header_timeout,
+            summarizer,
         };
         // The policy, the estimator and the figures, refused now rather than at a first call.
         cutctx_ops::session::check_options(
@@ -354,6 +379,25 @@ impl Settings {
     pub(crate) fn needs_tls(&self) -> bool {
         self.openai.origin.starts_with("https:") || self.anthropic.origin.starts_with("https:")
     }
+}
+
+/// `--summarizer` and its settings, checked: `None` for `none`.
+fn summarizer(options: &ServeOptions) -> Result<Option<crate::summaries::Summarizer>, OpsError> {
+    let native = crate::summaries::parse_mode(&options.summarizer)
+        .map_err(|why| OpsError::validation(why, details! { "setting" => "--summarizer" }))?;
+    let ahead = options.summary_ahead;
+    if !(ahead > 0.0 && ahead <= 1.0) {
+        return Err(OpsError::validation(
+            format!("--summary-ahead must be above 0 and at most 1 (a share of the trigger), not {ahead}"),
+            details! { "setting" => "--summary-ahead" },
+        ));
+    }
+    Ok(native.map(|native| crate::summaries::Summarizer {
+        native,
+        ahead,
+        model: options.summary_model.clone(),
+        timeout: options.summary_timeout,
+    }))
 }
 
 /// Checks one upstream base URL: `https://` anywhere, plain `http://` only to a loopback host

@@ -49,6 +49,8 @@ pub(crate) struct App {
     pub(crate) locks: Locks,
     /// The budget of the bodies named sessions keep ([`crate::prior`]).
     pub(crate) bodies: Arc<crate::prior::Budget>,
+    /// The sessions whose summary is being made in the background.
+    pub(crate) in_flight: crate::summaries::InFlight,
 }
 
 /// What goes upstream for one call.
@@ -205,7 +207,11 @@ async fn model_call(
     let payload = payload(app, headers, raw.clone(), Some(format), provider).await?;
     let mut out = Outgoing::as_received(raw, "passthrough");
     match decide(app, format, (headers, tenant), payload.plain, None).await {
-        Ok(d) => {
+        Ok(mut d) => {
+            if let Some(pending) = d.pending.take() {
+                // Made beside the call, which goes on at once.
+                tokio::spawn(crate::summaries::run(Arc::clone(app), pending));
+            }
             out.outcome = if d.fired { "fired" } else { "fits" };
             count_decided(&app.metrics, format, &d, out.outcome);
             if d.changed {

@@ -82,6 +82,7 @@ async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsEr
         metrics: Metrics::default(),
         locks: Locks::default(),
         bodies: Arc::default(),
+        in_flight: crate::summaries::InFlight::default(),
     });
     Ok((listener, app))
 }
@@ -172,7 +173,7 @@ async fn serve(listener: TcpListener, app: Arc<App>, stop: impl Future<Output = 
                 Err(e) => {
                     // The descriptor limit, most often: wait for connections to close rather
                     // than retry at once.
-                    add(&app.metrics.connections_refused, 1);
+                    add(&app.metrics.accept_errors, 1);
                     if failures == 0 {
                         log(&serde_json::json!({"event": "accept_failed", "kind": format!("{:?}", e.kind())}));
                     }

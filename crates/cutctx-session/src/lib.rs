@@ -67,6 +67,7 @@
     reason = "pure crate: no I/O, clock or random order"
 )]
 
+pub mod ahead;
 pub mod cache;
 mod calls;
 mod count;
@@ -83,9 +84,9 @@ pub use early::EarlyFiring;
 pub use known::{Known, LastCall};
 pub use session::{
     Decision, Firing, Fitted, KnownStep, Restart, SUMMARY_INSTRUCTION, SessionConfig, Step,
-    Summarize, cached_summary_request, compact_to, fraction, push, step, step_known,
+    Summarize, Swapped, cached_summary_request, compact_to, fraction, push, step, step_known,
     with_instruction,
 };
 pub use state::{
-    PrefixItem, STATE_VERSION, SessionState, history_digests, history_digests_after, message_digest,
+    PrefixItem, Ready, STATE_VERSION, SessionState, history_digests, history_digests_after, message_digest,
 };

@@ -93,7 +93,7 @@ impl SessionConfig {
         Ok(())
     }
 
-    fn trigger_tokens(&self) -> u64 {
+    pub(crate) fn trigger_tokens(&self) -> u64 {
         fraction(self.window, self.trigger)
     }
 }
@@ -161,6 +161,10 @@ pub struct Step {
     pub state: SessionState,
     /// Whether (and how) this call compacted.
     pub firing: Option<Firing>,
+    /// When this call fired by swapping in a summary made ahead ([`crate::ahead`]) instead of
+    /// compacting with the policy: its kind (`native`, `cached`) and the whole prompt sent,
+    /// with the reserve.
+    pub swapped: Option<Swapped>,
     /// Whether the given state was set aside, and why.
     pub restarted: Option<Restart>,
     /// The request's whole prompt with the reserve, as the trigger saw it.
@@ -184,6 +188,17 @@ pub struct Step {
     pub validation: Option<cutctx_formats::OpenValidation>,
 }
 
+/// A firing that swapped in a summary made ahead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Swapped {
+    /// `native` or `cached` ([`crate::ahead::SummaryKind::as_str`]).
+    pub kind: String,
+    /// The whole prompt before, with the reserve.
+    pub before_tokens: u64,
+    /// The whole prompt sent, with the reserve.
+    pub after_tokens: u64,
+}
+
 /// How the request to send is made.
 enum Sent {
     /// The request as given: nothing was ever compacted.
@@ -197,6 +212,7 @@ struct Outcome {
     sent: Sent,
     state: SessionState,
     firing: Option<Firing>,
+    swapped: Option<Swapped>,
     restarted: Option<Restart>,
     prompt_tokens: u64,
     held_off: Option<usize>,
@@ -215,6 +231,7 @@ impl Outcome {
             },
             state: self.state,
             firing: self.firing,
+            swapped: self.swapped,
             restarted: self.restarted,
             prompt_tokens: self.prompt_tokens,
             held_off: self.held_off,
@@ -373,6 +390,28 @@ fn decide<E: From<FormatError>>(
         .flatten();
     let may_fire_early = prompt <= config.trigger_tokens() && held_off.is_none();
     let must_fire = prompt > config.trigger_tokens() && held_off.is_none();
+    if must_fire && let Some((kind, tokens)) = crate::ahead::swap(config, &mut state, messages, fixed)? {
+        state.marks_system = false;
+        state.firings += 1;
+        let sent = sent(format, request, &state)?;
+        let after = fixed + tokens + config.reserve_output;
+        return Ok(Outcome {
+            sent,
+            state,
+            firing: None,
+            swapped: Some(Swapped {
+                kind,
+                before_tokens: prompt,
+                after_tokens: after,
+            }),
+            restarted,
+            prompt_tokens: prompt,
+            held_off: None,
+            over_window: false,
+            fixed_tokens: fixed,
+            validation,
+        });
+    }
     // A firing reads the request lent (not copied) where the caller owns it; it is given
     // back, the same, before it is read again here.
     let early = if may_fire_early {
@@ -402,6 +441,7 @@ fn decide<E: From<FormatError>>(
             sent,
             state,
             firing: None,
+        swapped: None,
             restarted,
             prompt_tokens: prompt,
             held_off,
@@ -411,6 +451,8 @@ fn decide<E: From<FormatError>>(
         });
     };
     let list = history(format, &fitted.document);
+    // A summary made ahead that this firing did not use is stale from here on.
+    state.ready = None;
     state.prefix = references(&fitted.origins, list);
     state.prefix_len = messages.len();
     state.message_tokens = messages_tokens(format, list, config.estimator.as_ref())?;
@@ -428,6 +470,7 @@ fn decide<E: From<FormatError>>(
     Ok(Outcome {
         sent,
         state,
+        swapped: None,
         firing: Some(Firing {
             before_tokens: prompt,
             after_tokens: after,
@@ -489,9 +532,13 @@ pub fn cached_summary_request(
 }
 
 /// The instruction a summarizing request that reads the cache ends with
-/// ([`cached_summary_request`], [`with_instruction`]; its cost is what matters, not its
-/// wording).
-pub const SUMMARY_INSTRUCTION: &str = "Summarize the conversation above for a model that will continue the task: the goal, the decisions taken, the files, identifiers and figures in use, and what remains to be done. Reply with the summary alone.";
+/// ([`cached_summary_request`], [`with_instruction`], [`crate::ahead`]): a summary in fixed
+/// sections (the task and its constraints, files and artifacts with their paths, decisions and
+/// why, errors met, next steps), merged into the earlier summary the conversation begins with
+/// rather than written again from scratch. The user's own messages are not left to it: a
+/// summary made ahead quotes them verbatim after the model's text
+/// ([`crate::ahead::USER_QUOTE_TOKENS`]).
+pub const SUMMARY_INSTRUCTION: &str = "Summarize the conversation above for a model that will continue the task, under these headings: ## Task and constraints; ## Files and artifacts (each with its path); ## Decisions and why; ## Errors met; ## Next steps. If the conversation begins with an earlier summary, merge into it: keep what still holds, correct what changed, add what is new. Keep identifiers, paths and figures exact. Reply with the summary alone.";
 
 /// `request` (of `format`) with [`SUMMARY_INSTRUCTION`] appended to its message list as a
 /// final user message ([`Descriptor::user_text`](cutctx_formats::Descriptor::user_text)): the
@@ -569,7 +616,7 @@ pub fn push(
 
 /// The state to continue from: `previous` when `messages` extends the history it describes,
 /// a new one otherwise.
-fn continue_from(
+pub(crate) fn continue_from(
     format: Format,
     previous: Option<&SessionState>,
     messages: &[Value],
@@ -622,6 +669,7 @@ fn provider_compacts<E: From<FormatError>>(
         sent: Sent::AsGiven,
         state: SessionState::new(format),
         firing: None,
+        swapped: None,
         restarted: None,
         prompt_tokens: prompt,
         held_off: None,
@@ -658,7 +706,11 @@ fn sent(format: Format, request: &Value, state: &SessionState) -> Result<Sent, F
 }
 
 /// `request` with its message list replaced by the state's prefix and the rest of the history.
-fn with_list(format: Format, request: &Value, state: &SessionState) -> Result<Value, FormatError> {
+pub(crate) fn with_list(
+    format: Format,
+    request: &Value,
+    state: &SessionState,
+) -> Result<Value, FormatError> {
     let messages = history(format, request);
     let mut list = Vec::with_capacity(state.prefix.len() + messages.len() - state.prefix_len);
     for item in &state.prefix {

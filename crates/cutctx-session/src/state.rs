@@ -51,6 +51,28 @@ pub struct SessionState {
     /// Anthropic, `--cache-breakpoints auto`: whether the sent requests mark the end of
     /// `system` (set at a firing).
     pub(crate) marks_system: bool,
+    /// A summary made ahead of the next firing, waiting to be swapped in
+    /// ([`crate::ahead`]); dropped at any firing or restart.
+    pub(crate) ready: Option<Ready>,
+}
+
+/// A compacted prefix made ahead of a firing around a summary (the provider's compaction
+/// block or item, or a summary message): it replaces the history's first `asked_at`
+/// messages, and every message after them is appended unchanged.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ready {
+    /// How many messages of the history the prefix replaces.
+    pub(crate) asked_at: u64,
+    /// The prefix: kept ranges of those messages and the summary, in order.
+    pub(crate) prefix: Vec<PrefixItem>,
+    /// The summary's kind, `native` or `cached`, for the log.
+    pub(crate) kind: String,
+    /// The session's firings when it was asked: any firing since makes it useless.
+    pub(crate) firings: u64,
+    /// The chained digest of the history's first `asked_at` messages, in hex: a history that
+    /// no longer begins with them does not take it.
+    pub(crate) digest: String,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -66,6 +88,9 @@ struct Body {
     /// Absent (false) in states written before it existed, and whenever it is false.
     #[serde(default, skip_serializing_if = "is_false")]
     marks_system: bool,
+    /// Absent whenever no summary waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ready: Option<Ready>,
 }
 
 #[expect(
@@ -89,6 +114,7 @@ impl SessionState {
             message_tokens: 0,
             firings: 0,
             marks_system: false,
+            ready: None,
         }
     }
 
@@ -177,6 +203,7 @@ impl SessionState {
             message_tokens: self.message_tokens,
             firings: self.firings,
             marks_system: self.marks_system,
+            ready: self.ready.clone(),
         };
         // Through a Value, so that keys are sorted exactly as the reader re-serializes them.
         let body = serde_json::to_value(&body).unwrap_or(Value::Null);
@@ -252,17 +279,21 @@ impl SessionState {
         if prefix_len > messages {
             return Err(bad("a prefix longer than the history", "prefix_len"));
         }
-        let mut next = 0u64;
-        for item in &body.prefix {
-            if let PrefixItem::Keep([a, b]) = item {
-                if a < &next || b <= a || *b > body.prefix_len {
-                    return Err(bad(
-                        "kept ranges out of order or beyond the prefix",
-                        "prefix",
-                    ));
-                }
-                next = *b;
-            }
+        if !ranges_in_order(&body.prefix, body.prefix_len) {
+            return Err(bad(
+                "kept ranges out of order or beyond the prefix",
+                "prefix",
+            ));
+        }
+        if let Some(ready) = &body.ready
+            && (ready.asked_at > body.messages
+                || !ranges_in_order(&ready.prefix, ready.asked_at)
+                || unhex(&ready.digest).is_none())
+        {
+            return Err(bad(
+                "a summary made ahead that keeps messages out of order or beyond the history",
+                "ready",
+            ));
         }
         Ok(Self {
             format,
@@ -273,8 +304,29 @@ impl SessionState {
             message_tokens: body.message_tokens,
             firings: body.firings,
             marks_system: body.marks_system,
+            ready: body.ready,
         })
     }
+
+    /// Whether a summary made ahead waits to be swapped in at the next firing.
+    #[must_use]
+    pub const fn has_ready(&self) -> bool {
+        self.ready.is_some()
+    }
+}
+
+/// Whether the kept ranges of `prefix` are in order, each non-empty and below `len`.
+fn ranges_in_order(prefix: &[PrefixItem], len: u64) -> bool {
+    let mut next = 0u64;
+    for item in prefix {
+        if let PrefixItem::Keep([a, b]) = item {
+            if a < &next || b <= a || *b > len {
+                return false;
+            }
+            next = *b;
+        }
+    }
+    true
 }
 
 /// The digest of an empty history of `format`.

@@ -177,9 +177,10 @@ pub(super) fn finish_text<'a>(
         repairs,
         originals,
         spec,
+        front_end,
     } = prepared;
     drop(originals);
-    require_summaries(&plan, summaries)?;
+    require_summaries(&plan, summaries, front_end)?;
     // Shares the turns' text with the request's transcript: a copy of the turn list only,
     // with every content read in.
     if keep_compaction {

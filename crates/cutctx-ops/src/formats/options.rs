@@ -57,6 +57,10 @@ pub struct FormatOptions {
     /// compaction changes, which the provider no longer accepts: removed (the default), kept
     /// as they were, or the compaction refused.
     pub reasoning: ReasoningMode,
+    /// The front end the call came through: a message that asks for summaries names its
+    /// option (`--summaries FILE` or `--summarize-with CMD`; Python's `summaries=` or
+    /// `summarize=`).
+    pub front_end: crate::summarizer::FrontEnd,
 }
 
 /// What `cutctx compact --format` writes.

@@ -35,6 +35,8 @@ pub struct Prepared {
     pub(super) originals: Option<ProviderTranscript>,
     /// The estimator the turns were counted with, for `originals`.
     pub(super) spec: EstimatorSpec,
+    /// The front end the call came through, whose words a missing summary's message uses.
+    pub(super) front_end: crate::summarizer::FrontEnd,
 }
 
 impl Prepared {
@@ -133,6 +135,7 @@ pub fn prepare(args: &FormatOptions, input_text: &str) -> Result<Prepared, OpsEr
         repairs,
         originals: None,
         spec,
+        front_end: args.front_end,
     })
 }
 

@@ -32,10 +32,12 @@ fn request_json(r: &SummarizationRequest) -> Value {
     })
 }
 
-/// `COMPACTION_SUMMARY_MISSING`, listing every request without a summary, unless none lacks one.
+/// `COMPACTION_SUMMARY_MISSING`, listing every request without a summary, unless none lacks one;
+/// its message names the options of `front_end` that give summaries.
 pub(super) fn require_summaries(
     plan: &CompactionPlan,
     summaries: &BTreeMap<String, String>,
+    front_end: crate::summarizer::FrontEnd,
 ) -> Result<(), OpsError> {
     let missing: Vec<&SummarizationRequest> = plan
         .summarization_requests
@@ -57,9 +59,9 @@ pub(super) fn require_summaries(
     Err(OpsError {
         code: ErrorCode::SummaryMissing.as_str(),
         message: format!(
-            "{} summarization request(s) have no summary; fulfil them with --summaries FILE \
-             (a JSON object {{group_id: summary}}) or --summarize-with CMD. Requests: {}",
+            "{} summarization request(s) have no summary; {}. Requests: {}",
             missing.len(),
+            front_end.to_give_summaries(),
             cutctx::model::canonical::canonical_json_value(&listed)
         ),
         details,

@@ -62,6 +62,9 @@ pub struct Prepared {
     pub tokens_out: u64,
     /// The firing, when this call compacted (for the ledger's receipt).
     pub firing: Option<Firing>,
+    /// When this call fired by swapping in a summary made ahead
+    /// ([`Session::summary_ask`], [`Session::offer_summary`]) instead.
+    pub swapped: Option<cutctx::session::Swapped>,
     /// Whether the state the session held was set aside, and why.
     pub restart: Option<Restart>,
     /// The line for a front end's log when the state was set aside.
@@ -283,9 +286,10 @@ impl Session {
         let step = &stepped.step;
         let untouched =
             repairs.is_empty() && step.state.prefix().0.is_empty() && step.state.prefix().1 == 0;
-        let tokens_out = match &step.firing {
-            Some(f) => f.after_tokens - self.config.reserve_output,
-            None => step.prompt_tokens - self.config.reserve_output,
+        let tokens_out = match (&step.firing, &step.swapped) {
+            (Some(f), _) => f.after_tokens - self.config.reserve_output,
+            (None, Some(s)) => s.after_tokens - self.config.reserve_output,
+            (None, None) => step.prompt_tokens - self.config.reserve_output,
         };
         #[cfg(debug_assertions)]
         {
@@ -322,11 +326,91 @@ impl Session {
             notice,
             reasoning,
             firing: step.firing,
+            swapped: step.swapped,
             restart: step.restarted,
             repairs: repairs.iter().map(crate::formats::repair_line).collect(),
             key,
             origins,
         })
+    }
+
+    /// The summary this session wants made ahead of its next firing for `request` (the whole
+    /// history, as the client sends it), or `None`: while the request as the session would
+    /// send it is at most `at` of the trigger, or a summary already waits. The caller sends
+    /// [`SummaryAsk::request`](cutctx::session::ahead::SummaryAsk) to the provider and gives
+    /// the answer to [`Session::offer_summary`]; the call that must fire then swaps it in.
+    ///
+    /// ```
+    /// use cutctx_ops::session::{Breakpoints, Call, Session, SessionOptions, Tuning};
+    /// use cutctx::session::ahead::SummaryKind;
+    /// use cutctx::formats::{Format, ReasoningMode};
+    /// use serde_json::json;
+    /// let options = SessionOptions {
+    ///     format: Format::OpenAiChat, window: 400,
+    ///     tuning: Tuning {
+    ///         trigger: None, target: None, policy: None, prompt_id: None, estimator: None,
+    ///         protected_recent: Some(2), reserve_output: 0, reasoning: ReasoningMode::Strip,
+    ///         fire_early: false, summarizes: false,
+    ///         front_end: cutctx_ops::summarizer::FrontEnd::Proxy,
+    ///     },
+    ///     summarize_with: None, cache_breakpoints: Breakpoints::Off, repair: false, pin: Vec::new(),
+    /// };
+    /// let mut session = Session::new(&options)?;
+    /// let mut messages = vec![json!({"role": "system", "content": "Be brief."})];
+    /// for i in 0..30 {
+    ///     messages.push(json!({"role": "user", "content": format!("question {i} {}", "x".repeat(60))}));
+    ///     let request = json!({"model": "m", "messages": messages.clone()});
+    ///     if let Some(ask) = session.summary_ask(&request, SummaryKind::Cached, 0.8, None)? {
+    ///         let answer = json!({"choices": [{"message": {"role": "assistant", "content": "So far: questions."}}]});
+    ///         assert!(session.offer_summary(&ask, &answer)?);
+    ///     }
+    ///     let sent = session.step(request, Call::default())?;
+    ///     if let Some(swapped) = &sent.swapped {
+    ///         assert_eq!(swapped.kind, "cached");
+    ///         let list = sent.request["messages"].as_array().expect("a list");
+    ///         assert!(list[2]["content"].as_str().expect("text").contains("So far: questions."));
+    ///         return Ok(());
+    ///     }
+    ///     messages.push(json!({"role": "assistant", "content": "ok"}));
+    /// }
+    /// panic!("the summary was never swapped in");
+    /// # Ok::<(), cutctx_ops::OpsError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// `FORMAT_*` for a request its provider would refuse.
+    pub fn summary_ask(
+        &self,
+        request: &Value,
+        kind: cutctx::session::ahead::SummaryKind,
+        at: f64,
+        model: Option<&str>,
+    ) -> Result<Option<cutctx::session::ahead::SummaryAsk>, OpsError> {
+        cutctx::session::ahead::ask(&self.config, self.state.as_ref(), request, kind, at, model)
+            .map_err(from_format)
+    }
+
+    /// Keeps the summary `answer` (the provider's JSON answer to `ask`'s request) for the next
+    /// firing; `false` when it no longer applies (a firing happened since, the history was
+    /// set aside). The state is then as it was.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` with `reason` `SUMMARY_UNREADABLE` when the answer holds no
+    /// compaction or no text.
+    pub fn offer_summary(
+        &mut self,
+        ask: &cutctx::session::ahead::SummaryAsk,
+        answer: &Value,
+    ) -> Result<bool, OpsError> {
+        let ready = ask.ready(self.config.format, answer)?;
+        // A summary asked at a session's first call is kept by the state it starts with.
+        let format = self.config.format;
+        Ok(self
+            .state
+            .get_or_insert_with(|| SessionState::new(format))
+            .offer(ready))
     }
 
     /// The engine's step of `request`, with what this session knows of the last call.

@@ -1,9 +1,11 @@
 //! The replay lab: the three strategies' figures, one marking rule for all, the lower bound
 //! under every strategy, the warm start, invalidated reasoning, external strategies, the
 //! summarizing calls, the peers' thresholds, retention of what each format calls a tool
-//! result and of the task statement, and the recorded corpora of `../shared` when present.
+//! result and of the task statement, each summarizing firing priced cached and fresh by one
+//! rule, and the recorded corpora of `../shared` when present.
 
 use cutctx_formats::{EstimatorSpec, Format, policy_named};
+use cutctx_replay::summaries::{SummaryKind, summary_tokens};
 use cutctx_replay::{
     External, ExternalCall, Marking, ReplayExtras, ReplayOptions, SummaryInput, replay,
     replay_extended, replay_with,
@@ -647,6 +649,242 @@ fn retention_counts_the_tool_results_each_format_names() {
             cleared.retention.recent_results < 1.0,
             "{format}: {}",
             cleared.retention.recent_results
+        );
+    }
+}
+
+/// The replay's stand-in summary (`replay::stand_in`), so that a session stepped here sends
+/// the requests the replay's does.
+fn stand_in_summary(
+    _: &cutctx_formats::ProviderTranscript,
+    r: &cutctx_model::SummarizationRequest,
+) -> Result<String, cutctx_formats::FormatError> {
+    let n = usize::try_from(r.target_tokens()).unwrap_or(0).max(1);
+    let mut text = format!("[summary of {} turns] ", r.turn_ids().len());
+    while text.len() < n * 4 {
+        text.push_str("summary ");
+    }
+    Ok(text)
+}
+
+/// The calls (from 1) before which a session over `run` under `cfg` fires with a summary,
+/// stepped here call by call, apart from the replay.
+fn summarizing_firings(cfg: &SessionConfig, run: &Value) -> Vec<usize> {
+    let messages = run["messages"].as_array().expect("a list");
+    let mut state: Option<cutctx_session::SessionState> = None;
+    let mut out = Vec::new();
+    for (k, &len) in call_points(Format::OpenAiChat, messages).iter().enumerate() {
+        let request = json!({"model": run["model"], "messages": messages[..len]});
+        let s = cutctx_session::step::<cutctx_formats::FormatError>(
+            cfg,
+            state.as_ref(),
+            &request,
+            &mut stand_in_summary,
+        )
+        .expect("step");
+        if s.firing
+            .as_ref()
+            .is_some_and(|f| !f.plan.summarization_requests.is_empty())
+        {
+            out.push(k + 1);
+        }
+        state = Some(s.state);
+    }
+    out
+}
+
+/// A run with a system prompt cacheable on its own and 40 exchanges, over which a summarizing
+/// session at half its final size fires several times.
+fn summarizing_run() -> Value {
+    let mut messages = vec![json!({"role": "system", "content": "rule ".repeat(1_300)})];
+    for i in 0..40 {
+        messages.extend(exchange(Format::OpenAiChat, i, 300));
+    }
+    json!({"model": "m", "messages": messages})
+}
+
+/// The instruction's tokens: what every summarizing call adds to what it summarizes.
+fn instruction_tokens() -> u64 {
+    message_tokens(
+        Format::OpenAiChat,
+        &json!({"role": "user", "content": cutctx_session::SUMMARY_INSTRUCTION}),
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count")
+}
+
+/// Each summarizing firing of the session is reported once, priced as a cached-prefix request
+/// (the prefix read at the cache price) and fresh (nothing cached), and charged by how it was
+/// asked; the strategy's cost with summaries free is its cost less `summary_units`.
+#[test]
+fn each_summarizing_firing_is_priced_cached_and_fresh_and_charged_by_one_rule() {
+    let run = summarizing_run();
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    let cfg = config(Format::OpenAiChat, full / 2, "summarizing");
+    let prices = PriceTable::anthropic();
+    let out_price = prices.output.expect("an output price");
+    let by = |summary_input| {
+        let extras = ReplayExtras {
+            summary_input,
+            ..ReplayExtras::default()
+        };
+        replay_extended(&cfg, &prices, &run, ReplayOptions::default(), &extras).expect("replay")
+    };
+    let (cached, span) = (by(SummaryInput::Cached), by(SummaryInput::Span));
+    let firings = summarizing_firings(&cfg, &run);
+    assert!(firings.len() >= 2, "the session summarizes: {firings:?}");
+    let (c, s) = (&cached.strategies[2], &span.strategies[2]);
+    for r in [c, s] {
+        let calls: Vec<usize> = r.summary_firings.iter().map(|f| f.call).collect();
+        assert_eq!(calls, firings, "one report per summarizing firing");
+        let charged: f64 = r.summary_firings.iter().map(|f| f.charged.units).sum();
+        assert!((charged - r.summary_units).abs() < 1e-6);
+        assert!((r.summaries_free_units() - (r.cost_units - r.summary_units)).abs() < 1e-9);
+    }
+    assert_eq!(c.summaries, firings.len(), "cached: one call per firing");
+    let instruction = instruction_tokens();
+    for (a, b) in c.summary_firings.iter().zip(&s.summary_firings) {
+        let (prefix, fresh) = (
+            a.cached_prefix.expect("priced cached"),
+            a.fresh.expect("priced fresh"),
+        );
+        assert_eq!(a.kind, SummaryKind::CachedPrefix);
+        assert_eq!(a.charged, prefix, "cached is charged as cached");
+        // It reads the prefix the last call wrote, at the read price: charged like fresh (the
+        // whole input at the base price) it would cost more.
+        assert!(prefix.cached_tokens > 0 && prefix.cached_tokens < prefix.input_tokens);
+        let expected = prefix.cached_tokens as f64 * prices.cache_read
+            + (prefix.input_tokens - prefix.cached_tokens) as f64
+            + prefix.output_tokens as f64 * out_price;
+        assert!((prefix.units - expected).abs() < 1e-6, "{prefix:?}");
+        assert!(
+            prefix.units < prefix.input_tokens as f64 + prefix.output_tokens as f64 * out_price
+        );
+        // Fresh: each span plus the instruction, nothing cached.
+        assert_eq!(fresh.cached_tokens, 0);
+        assert!(fresh.input_tokens > instruction * fresh.calls as u64);
+        let expected = fresh.input_tokens as f64 + fresh.output_tokens as f64 * out_price;
+        assert!((fresh.units - expected).abs() < 1e-6, "{fresh:?}");
+        assert_eq!(
+            prefix.output_tokens, fresh.output_tokens,
+            "one summary length"
+        );
+        // Asked as spans, the same firing is charged the fresh figures.
+        assert_eq!(b.kind, SummaryKind::Fresh);
+        assert_eq!(
+            (b.charged, b.cached_prefix, b.fresh),
+            (fresh, Some(prefix), Some(fresh))
+        );
+    }
+    assert!((s.summary_units - c.summary_fresh_units()).abs() < 1e-6);
+    assert!((c.summary_units - s.summary_cached_prefix_units()).abs() < 1e-6);
+    // Every strategy that summarizes reports its firings; none reports none.
+    assert!(cached.strategies[0].summary_firings.is_empty());
+    assert_eq!(
+        cached.strategies[1].summary_firings.len(),
+        cached.strategies[1].summaries
+    );
+}
+
+/// The peers' summaries take the one length rule (the summarizing policy's, for the tokens
+/// they replace) and are charged by how each peer asks: server compaction natively, Claude
+/// Code and Codex with the cached prefix, OpenHands and Deep Agents fresh.
+#[test]
+fn the_peers_summaries_follow_the_one_length_rule_and_their_way_of_asking() {
+    let (run, _) = long_system_run();
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    let cfg = config(Format::OpenAiChat, full / 2, "default_chain");
+    let extras = ReplayExtras {
+        compare: true,
+        ..ReplayExtras::default()
+    };
+    let r = replay_extended(
+        &cfg,
+        &PriceTable::anthropic(),
+        &run,
+        ReplayOptions::default(),
+        &extras,
+    )
+    .expect("replay");
+    let instruction = instruction_tokens();
+    for (name, kind) in [
+        ("claude-code", SummaryKind::CachedPrefix),
+        ("codex", SummaryKind::CachedPrefix),
+        ("server-compaction", SummaryKind::Native),
+        ("openhands", SummaryKind::Fresh),
+        ("deep-agents", SummaryKind::Fresh),
+    ] {
+        let s = r.strategies.iter().find(|s| s.name == name).expect(name);
+        assert!(!s.summary_firings.is_empty(), "{name} summarizes");
+        assert_eq!(s.summary_firings.len(), s.summaries, "{name}");
+        for f in &s.summary_firings {
+            assert_eq!(f.kind, kind, "{name}");
+            let fresh = f.fresh.expect("priced fresh");
+            let prefix = f.cached_prefix.expect("priced cached");
+            let replaced = fresh.input_tokens - instruction;
+            assert_eq!(fresh.output_tokens, summary_tokens(replaced), "{name}");
+            let expected = if kind == SummaryKind::Fresh {
+                fresh
+            } else {
+                prefix
+            };
+            assert_eq!(f.charged, expected, "{name}");
+        }
+    }
+    let cleared = r
+        .strategies
+        .iter()
+        .find(|s| s.name == "clear-tool-uses")
+        .expect("present");
+    assert!(cleared.summary_firings.is_empty());
+}
+
+/// The summarizing policy's plan asks for the length the one rule gives the span it
+/// summarizes, so the session's summaries and the peers' are sized alike.
+#[test]
+fn the_policys_summary_length_is_the_one_rule() {
+    let (run, _) = long_system_run();
+    let full = prompt_tokens(
+        Format::OpenAiChat,
+        &run,
+        &cutctx_policies::CharRatioEstimator::default(),
+    )
+    .expect("count");
+    let cfg = config(Format::OpenAiChat, full / 2, "summarizing");
+    let extras = ReplayExtras {
+        summary_input: SummaryInput::Span,
+        ..ReplayExtras::default()
+    };
+    let r = replay_extended(
+        &cfg,
+        &PriceTable::anthropic(),
+        &run,
+        ReplayOptions::default(),
+        &extras,
+    )
+    .expect("replay");
+    let session = &r.strategies[2];
+    assert!(!session.summary_firings.is_empty());
+    let instruction = instruction_tokens();
+    for f in &session.summary_firings {
+        let fresh = f.fresh.expect("priced fresh");
+        assert_eq!(
+            fresh.calls, 1,
+            "the summarizing policy asks one summary per firing"
+        );
+        assert_eq!(
+            fresh.output_tokens,
+            summary_tokens(fresh.input_tokens - instruction)
         );
     }
 }
