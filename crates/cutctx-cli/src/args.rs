@@ -346,7 +346,7 @@ impl BatchArgs {
 #[derive(Debug, Clone, clap::Args)]
 #[command(mut_arg("policy", |a| a.help(
     "drop_oldest, observation_masking, summarizing, default_chain, or a policy object (default: \
-     masking then drop_oldest; the proxy has no summarizer)"
+     masking then drop_oldest; summaries come from --summarizer, swapped in at a firing)"
 )))]
 pub(crate) struct ServeArgs {
     /// HOST:PORT to listen on; port 0 picks a free one.
@@ -419,6 +419,24 @@ pub(crate) struct ServeArgs {
     /// answer 408 to a request body that pauses for longer, in milliseconds.
     #[arg(long, default_value_t = 10_000)]
     header_timeout_ms: u64,
+    /// How the proxy summarizes before a firing, through the same upstream with the caller's
+    /// own credential: none (masking, then dropping), auto or native (the provider's own
+    /// compaction on Anthropic Messages and OpenAI Responses, a cached-prefix request on Chat
+    /// Completions), or cached (a cached-prefix request everywhere).
+    #[arg(long, default_value = "none")]
+    summarizer: String,
+    /// Start a summary in the background once a request reaches this share of the trigger;
+    /// 1 makes it at the firing call, which waits for it.
+    #[arg(long, default_value_t = cutctx_serve::DEFAULT_SUMMARY_AHEAD)]
+    summary_ahead: f64,
+    /// The model of cached-prefix summaries (default: the conversation's own, whose cache they
+    /// read).
+    #[arg(long)]
+    summary_model: Option<String>,
+    /// The longest a summarizing call may take, its answer included, in milliseconds; past it
+    /// the firing compacts with the policy.
+    #[arg(long, default_value_t = 120_000)]
+    summary_timeout_ms: u64,
 }
 
 impl ServeArgs {
@@ -449,6 +467,10 @@ impl ServeArgs {
         o.max_connections = self.max_connections;
         o.idle_timeout = std::time::Duration::from_millis(self.idle_timeout_ms);
         o.header_timeout = std::time::Duration::from_millis(self.header_timeout_ms);
+        o.summarizer.clone_from(&self.summarizer);
+        o.summary_ahead = self.summary_ahead;
+        o.summary_model.clone_from(&self.summary_model);
+        o.summary_timeout = std::time::Duration::from_millis(self.summary_timeout_ms);
         Ok(o)
     }
 }

@@ -222,7 +222,7 @@ impl FrontEnd {
                 "pass summarize= (a callable given the summarization document), or leave policy unset (masking, then drop_oldest)"
             }
             Self::Proxy => {
-                "start the proxy with --summarizer (native, cached or auto), or leave --policy unset (masking, then drop_oldest)"
+                "leave --policy unset (masking, then drop_oldest) and start the proxy with --summarizer auto: its summaries are swapped in at a firing; a policy's own summary requests have no writer in the proxy"
             }
         }
     }

@@ -167,7 +167,8 @@ impl StrategyReport {
         self.summary_firings
             .iter()
             .filter_map(|f| f.cached_prefix.map(|c| c.units))
-            .sum()
+            // From +0: an empty `f64` sum is -0, which the JSON would print as `-0.0`.
+            .fold(0.0, |total, units| total + units)
     }
 
     /// The summaries' cost summed over the firings had each been asked fresh (firings with
@@ -177,7 +178,8 @@ impl StrategyReport {
         self.summary_firings
             .iter()
             .filter_map(|f| f.fresh.map(|c| c.units))
-            .sum()
+            // From +0: an empty `f64` sum is -0, which the JSON would print as `-0.0`.
+            .fold(0.0, |total, units| total + units)
     }
 
     /// Cached tokens over tokens sent (0 when nothing was sent).

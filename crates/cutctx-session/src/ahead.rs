@@ -78,7 +78,8 @@ pub const USER_QUOTE_TOKENS: u64 = 2_000;
 pub const SUMMARY_UNREADABLE: &str = "SUMMARY_UNREADABLE";
 
 /// How a summary made ahead is made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum SummaryKind {
     /// The provider compacts: Anthropic's on-demand `compaction`, Responses'
     /// `compaction_trigger`. The answer is one signed block or encrypted item, kept as it came.
@@ -429,7 +430,7 @@ impl SummaryAsk {
         Ok(Ready {
             asked_at: self.asked_at as u64,
             prefix,
-            kind: self.kind.as_str().to_owned(),
+            kind: self.kind,
             firings: self.firings,
             digest: hex(&self.digest),
         })
@@ -482,7 +483,7 @@ fn native_item(format: Format, answer: &Value) -> Result<Value, CompactionError>
         ));
     };
     Ok(if wrap {
-        json!({"role": "assistant", "content": [(*item).clone()]})
+        json!({"role": "user", "content": [(*item).clone()]})
     } else {
         (*item).clone()
     })
@@ -552,7 +553,7 @@ pub(crate) fn swap(
     state: &mut SessionState,
     messages: &[Value],
     fixed: u64,
-) -> Result<Option<(String, u64)>, FormatError> {
+) -> Result<Option<(SummaryKind, u64)>, FormatError> {
     let Some(ready) = state.ready.take() else {
         return Ok(None);
     };

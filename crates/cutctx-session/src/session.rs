@@ -191,8 +191,8 @@ pub struct Step {
 /// A firing that swapped in a summary made ahead.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Swapped {
-    /// `native` or `cached` ([`crate::ahead::SummaryKind::as_str`]).
-    pub kind: String,
+    /// How the summary was made.
+    pub kind: crate::ahead::SummaryKind,
     /// The whole prompt before, with the reserve.
     pub before_tokens: u64,
     /// The whole prompt sent, with the reserve.
@@ -390,7 +390,16 @@ fn decide<E: From<FormatError>>(
         .flatten();
     let may_fire_early = prompt <= config.trigger_tokens() && held_off.is_none();
     let must_fire = prompt > config.trigger_tokens() && held_off.is_none();
-    if must_fire && let Some((kind, tokens)) = crate::ahead::swap(config, &mut state, messages, fixed)? {
+    // A native compaction keeps the kept turns' reasoning valid, so it need not wait for a
+    // tool loop's answer as a policy's firing does.
+    let native_ready = state
+        .ready
+        .as_ref()
+        .is_some_and(|r| r.kind == crate::ahead::SummaryKind::Native);
+    let may_swap = must_fire || (native_ready && held_off.is_some());
+    if may_swap
+        && let Some((kind, tokens)) = crate::ahead::swap(config, &mut state, messages, fixed)?
+    {
         state.marks_system = false;
         state.firings += 1;
         let sent = sent(format, request, &state)?;

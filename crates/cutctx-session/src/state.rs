@@ -66,8 +66,8 @@ pub struct Ready {
     pub(crate) asked_at: u64,
     /// The prefix: kept ranges of those messages and the summary, in order.
     pub(crate) prefix: Vec<PrefixItem>,
-    /// The summary's kind, `native` or `cached`, for the log.
-    pub(crate) kind: String,
+    /// How the summary was made: a native compaction keeps the kept turns' reasoning valid.
+    pub(crate) kind: crate::ahead::SummaryKind,
     /// The session's firings when it was asked: any firing since makes it useless.
     pub(crate) firings: u64,
     /// The chained digest of the history's first `asked_at` messages, in hex: a history that
@@ -286,12 +286,11 @@ impl SessionState {
             ));
         }
         if let Some(ready) = &body.ready
-            && (ready.asked_at > body.messages
-                || !ranges_in_order(&ready.prefix, ready.asked_at)
-                || unhex(&ready.digest).is_none())
+            // It may cover more than the state has seen: one asked before a call's step.
+            && (!ranges_in_order(&ready.prefix, ready.asked_at) || unhex(&ready.digest).is_none())
         {
             return Err(bad(
-                "a summary made ahead that keeps messages out of order or beyond the history",
+                "a summary made ahead that keeps messages out of order or beyond what it covers",
                 "ready",
             ));
         }

@@ -366,7 +366,7 @@ impl Session {
     ///     }
     ///     let sent = session.step(request, Call::default())?;
     ///     if let Some(swapped) = &sent.swapped {
-    ///         assert_eq!(swapped.kind, "cached");
+    ///         assert_eq!(swapped.kind, SummaryKind::Cached);
     ///         let list = sent.request["messages"].as_array().expect("a list");
     ///         assert!(list[2]["content"].as_str().expect("text").contains("So far: questions."));
     ///         return Ok(());

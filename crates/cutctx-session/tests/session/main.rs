@@ -693,3 +693,5 @@ fn a_session_firing_keeps_the_task_statement() {
         );
     }
 }
+
+mod ahead;
