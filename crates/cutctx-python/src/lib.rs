@@ -67,6 +67,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         cutctx::formats::Format::ALL.map(cutctx::formats::Format::as_str),
     )?;
     m.add("LIST_KEYS", list_keys(m.py())?)?;
+    m.add("SUMMARY_INSTRUCTION", cutctx::session::SUMMARY_INSTRUCTION)?;
     // The shipped policies' defaults, read by the Python classes' signatures.
     m.add(
         "DEFAULT_KEEP_RECENT_RESULTS",

@@ -7,12 +7,18 @@
 //! while Rust works, and while it waits for that lock, so that threads sharing one session never
 //! hold the interpreter waiting on each other. A `summarize` callable is called with the
 //! interpreter lock held, as any Python code is.
+//!
+//! Summaries made ahead (an async summarizer, `Session.aprepare`): `ask_json` keeps the
+//! session's [`SummaryAsk`] and hands back the request the caller's model is to read (the
+//! prefix as last sent plus the instruction); `offer_text` gives it the summary, which the call
+//! that crosses the trigger swaps in.
 
 use std::sync::Mutex;
 
 use cutctx::formats::Format;
 use cutctx::model::details;
 use cutctx_ops::OpsError;
+use cutctx_ops::session::ahead::{SummaryAsk, SummaryKind};
 use cutctx_ops::session::{Appended, Breakpoints, Call, Session, SessionOptions, Tuning};
 use cutctx_ops::summarizer::Summarizer;
 use pyo3::prelude::*;
@@ -26,6 +32,8 @@ use crate::formats::{CallableSummarizer, Coded, Failure, summarizer_failure, tex
 pub(crate) struct SessionCore {
     options: SessionOptions,
     session: Mutex<Session>,
+    /// The summary asked ahead and not yet offered.
+    asked: Mutex<Option<SummaryAsk>>,
 }
 
 /// What one call produced: the request to send (`None` when it is the request as given and
@@ -106,7 +114,18 @@ impl SessionCore {
                 .chain(out.notice)
                 .chain(out.reasoning)
                 .collect();
-            Ok((output, out.firing.is_some(), notes))
+            let mut notes: Vec<String> = notes;
+            if let Some(swapped) = &out.swapped {
+                notes.push(format!(
+                    "cutctx session: fired by swapping in the summary made ahead ({} tokens before, {} after)",
+                    swapped.before_tokens, swapped.after_tokens
+                ));
+            }
+            Ok((
+                output,
+                out.firing.is_some() || out.swapped.is_some(),
+                notes,
+            ))
         })
     }
 }
@@ -175,6 +194,7 @@ impl SessionCore {
             Ok(Self {
                 options,
                 session: Mutex::new(session),
+                asked: Mutex::new(None),
             })
         };
         build().map_err(|f| to_pyerr(py, f))
@@ -226,6 +246,52 @@ impl SessionCore {
                     session.append_text(text)?,
                     Appended::Send { .. }
                 )))
+            })
+        };
+        run().map_err(|f| to_pyerr(py, f))
+    }
+
+    /// `ask_json(data, at)` → `None`, or `(request bytes, covered)`: the summary this session
+    /// wants made ahead of its next firing for the whole history `data`, once the request as
+    /// the session sends it is over `at` of the trigger and none waits. The request is what the
+    /// caller's model reads (the prefix as last sent plus the summarizing instruction, not
+    /// streamed); `covered` is how many messages the summary replaces. The ask is kept until
+    /// `offer_text`, replacing any earlier one.
+    fn ask_json<'py>(
+        &self,
+        py: Python<'py>,
+        data: &Bound<'py, PyAny>,
+        at: f64,
+    ) -> PyResult<Option<(Bound<'py, PyBytes>, usize)>> {
+        let run = || -> Result<Option<(Vec<u8>, usize)>, Failure> {
+            let text = text_of(data)?;
+            py.detach(|| {
+                let request: Value = cutctx_ops::parse_json("the request", text)?;
+                let session = self.session.lock().map_err(|_| poisoned())?;
+                let Some(ask) = session.summary_ask(&request, SummaryKind::Cached, at, None)?
+                else {
+                    return Ok(None);
+                };
+                let out = (ask.request.to_string().into_bytes(), ask.covered);
+                *self.asked.lock().map_err(|_| poisoned())? = Some(ask);
+                Ok(Some(out))
+            })
+        };
+        let out = run().map_err(|f| to_pyerr(py, f))?;
+        Ok(out.map(|(bytes, covered)| (PyBytes::new(py, &bytes), covered)))
+    }
+
+    /// `offer_text(summary)` → whether the session keeps it: the summary of the ask `ask_json`
+    /// last made, for its next firing. `False` when there is no ask, or it no longer applies
+    /// (a firing came first); an empty summary raises `FormatCompactionError`.
+    fn offer_text(&self, py: Python<'_>, summary: &str) -> PyResult<bool> {
+        let run = || -> Result<bool, Failure> {
+            py.detach(|| {
+                let Some(ask) = self.asked.lock().map_err(|_| poisoned())?.take() else {
+                    return Ok(false);
+                };
+                let mut session = self.session.lock().map_err(|_| poisoned())?;
+                Ok(session.offer_summary_text(&ask, summary)?)
             })
         };
         run().map_err(|f| to_pyerr(py, f))

@@ -9,6 +9,7 @@ formats, by turn) call by call through both, with ``target/release/cutctx`` (or
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -405,6 +406,87 @@ def test_with_no_summarizer_and_no_policy_a_session_fires_and_never_fails():
     for n in range(1, 40):
         summarizing.prepare(_history(n))
     assert asked, "the default chain summarized"
+
+
+def _agent_loop(n: int) -> dict[str, Any]:
+    """A tool loop of ``n`` calls: a system turn, a task, then a call and its result each."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a careful agent."},
+        {"role": "user", "content": "Read the files and report."},
+    ]
+    for i in range(n):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "read", "arguments": "{}"}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}", "content": f"file {i}: " + "w " * 200})
+    return {"model": "m", "messages": messages}
+
+
+def test_an_async_summarizer_summarizes_ahead_and_the_firing_swaps_it_in():
+    documents: list[dict[str, Any]] = []
+
+    async def summarize(document: dict[str, Any]) -> str:
+        documents.append(document)
+        await asyncio.sleep(0)
+        return "## Task and constraints\nRead the files."
+
+    async def loop() -> list[Any]:
+        session = Session("openai-chat", 3000, summarize=summarize)
+        sent = []
+        for n in range(60):
+            sent.append(await session.aprepare(_agent_loop(n)))
+            await asyncio.sleep(0)
+        return sent
+
+    sent = asyncio.run(loop())
+    assert documents, "a summary was asked for"
+    document = documents[0]
+    assert set(document) == {"format", "request", "covered", "instruction"}
+    # What the summarizer reads is the request as last sent plus the instruction: it reads the
+    # provider's cache.
+    asked = document["request"]["messages"]
+    assert asked[-1]["content"] == document["instruction"]
+    assert any(asked[:-1] == s["messages"] for s in sent), "the prefix as sent"
+    assert document["request"]["stream"] is False
+    swapped = [s for s in sent if "Read the files." in json.dumps(s) and "[Summary" in json.dumps(s)]
+    assert swapped, "a firing swapped the summary in"
+    first = swapped[0]["messages"]
+    assert first[0]["role"] == "system" and first[1]["content"] == "Read the files and report."
+    assert first[2]["content"].startswith("[Summary of the earlier conversation")
+
+
+def test_an_async_summarizer_that_fails_never_fails_a_call():
+    async def summarize(document: dict[str, Any]) -> str:
+        raise RuntimeError("the model is down")
+
+    async def loop() -> tuple[int, list[str]]:
+        session = Session("openai-chat", 3000, summarize=summarize)
+        fired, notes = 0, []
+        for n in range(60):
+            await session.aprepare(_agent_loop(n))
+            await asyncio.sleep(0)
+            fired += session.fired
+            notes += session.notes
+        return fired, notes
+
+    fired, notes = asyncio.run(loop())
+    assert fired >= 1, "the firing compacted with the policy"
+    assert any("failed (RuntimeError)" in n for n in notes), notes
+    assert any("compacted with the policy" in n for n in notes), notes
+
+
+def test_a_sync_prepare_never_calls_an_async_summarizer():
+    called: list[int] = []
+
+    async def summarize(document: dict[str, Any]) -> str:
+        called.append(1)
+        return "s"
+
+    session = Session("openai-chat", 3000, summarize=summarize)
+    for n in range(60):
+        session.prepare(_agent_loop(n))
+    assert not called
+    with pytest.raises(ValueError, match="summary_ahead"):
+        Session("openai-chat", 3000, summary_ahead=0)
 
 
 def test_the_session_is_exported_at_the_top():

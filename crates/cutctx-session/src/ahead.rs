@@ -66,13 +66,37 @@ use crate::state::{PrefixItem, Ready, SessionState, digest_of, hex};
 /// `anthropic-beta` header by the caller that sends [`SummaryAsk::request`].
 pub const ANTHROPIC_COMPACTION_BETA: &str = "compact-2026-09-04";
 
-/// The most output tokens a cached-prefix summary may take: the one summary length rule of
-/// the summaries made ahead (the request's own output cap is replaced by it).
+/// The most output tokens a cached-prefix summary may take, and the most estimated tokens of
+/// the user's own messages it quotes verbatim after the model's text (newest first, whole
+/// messages only): each is also at most half the room the target leaves
+/// ([`summary_budget`]), so that a swapped-in summary leaves the request well under the
+/// trigger in any window. The request's own output cap is replaced by it.
 pub const SUMMARY_OUTPUT_TOKENS: u64 = 2_000;
 
-/// How many estimated tokens of the user's own messages a cached-prefix summary quotes
-/// verbatim after the model's summary, newest first, whole messages only.
+/// See [`SUMMARY_OUTPUT_TOKENS`].
 pub const USER_QUOTE_TOKENS: u64 = 2_000;
+
+/// The least output a cached-prefix summary is allowed, however small the window.
+const LEAST_SUMMARY_TOKENS: u64 = 64;
+
+/// The summary length rule of the summaries made ahead: the output cap and the quotes' budget
+/// for a request whose fixed part (tools, system, reserve) leaves `room` tokens of the window:
+/// each at most half of `target` of that room, and at most its constant.
+///
+/// ```
+/// use cutctx_session::ahead::summary_budget;
+/// assert_eq!(summary_budget(100_000, 0.2), (2_000, 2_000));
+/// assert_eq!(summary_budget(2_000, 0.2), (200, 200));
+/// assert_eq!(summary_budget(100, 0.2), (64, 10));
+/// ```
+#[must_use]
+pub fn summary_budget(room: u64, target: f64) -> (u64, u64) {
+    let half = fraction(room, target) / 2;
+    (
+        half.clamp(LEAST_SUMMARY_TOKENS, SUMMARY_OUTPUT_TOKENS),
+        half.min(USER_QUOTE_TOKENS),
+    )
+}
 
 /// The reason of a provider answer a summary cannot be read from.
 pub const SUMMARY_UNREADABLE: &str = "SUMMARY_UNREADABLE";
@@ -202,13 +226,14 @@ pub fn ask(
         Some(Some(c)) => [*c as u64, messages.len() as u64],
         _ => [0, 0],
     };
+    let (output_cap, quote_cap) = summary_budget(room, config.target);
     let quotes = match kind {
-        SummaryKind::Cached => quotes(config, &list[head_end..cut])?,
+        SummaryKind::Cached => quotes(config, &list[head_end..cut], quote_cap)?,
         SummaryKind::Native => Vec::new(),
     };
     let request = match kind {
         SummaryKind::Native => native_request(format, &sent, cut),
-        SummaryKind::Cached => cached_request(format, &sent, model),
+        SummaryKind::Cached => cached_request(format, &sent, model, output_cap),
     };
     Ok(Some(SummaryAsk {
         kind,
@@ -307,8 +332,12 @@ fn items(list: &[Value], origins: &[Option<usize>]) -> Vec<PrefixItem> {
     out
 }
 
-/// The user's own texts among `covered`, newest first, whole, up to [`USER_QUOTE_TOKENS`].
-fn quotes(config: &SessionConfig, covered: &[Value]) -> Result<Vec<String>, FormatError> {
+/// The user's own texts among `covered`, newest first, whole, up to `budget` tokens.
+fn quotes(
+    config: &SessionConfig,
+    covered: &[Value],
+    budget: u64,
+) -> Result<Vec<String>, FormatError> {
     let format = config.format;
     let mut out = Vec::new();
     let mut used = 0u64;
@@ -317,7 +346,7 @@ fn quotes(config: &SessionConfig, covered: &[Value]) -> Result<Vec<String>, Form
             continue;
         };
         let tokens = cutctx_formats::message_tokens(format, m, config.estimator.as_ref())?;
-        if used + tokens > USER_QUOTE_TOKENS {
+        if used + tokens > budget {
             continue;
         }
         used += tokens;
@@ -373,9 +402,9 @@ fn native_request(format: Format, sent: &Value, cut: usize) -> Value {
     Value::Object(out)
 }
 
-/// `sent` exactly as it is sent, plus the instruction: its output capped, never forced to call
-/// a tool, on `model` when given.
-fn cached_request(format: Format, sent: &Value, model: Option<&str>) -> Value {
+/// `sent` exactly as it is sent, plus the instruction: its output capped at `output_cap`,
+/// never forced to call a tool, on `model` when given.
+fn cached_request(format: Format, sent: &Value, model: Option<&str>, output_cap: u64) -> Value {
     let asked = crate::session::with_instruction(format, sent);
     let list = history(format, &asked).to_vec();
     let mut out = with_messages(format, &asked, list);
@@ -387,7 +416,7 @@ fn cached_request(format: Format, sent: &Value, model: Option<&str>) -> Value {
         Format::Anthropic => "max_tokens",
         Format::OpenAiResponses => "max_output_tokens",
     };
-    out.insert(cap.to_owned(), Value::from(SUMMARY_OUTPUT_TOKENS));
+    out.insert(cap.to_owned(), Value::from(output_cap));
     let forced = match out.get("tool_choice") {
         Some(Value::String(s)) => s == "required" || s == "any",
         Some(Value::Object(o)) => o.get("type").and_then(Value::as_str) != Some("auto"),
@@ -413,27 +442,47 @@ impl SummaryAsk {
     /// `VALIDATION_ERROR` with `reason` [`SUMMARY_UNREADABLE`] when the answer holds no
     /// compaction, more than one, or no text.
     pub fn ready(&self, format: Format, answer: &Value) -> Result<Ready, CompactionError> {
-        let summary = match self.kind {
-            SummaryKind::Native => native_item(format, answer)?,
+        match self.kind {
+            SummaryKind::Native => Ok(self.around(native_item(format, answer)?)),
             SummaryKind::Cached => {
-                let text = answer_text(format, answer)
-                    .filter(|t| !t.trim().is_empty())
-                    .ok_or_else(|| unreadable("the summarizing call's answer holds no text"))?;
-                format.descriptor().user_text(&self.summary_text(&text))
+                let text = answer_text(format, answer).unwrap_or_default();
+                self.ready_text(format, &text)
             }
-        };
+        }
+    }
+
+    /// The prefix to swap in around `summary`, the text a caller's own model wrote for a
+    /// cached-prefix ask ([`SummaryAsk::request`] is what it read).
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` with `reason` [`SUMMARY_UNREADABLE`] for an empty or blank text, or
+    /// for an ask of the provider's native compaction, whose answer is no text.
+    pub fn ready_text(&self, format: Format, summary: &str) -> Result<Ready, CompactionError> {
+        if self.kind == SummaryKind::Native {
+            return Err(unreadable("a native compaction's answer is the provider's, not a text"));
+        }
+        if summary.trim().is_empty() {
+            return Err(unreadable("the summary is empty"));
+        }
+        let message = format.descriptor().user_text(&self.summary_text(summary));
+        Ok(self.around(message))
+    }
+
+    /// The ready prefix: the head, `summary`, the kept tail.
+    fn around(&self, summary: Value) -> Ready {
         let mut prefix = self.head.clone();
         prefix.push(PrefixItem::Insert(summary));
         if self.tail[1] > self.tail[0] {
             prefix.push(PrefixItem::Keep(self.tail));
         }
-        Ok(Ready {
+        Ready {
             asked_at: self.asked_at as u64,
             prefix,
             kind: self.kind,
             firings: self.firings,
             digest: hex(&self.digest),
-        })
+        }
     }
 
     /// The text of a cached summary's message: a lead-in, the model's summary, and the

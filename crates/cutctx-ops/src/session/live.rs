@@ -413,6 +413,25 @@ impl Session {
             .offer(ready))
     }
 
+    /// [`Session::offer_summary`] for a summary its caller's own model wrote: `text`, the
+    /// answer to a cached-prefix ask's request.
+    ///
+    /// # Errors
+    ///
+    /// `VALIDATION_ERROR` with `reason` `SUMMARY_UNREADABLE` for an empty text or a native ask.
+    pub fn offer_summary_text(
+        &mut self,
+        ask: &cutctx::session::ahead::SummaryAsk,
+        text: &str,
+    ) -> Result<bool, OpsError> {
+        let ready = ask.ready_text(self.config.format, text)?;
+        let format = self.config.format;
+        Ok(self
+            .state
+            .get_or_insert_with(|| SessionState::new(format))
+            .offer(ready))
+    }
+
     /// The engine's step of `request`, with what this session knows of the last call.
     fn step_engine(
         &self,

@@ -23,6 +23,7 @@ DEFAULT_PLACEHOLDER: str
 NO_SUMMARIZER_POLICY: str
 FORMATS: tuple[str, ...]
 LIST_KEYS: dict[str, str]
+SUMMARY_INSTRUCTION: str
 
 # The shipped policies' defaults (`cutctx_policies`), which the Python classes' signatures read.
 DEFAULT_KEEP_RECENT_RESULTS: int

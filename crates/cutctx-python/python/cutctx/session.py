@@ -29,13 +29,24 @@ the history, until a call must fire, and gives what :meth:`Session.prepare` woul
 A session may be shared between threads: its calls are serialized, and the interpreter lock is
 released while the Rust core works. Failures raise
 :class:`cutctx.formats.FormatCompactionError` with the command's stable code.
+
+Given an async ``summarize`` (a coroutine function), the session summarizes ahead in an
+asyncio loop: :meth:`Session.aprepare` starts the summary as a task once a request reaches
+``summary_ahead`` (default 0.8) of the trigger, the conversation going on meanwhile, and the
+call that crosses the trigger swaps it in without waiting. The summarizer is given
+``{"format", "request", "covered", "instruction"}``: ``request`` is what to send to the model
+(the request exactly as last sent plus the summarizing instruction, so it reads the
+provider's cache). A summary that failed or is not ready yet never fails a call: the firing
+compacts with the policy (masking, then dropping) and says so in :attr:`Session.notes`.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import threading
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Any, Literal, overload
 
 from cutctx import _core as _core_module
@@ -46,6 +57,7 @@ __all__ = ["Session"]
 Format = Literal["openai-chat", "openai-responses", "anthropic"]
 Reasoning = Literal["strip", "keep", "refuse"]
 Summarize = Callable[[dict[str, Any]], str]
+SummarizeAsync = Callable[[dict[str, Any]], Awaitable[str]]
 
 # Where each format keeps its history in a request (the core's, not a copy).
 _LIST_KEY: dict[str, str] = _core_module.LIST_KEYS
@@ -63,10 +75,16 @@ class Session:
     ``reasoning`` (``strip``, ``keep`` or ``refuse``), ``cache_breakpoints`` (Anthropic: mark
     the compacted prefix's end after a firing), ``repair``, and ``summarize``: a callable given
     the summarization document (as ``--summarize-with`` sends it, a dict) that returns the
-    summary, for policies that summarize. Bad settings are refused here, not at the first call.
+    summary, for policies that summarize; or an async one, for summaries made ahead
+    (:meth:`aprepare`, from ``summary_ahead`` of the trigger; the policy then defaults to
+    masking and dropping, used when no summary is ready). Bad settings are refused here, not at
+    the first call.
     """
 
-    __slots__ = ("_core", "_given", "_lock", "_sent", "_summarize", "fired", "notes")
+    __slots__ = (
+        "_ahead", "_async_summarize", "_core", "_given", "_lock", "_sent", "_summarize",
+        "_task", "fired", "notes",
+    )
 
     def __init__(
         self,
@@ -83,9 +101,13 @@ class Session:
         reasoning: Reasoning = "strip",
         cache_breakpoints: bool = False,
         repair: bool = False,
-        summarize: Summarize | None = None,
+        summarize: Summarize | SummarizeAsync | None = None,
+        summary_ahead: float = 0.8,
         _state: bytes | str | None = None,
     ) -> None:
+        if not 0 < summary_ahead <= 1:
+            raise ValueError(f"summary_ahead is a share of the trigger in (0, 1], not {summary_ahead}")
+        made_ahead = summarize is not None and inspect.iscoroutinefunction(summarize)
         self._core = _core.SessionCore(
             format,
             window,
@@ -99,10 +121,13 @@ class Session:
             reasoning=reasoning,
             cache_breakpoints=cache_breakpoints,
             repair=repair,
-            summarizes=summarize is not None,
+            summarizes=summarize is not None and not made_ahead,
             state=_state,
         )
-        self._summarize = summarize
+        self._summarize: Summarize | None = None if made_ahead else summarize  # type: ignore[assignment]
+        self._async_summarize: SummarizeAsync | None = summarize if made_ahead else None  # type: ignore[assignment]
+        self._ahead = summary_ahead
+        self._task: asyncio.Task[str] | None = None
         # The last dict (or list) call's history and the request sent for it, each with a list
         # of its own, for prepare_appended; None after a call that gave JSON text.
         self._given: tuple[dict[str, Any] | None, list[Any]] | None = None
@@ -179,6 +204,56 @@ class Session:
             sent.extend(new)
             self.fired, self.notes = False, []
             return _request(sent_fields, self._key, list(sent))
+
+    async def aprepare(
+        self, request: Mapping[str, Any] | list[Any], *, pin: Collection[str] = ()
+    ) -> Any:
+        """:meth:`prepare`, in an asyncio loop, with the summaries of an async ``summarize``
+        made ahead: a summary that has come back is given to the session first (the call that
+        crosses the trigger swaps it in), then the request is prepared, then, once it is over
+        ``summary_ahead`` of the trigger and no summary waits, the next one is started as a task
+        on the prefix as sent. Without an async ``summarize`` it is :meth:`prepare`.
+        """
+        note = self._take_summary()
+        out = self.prepare(request, pin=pin)
+        if note is not None:
+            self.notes = [*self.notes, note]
+        swapped = any("summary made ahead" in n for n in self.notes)
+        if self.fired and self._async_summarize is not None and not swapped:
+            self.notes = [*self.notes, "cutctx session: no summary made ahead was ready; the firing compacted with the policy"]
+        if self._async_summarize is not None and self._task is None:
+            text = json.dumps(request, ensure_ascii=False, check_circular=False, separators=(",", ":"))
+            with self._lock:
+                asked: tuple[bytes, int] | None = self._core.ask_json(text, self._ahead)
+            if asked is not None:
+                document = {
+                    "format": self.format,
+                    "request": json.loads(asked[0]),
+                    "covered": asked[1],
+                    "instruction": _core_module.SUMMARY_INSTRUCTION,
+                }
+                self._task = asyncio.ensure_future(self._async_summarize(document))
+        return out
+
+    def _take_summary(self) -> str | None:
+        """Gives the session the summary its task made, if the task is done; the line to note
+        when it failed."""
+        task = self._task
+        if task is None or not task.done():
+            return None
+        self._task = None
+        if task.cancelled():
+            return None
+        error = task.exception()
+        if error is not None:
+            # Never a failed call: the firing compacts with the policy instead.
+            return f"cutctx session: the summary made ahead failed ({type(error).__name__}); a firing compacts with the policy"
+        summary = task.result()
+        if not isinstance(summary, str) or not summary.strip():
+            return "cutctx session: the summary made ahead was empty; a firing compacts with the policy"
+        with self._lock:
+            self._core.offer_text(summary)
+        return None
 
     @property
     def _key(self) -> str:
