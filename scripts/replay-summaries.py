@@ -12,8 +12,8 @@ with its `units`, in base-input-token units) and per strategy `cost_units` and
 
 * the session, run by run and in total: its summarizing firings; the summaries' cost over those
   firings as cached-prefix requests and fresh (sum and median over the firings) and fresh over
-  cached-prefix; its cost with the summaries charged (as it asked them) and free, and charged
-  over free;
+  cached-prefix (of the sums, and the median of the firings' own); its cost with the summaries
+  charged (as it asked them) and free, and charged over free;
 * every strategy that summarized, over the runs: the same figures, and both costs over none's.
 
 Usage:
@@ -38,7 +38,7 @@ _spec.loader.exec_module(long_runs)
 
 def figures(strategies):
     """Sums one strategy's firings and costs over a list of its JSON reports (one per run)."""
-    cp, fresh = [], []
+    cp, fresh, ratios = [], [], []
     asked = []
     cost = free = 0.0
     for s in strategies:
@@ -46,6 +46,8 @@ def figures(strategies):
             if f.get("cached_prefix") and f.get("fresh"):
                 cp.append(f["cached_prefix"]["units"])
                 fresh.append(f["fresh"]["units"])
+                if f["cached_prefix"]["units"]:
+                    ratios.append(f["fresh"]["units"] / f["cached_prefix"]["units"])
             if f["asked"] not in asked:
                 asked.append(f["asked"])
         cost += s["cost_units"]
@@ -53,6 +55,7 @@ def figures(strategies):
     return {"firings": len(cp), "asked": "/".join(asked) or "-", "cp": sum(cp),
             "fresh": sum(fresh), "cp_med": statistics.median(cp) if cp else None,
             "fresh_med": statistics.median(fresh) if fresh else None,
+            "ratio_med": statistics.median(ratios) if ratios else None,
             "cost": cost, "free": free}
 
 
@@ -81,12 +84,14 @@ def show(title, head, rows, markdown):
 
 def row(name, f, extra=()):
     return [name, str(f["firings"]), num(f["cp"]), num(f["fresh"]), num(f["cp_med"]),
-            num(f["fresh_med"]), ratio(f["fresh"], f["cp"]), num(f["cost"]), num(f["free"]),
+            num(f["fresh_med"]), ratio(f["fresh"], f["cp"]), num(f["ratio_med"], 3),
+            num(f["cost"]), num(f["free"]),
             ratio(f["cost"], f["free"]), *extra]
 
 
 HEAD = ["firings", "cached-prefix Σ", "fresh Σ", "cached-prefix median", "fresh median",
-        "fresh/cached-prefix", "cost, charged", "cost, free", "charged/free"]
+        "fresh/cached-prefix Σ", "fresh/cached-prefix median", "cost, charged", "cost, free",
+        "charged/free"]
 
 
 def main():

@@ -140,13 +140,13 @@ def test_a_request_that_fits_comes_back_byte_for_byte():
 def test_a_missing_summary_names_the_python_options_not_the_flags():
     data = (ROOT / "examples" / "openai-chat.json").read_bytes()
     with pytest.raises(FormatCompactionError) as caught:
-        compact_json(data, "openai-chat", 150, policy="summarizing", protected_recent_turns=1)
+        compact_json(data, "openai-chat", 400, policy="summarizing", protected_recent_turns=1)
     e = caught.value
     assert e.code == "COMPACTION_SUMMARY_MISSING"
     assert "summarize=" in e.message and "summaries=" in e.message, e.message
     assert "--summar" not in e.message, e.message
     # With no policy and no summarizer the same call never needs a summary.
-    assert compact_json(data, "openai-chat", 150, protected_recent_turns=1)
+    assert compact_json(data, "openai-chat", 400, protected_recent_turns=1)
 
 
 def test_summarize_is_called_once_per_request_with_the_cli_document():

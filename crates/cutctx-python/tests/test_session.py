@@ -404,7 +404,7 @@ def test_with_no_summarizer_and_no_policy_a_session_fires_and_never_fails():
 
     summarizing = Session("openai-chat", 3000, summarize=summarize)
     for n in range(1, 40):
-        summarizing.prepare(_history(n))
+        summarizing.prepare(_tool_history(n))
     assert asked, "the default chain summarized"
 
 

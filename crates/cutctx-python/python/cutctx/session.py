@@ -218,7 +218,7 @@ class Session:
         out = self.prepare(request, pin=pin)
         if note is not None:
             self.notes = [*self.notes, note]
-        swapped = any("summary made ahead" in n for n in self.notes)
+        swapped = any("by swapping in the summary made ahead" in n for n in self.notes)
         if self.fired and self._async_summarize is not None and not swapped:
             self.notes = [*self.notes, "cutctx session: no summary made ahead was ready; the firing compacted with the policy"]
         if self._async_summarize is not None and self._task is None:

@@ -117,6 +117,14 @@ fn the_replay_prices_three_strategies() {
         stateless.cost_units
     );
     assert!(session.hit_rate() > stateless.hit_rate());
+    // drop_oldest never summarizes: no firing priced, and the sums over none are +0 (an empty
+    // `f64` sum is -0, which the JSON would print as `-0.0`).
+    for s in &r.strategies {
+        assert!(s.summary_firings.is_empty(), "{}", s.name);
+        for units in [s.summary_cached_prefix_units(), s.summary_fresh_units()] {
+            assert_eq!(units.to_bits(), 0.0_f64.to_bits(), "{}: {units}", s.name);
+        }
+    }
     // Everything fits: the session is exactly no compaction.
     let cfg = config(Format::OpenAiChat, full, "drop_oldest");
     let r = replay(&cfg, &PriceTable::openai(), &run).expect("replay");
