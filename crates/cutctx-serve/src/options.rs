@@ -500,4 +500,39 @@ mod tests {
         let o = ServeOptions::new("127.0.0.1:0");
         assert!(Settings::check(o).is_ok());
     }
+
+    #[test]
+    fn the_summarizer_settings_are_checked_at_the_start_and_name_their_flag() {
+        let check = |edit: &dyn Fn(&mut ServeOptions)| {
+            let mut o = ServeOptions::new("127.0.0.1:0");
+            edit(&mut o);
+            Settings::check(o)
+        };
+        let s = check(&|_| {}).expect("the default");
+        assert_eq!(s.summarizer, None, "no summarizer by default");
+        for (mode, native) in [("auto", true), ("native", true), ("cached", false)] {
+            let s = check(&|o| o.summarizer = mode.to_owned()).expect("valid");
+            let summarizer = s.summarizer.expect("set");
+            assert_eq!(summarizer.native, native, "{mode}");
+            assert!(!summarizer.at_firing(), "in the background by default");
+        }
+        let e = check(&|o| o.summarizer = "gpt".to_owned()).expect_err("unknown");
+        assert!(e.message.contains("--summarizer"), "{}", e.message);
+        for ahead in [0.0, -1.0, 1.5, f64::NAN] {
+            let e = check(&|o| {
+                o.summarizer = "auto".to_owned();
+                o.summary_ahead = ahead;
+            })
+            .expect_err("out of range");
+            assert!(e.message.contains("--summary-ahead"), "{}", e.message);
+        }
+        let s = check(&|o| {
+            o.summarizer = "auto".to_owned();
+            o.summary_ahead = 1.0;
+        })
+        .expect("valid");
+        assert!(s.summarizer.expect("set").at_firing());
+        let e = check(&|o| o.summary_timeout = Duration::ZERO).expect_err("zero");
+        assert!(e.message.contains("--summary-timeout-ms"), "{}", e.message);
+    }
 }

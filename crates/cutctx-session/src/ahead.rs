@@ -283,13 +283,16 @@ fn cut(
         }
         contiguous_from = q;
     }
+    // Not a result (its call would be summarized), not a system message, and not an item a
+    // Responses reasoning item leads (the two go together).
+    let led_by_reasoning = |q: usize| {
+        format == Format::OpenAiResponses
+            && q > 0
+            && list[q - 1].get("type").and_then(Value::as_str) == Some("reasoning")
+    };
     let opens_cleanly = |q: usize| {
         let m = &list[q];
-        !descriptor.is_tool_result(m)
-            && !descriptor.is_system_message(m)
-            && !(format == Format::OpenAiResponses
-                && q > 0
-                && list[q - 1].get("type").and_then(Value::as_str) == Some("reasoning"))
+        !descriptor.is_tool_result(m) && !descriptor.is_system_message(m) && !led_by_reasoning(q)
     };
     let protected = usize::try_from(config.protected_recent).unwrap_or(usize::MAX);
     let lowest = (head_end + 1).max(after_reasoning).max(contiguous_from);
