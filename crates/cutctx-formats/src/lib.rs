@@ -137,6 +137,7 @@ pub use prompt::{
 };
 pub use reasoning::{
     InvalidatedReasoning, ReasoningMode, ReasoningOutcome, StaleReasoning, stale_reasoning,
+    without_reasoning,
 };
 pub use repair::{Repair, RepairKind, first_repaired, is_repairable, repair};
 pub use text::TextParts;
@@ -1236,7 +1237,8 @@ impl ProviderTranscript {
     /// What a summarizer needs to fulfil `request`, as one JSON object:
     /// `{"format", "group_id", "prompt_id", "target_tokens", "turns", "messages"}`, where
     /// `turns` lists each folded turn as `{"turn_id", "role", "content", "token_estimate"}` and
-    /// `messages` the original messages (or items) they came from, each once, in order.
+    /// `messages` the original messages (or items) they came from, each once, in order, without
+    /// their reasoning ([`without_reasoning`]: no thinking text is ever a summarizer's input).
     #[must_use]
     pub fn summarization_input(&self, request: &SummarizationRequest) -> Value {
         let mut turns = Vec::with_capacity(request.turn_ids().len());
@@ -1252,14 +1254,22 @@ impl ProviderTranscript {
             let mut t = Map::new();
             t.insert("turn_id".into(), Value::from(turn.turn_id()));
             t.insert("role".into(), Value::from(turn.role().as_str()));
-            t.insert("content".into(), Value::from(turn.content()));
+            let content = match self.original(id) {
+                Some(m) if holds_reasoning(self.format, m) => Value::from(
+                    reasoning::content_without_reasoning(self.format, m, turn.content()),
+                ),
+                _ => Value::from(turn.content()),
+            };
+            t.insert("content".into(), content);
             t.insert("token_estimate".into(), Value::from(turn.token_estimate()));
             turns.push(Value::Object(t));
             let message = self.sources.get(p).and_then(TurnSource::message);
+            // Never thinking text in a summarizer's input: its reasoning is left out.
             if seen.insert(message)
                 && let Some(original) = self.original(id)
+                && let Some(m) = without_reasoning(self.format, original.clone())
             {
-                messages.push(original.clone());
+                messages.push(m);
             }
         }
         let mut v = Map::new();

@@ -457,6 +457,54 @@ fn same_top_level(document: &Value, shell: &Value, key: &str) -> bool {
 
 /// `message` without its reasoning: `None` when nothing of it is left (a Responses reasoning
 /// item; an Anthropic message that held only thinking).
+/// `message` (of `format`) without its reasoning, for a reader that must never see thinking
+/// text (a summarizer's input): an Anthropic message without its thinking and redacted-thinking
+/// blocks (`None` when nothing else is left), a Responses reasoning item dropped (`None`),
+/// anything else as it is.
+///
+/// ```
+/// use cutctx_formats::{Format, without_reasoning};
+/// use serde_json::json;
+/// let m = json!({"role": "assistant", "content": [
+///     {"type": "thinking", "thinking": "private", "signature": "s"}, {"type": "text", "text": "ok"}]});
+/// assert_eq!(without_reasoning(Format::Anthropic, m),
+///            Some(json!({"role": "assistant", "content": [{"type": "text", "text": "ok"}]})));
+/// let item = json!({"type": "reasoning", "summary": [{"type": "summary_text", "text": "private"}]});
+/// assert_eq!(without_reasoning(Format::OpenAiResponses, item), None);
+/// ```
+#[must_use]
+pub fn without_reasoning(format: Format, message: Value) -> Option<Value> {
+    if !crate::holds_reasoning(format, &message) {
+        return Some(message);
+    }
+    strip(format, message)
+}
+
+/// `content`, a turn's text read from `message` (of `format`), less the thinking text the
+/// message holds: what a summarizer may read of the turn.
+pub(crate) fn content_without_reasoning(format: Format, message: &Value, content: &str) -> String {
+    let texts: Vec<String> = match format {
+        Format::Anthropic => crate::anthropic::reasoning_blocks(message)
+            .map(|(_, _, text)| text)
+            .collect(),
+        Format::OpenAiResponses => crate::openai_responses::reasoning_text(message)
+            .into_iter()
+            .collect(),
+        Format::OpenAiChat => Vec::new(),
+    };
+    let mut out = content.to_owned();
+    for text in texts.iter().filter(|t| !t.is_empty()) {
+        if out == *text {
+            out.clear();
+        } else if let Some(at) = out.find(&format!("{text}\n")) {
+            out.replace_range(at..at + text.len() + 1, "");
+        } else if let Some(at) = out.find(&format!("\n{text}")) {
+            out.replace_range(at..at + text.len() + 1, "");
+        }
+    }
+    out
+}
+
 fn strip(format: Format, message: Value) -> Option<Value> {
     match format {
         Format::Anthropic => anthropic::without_reasoning(message),

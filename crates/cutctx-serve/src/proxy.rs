@@ -49,8 +49,8 @@ pub(crate) struct App {
     pub(crate) locks: Locks,
     /// The budget of the bodies named sessions keep ([`crate::prior`]).
     pub(crate) bodies: Arc<crate::prior::Budget>,
-    /// The sessions whose summary is being made in the background.
-    pub(crate) in_flight: crate::summaries::InFlight,
+    /// What the proxy's summaries share across calls.
+    pub(crate) summaries: crate::summaries::Shared,
 }
 
 /// What goes upstream for one call.

@@ -82,7 +82,7 @@ async fn prepare(options: ServeOptions) -> Result<(TcpListener, Arc<App>), OpsEr
         metrics: Metrics::default(),
         locks: Locks::default(),
         bodies: Arc::default(),
-        in_flight: crate::summaries::InFlight::default(),
+        summaries: crate::summaries::Shared::default(),
     });
     Ok((listener, app))
 }

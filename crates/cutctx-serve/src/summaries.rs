@@ -83,9 +83,53 @@ pub(crate) fn parse_mode(name: &str) -> Result<Option<bool>, String> {
     }
 }
 
+/// What the proxy's summaries share: the sessions whose summary is being made in the
+/// background, and the models whose provider refused its native compaction.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    in_flight: InFlight,
+    refused: Mutex<BTreeSet<String>>,
+}
+
+/// At most this many models are remembered as refusing native compaction.
+const MAX_REFUSED: usize = 256;
+
+impl Shared {
+    /// The kind of summary a `format` conversation on `model` gets: the provider's native
+    /// compaction where the format has one (`--summarizer auto` or `native`) and the provider
+    /// has not refused it for this model, else a cached-prefix request.
+    pub(crate) fn kind(&self, summarizer: &Summarizer, format: Format, model: Option<&str>) -> SummaryKind {
+        let kind = summarizer.kind(format);
+        if kind == SummaryKind::Native && self.refused(format, model) {
+            return SummaryKind::Cached;
+        }
+        kind
+    }
+
+    fn key(format: Format, model: Option<&str>) -> String {
+        format!("{}\u{0}{}", format.as_str(), model.unwrap_or(""))
+    }
+
+    fn refused(&self, format: Format, model: Option<&str>) -> bool {
+        self.refused
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains(&Self::key(format, model))
+    }
+
+    /// Remembers that the provider refused a native compaction for `model` (a 400): its later
+    /// summaries are cached-prefix requests.
+    fn refuse(&self, format: Format, model: Option<&str>) {
+        let mut set = self.refused.lock().unwrap_or_else(PoisonError::into_inner);
+        if set.len() < MAX_REFUSED {
+            set.insert(Self::key(format, model));
+        }
+    }
+}
+
 /// The sessions whose summary is being made in the background.
 #[derive(Debug, Default)]
-pub(crate) struct InFlight(Mutex<BTreeSet<String>>);
+struct InFlight(Mutex<BTreeSet<String>>);
 
 impl InFlight {
     /// Marks `id` as being summarized; `false` when it already is or too many are.
@@ -103,7 +147,7 @@ impl InFlight {
     }
 
     /// Whether `id`'s summary is being made.
-    pub(crate) fn has(&self, id: &str) -> bool {
+    fn has(&self, id: &str) -> bool {
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -138,7 +182,7 @@ pub(crate) fn at_firing(
     let Some(summarizer) = app.settings.summarizer.as_ref() else {
         return;
     };
-    let kind = summarizer.kind(format);
+    let kind = app.summaries.kind(summarizer, format, model_of(request));
     let ask = match session.summary_ask(request, kind, 1.0, summarizer.model.as_deref()) {
         Ok(Some(ask)) => ask,
         Ok(None) => return,
@@ -161,10 +205,10 @@ pub(crate) fn ahead(
     request: &Value,
 ) -> Option<Pending> {
     let summarizer = app.settings.summarizer.as_ref()?;
-    if summarizer.at_firing() || app.in_flight.has(id) {
+    if summarizer.at_firing() || app.summaries.in_flight.has(id) {
         return None;
     }
-    let kind = summarizer.kind(format);
+    let kind = app.summaries.kind(summarizer, format, model_of(request));
     let ask = session
         .summary_ask(request, kind, summarizer.ahead, summarizer.model.as_deref())
         .inspect_err(|e| failed(app, kind, log_id, e.code))
@@ -182,7 +226,7 @@ pub(crate) fn ahead(
 
 /// Makes `pending`'s summary, then offers it to its session, held as any call holds it.
 pub(crate) async fn run(app: Arc<App>, pending: Pending) {
-    if !app.in_flight.start(&pending.id) {
+    if !app.summaries.in_flight.start(&pending.id) {
         return;
     }
     let answer = fetch(
@@ -201,7 +245,7 @@ pub(crate) async fn run(app: Arc<App>, pending: Pending) {
         })
         .await;
     }
-    app.in_flight.done(&id);
+    app.summaries.in_flight.done(&id);
 }
 
 /// Offers `answer` to `session`, counting and logging what became of it; whether the session
@@ -244,7 +288,10 @@ pub(crate) fn count_firing(app: &App, format: Format, prepared: &Prepared, log_i
     let Some(summarizer) = app.settings.summarizer.as_ref() else {
         return;
     };
-    let kind = summarizer.kind(format).as_str();
+    let kind = match &prepared.swapped {
+        Some(swapped) => swapped.kind.as_str(),
+        None => summarizer.kind(format).as_str(),
+    };
     if let Some(swapped) = &prepared.swapped {
         app.metrics.summary(kind, "swapped");
         log(&json!({"event": "summary", "kind": kind, "outcome": "swapped", "session_id": log_id,
@@ -293,10 +340,19 @@ async fn fetch(
             Some(answer)
         }
         Err(code) => {
+            if code == "refused" && kind == SummaryKind::Native {
+                // This model has no native compaction here: cached-prefix requests from now on.
+                app.summaries.refuse(format, model_of(&ask.request));
+            }
             failed(app, kind, log_id, code);
             None
         }
     }
+}
+
+/// The model a request names.
+fn model_of(request: &Value) -> Option<&str> {
+    request.get("model").and_then(Value::as_str)
 }
 
 /// The summarizing call itself: its answer as JSON, or why not (a stable code).

@@ -466,3 +466,55 @@ fn a_failing_summarizer_never_fails_a_call_the_policy_fires_instead() {
     assert!(fallback >= 1, "the firing compacted with the policy: {m}");
     assert_eq!(metric(&m, "cutctx_serve_firings_total"), fallback);
 }
+
+#[test]
+fn a_model_whose_provider_refuses_native_compaction_gets_cached_prefix_summaries() {
+    let up = Upstream::start(move |r, _| {
+        let doc = r.json();
+        if doc.get("compaction").is_some() {
+            return Reply::json(
+                400,
+                &json!({"type": "error", "error": {"type": "invalid_request_error", "message": "compaction is not supported for this model"}}),
+            );
+        }
+        let asks_summary = doc["messages"]
+            .as_array()
+            .and_then(|l| l.last())
+            .is_some_and(|m| m["content"][0]["text"] == cutctx::session::SUMMARY_INSTRUCTION);
+        if asks_summary {
+            return Reply::json(
+                200,
+                &json!({"type": "message", "role": "assistant", "stop_reason": "end_turn",
+                    "content": [{"type": "text", "text": "## Task and constraints\nRead the files."}],
+                    "usage": {"input_tokens": 10, "cache_read_input_tokens": 1500, "output_tokens": 30}}),
+            );
+        }
+        turn_answer(Format::Anthropic, false)
+    });
+    let p = proxy(&up, |o| {
+        o.window = Some(WINDOW);
+        o.summarizer = "auto".to_owned();
+        o.tuning.trigger = Some(0.5);
+    });
+    let mut agent = Agent::new(Format::Anthropic, false);
+    for i in 0..100 {
+        let r = call(p.addr(), "POST", "/v1/messages", &[], &agent.request());
+        assert_eq!(r.status, 200, "call {i}");
+        agent.advance(i);
+    }
+    let m = call(p.addr(), "GET", "/metrics", &[], b"").text();
+    let count = |kind: &str, outcome: &str| {
+        metric(
+            &m,
+            &format!("cutctx_serve_summaries_total{{kind=\"{kind}\",outcome=\"{outcome}\"}}"),
+        )
+    };
+    assert_eq!(count("native", "failed"), 1, "asked natively once: {m}");
+    assert!(count("cached", "swapped") >= 1, "then cached-prefix summaries: {m}");
+    let natives = up
+        .requests()
+        .iter()
+        .filter(|r| r.json().get("compaction").is_some())
+        .count();
+    assert_eq!(natives, 1, "the refusal is remembered for the model");
+}

@@ -536,6 +536,59 @@ fn summarization_input_names_the_folded_turns_and_their_original_messages() {
     assert_eq!(messages[0], doc["messages"][0]);
 }
 
+/// No thinking text is ever a summarizer's input: an Anthropic thinking block and a Responses
+/// reasoning item's summary stay out of the document, their messages' other parts in it.
+#[test]
+fn summarization_input_never_holds_thinking_text() {
+    let anthropic = json!({"thinking": {"type": "enabled", "budget_tokens": 1024}, "messages": [
+        {"role": "user", "content": "task"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "SECRET-A", "signature": "s"},
+            {"type": "text", "text": "first answer"}]},
+        {"role": "user", "content": "again"},
+        {"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "SECRET-B", "signature": "s2"},
+            {"type": "text", "text": "second answer"}]},
+        {"role": "user", "content": "last"},
+        {"role": "assistant", "content": "done"},
+    ]});
+    let responses = json!({"input": [
+        {"role": "user", "content": "task"},
+        {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "SECRET-A"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "first answer"}]},
+        {"role": "user", "content": "again"},
+        {"type": "reasoning", "id": "rs_2", "summary": [{"type": "summary_text", "text": "SECRET-B"}]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "second answer"}]},
+        {"role": "user", "content": "last"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
+    ]});
+    for (format, doc) in [(Format::Anthropic, anthropic), (Format::OpenAiResponses, responses)] {
+        let pt = ProviderTranscript::parse(format, &doc).expect("valid");
+        let policy = SummarizingPolicy::new(PROMPT)
+            .expect("valid")
+            .with_min_span_turns(2)
+            .expect("valid");
+        let plan = policy
+            .decide(
+                pt.transcript(),
+                &CompactionBudget::new(pt.transcript().token_estimate() / 3)
+                    .with_protected_recent_turns(1),
+            )
+            .expect("plans");
+        assert!(!plan.summarization_requests.is_empty(), "{format:?}: it summarizes");
+        for request in &plan.summarization_requests {
+            let text = pt.summarization_input(request).to_string();
+            assert!(!text.contains("SECRET"), "{format:?}: {text}");
+        }
+        let all = plan
+            .summarization_requests
+            .iter()
+            .map(|r| pt.summarization_input(r).to_string())
+            .collect::<String>();
+        assert!(all.contains("first answer"), "{format:?}: the answers are there");
+    }
+}
+
 /// A message some of whose turns the view leaves out is rebuilt from the blocks of the turns it
 /// keeps, whichever of its turns those are; one of which it keeps every turn is copied as it
 /// was.
