@@ -114,7 +114,7 @@ enum Command {
     /// Run a compacting HTTP proxy in front of the OpenAI and Anthropic APIs: one session per
     /// conversation, requests forwarded byte for byte until they no longer fit the model's
     /// window. See docs/SERVE.md.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Compaction receipts for any compactor's work.
     Receipt {
         #[command(subcommand)]

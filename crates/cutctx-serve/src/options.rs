@@ -388,7 +388,9 @@ fn summarizer(options: &ServeOptions) -> Result<Option<crate::summaries::Summari
     let ahead = options.summary_ahead;
     if !(ahead > 0.0 && ahead <= 1.0) {
         return Err(OpsError::validation(
-            format!("--summary-ahead must be above 0 and at most 1 (a share of the trigger), not {ahead}"),
+            format!(
+                "--summary-ahead must be above 0 and at most 1 (a share of the trigger), not {ahead}"
+            ),
             details! { "setting" => "--summary-ahead" },
         ));
     }

@@ -98,7 +98,12 @@ impl Shared {
     /// The kind of summary a `format` conversation on `model` gets: the provider's native
     /// compaction where the format has one (`--summarizer auto` or `native`) and the provider
     /// has not refused it for this model, else a cached-prefix request.
-    pub(crate) fn kind(&self, summarizer: &Summarizer, format: Format, model: Option<&str>) -> SummaryKind {
+    pub(crate) fn kind(
+        &self,
+        summarizer: &Summarizer,
+        format: Format,
+        model: Option<&str>,
+    ) -> SummaryKind {
         let kind = summarizer.kind(format);
         if kind == SummaryKind::Native && self.refused(format, model) {
             return SummaryKind::Cached;
@@ -188,7 +193,8 @@ pub(crate) fn at_firing(
         Ok(None) => return,
         Err(e) => return failed(app, kind, log_id, e.code),
     };
-    let answer = tokio::runtime::Handle::current().block_on(fetch(app, format, headers, &ask, log_id));
+    let answer =
+        tokio::runtime::Handle::current().block_on(fetch(app, format, headers, &ask, log_id));
     if let Some(answer) = answer {
         offer(app, session, &ask, &answer, log_id);
     }
@@ -294,8 +300,10 @@ pub(crate) fn count_firing(app: &App, format: Format, prepared: &Prepared, log_i
     };
     if let Some(swapped) = &prepared.swapped {
         app.metrics.summary(kind, "swapped");
-        log(&json!({"event": "summary", "kind": kind, "outcome": "swapped", "session_id": log_id,
-            "before_tokens": swapped.before_tokens, "after_tokens": swapped.after_tokens}));
+        log(
+            &json!({"event": "summary", "kind": kind, "outcome": "swapped", "session_id": log_id,
+            "before_tokens": swapped.before_tokens, "after_tokens": swapped.after_tokens}),
+        );
     } else if prepared.firing.is_some() {
         app.metrics.summary(kind, "fallback");
         log(
@@ -307,8 +315,10 @@ pub(crate) fn count_firing(app: &App, format: Format, prepared: &Prepared, log_i
 /// Counts and logs a summary that could not be made (`code`, never content).
 fn failed(app: &App, kind: SummaryKind, log_id: &str, code: &str) {
     app.metrics.summary(kind.as_str(), "failed");
-    log(&json!({"event": "summary", "kind": kind.as_str(), "outcome": "failed", "code": code,
-        "session_id": log_id}));
+    log(
+        &json!({"event": "summary", "kind": kind.as_str(), "outcome": "failed", "code": code,
+        "session_id": log_id}),
+    );
 }
 
 /// Sends `ask`'s request to the conversation's upstream with the client's `headers` (its
@@ -334,9 +344,11 @@ async fn fetch(
             add(&app.metrics.summary_input_tokens, input);
             add(&app.metrics.summary_cached_tokens, cached);
             add(&app.metrics.summary_output_tokens, output);
-            log(&json!({"event": "summary", "kind": kind.as_str(), "outcome": "answered",
+            log(
+                &json!({"event": "summary", "kind": kind.as_str(), "outcome": "answered",
                 "format": format.as_str(), "session_id": log_id, "ms": ms, "covered": ask.covered,
-                "input_tokens": input, "cached_tokens": cached, "output_tokens": output}));
+                "input_tokens": input, "cached_tokens": cached, "output_tokens": output}),
+            );
             Some(answer)
         }
         Err(code) => {
@@ -388,10 +400,7 @@ async fn send(
         sent.insert("anthropic-beta", value);
     }
     *request.headers_mut() = sent;
-    *request.uri_mut() = base
-        .join(endpoint(format))
-        .parse()
-        .map_err(|_| "bad_url")?;
+    *request.uri_mut() = base.join(endpoint(format)).parse().map_err(|_| "bad_url")?;
     let response = app.upstream.send(request).await.map_err(|f| match f {
         crate::upstream::Failure::Timeout => "timeout",
         crate::upstream::Failure::Unreachable(_) => "unreachable",

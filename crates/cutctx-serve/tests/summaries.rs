@@ -136,12 +136,13 @@ fn path(format: Format) -> &'static str {
 
 /// Whether `doc` is a summarizing call, by the shape its provider documents.
 fn is_summary(format: Format, doc: &Value) -> bool {
-    let list = doc[list_key(format)].as_array().cloned().unwrap_or_default();
+    let list = doc[list_key(format)]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     match format {
         Format::Anthropic => doc.get("compaction").is_some(),
-        Format::OpenAiResponses => list
-            .iter()
-            .any(|i| i["type"] == "compaction_trigger"),
+        Format::OpenAiResponses => list.iter().any(|i| i["type"] == "compaction_trigger"),
         Format::OpenAiChat => list
             .last()
             .is_some_and(|m| m["content"] == cutctx::session::SUMMARY_INSTRUCTION),
@@ -153,7 +154,10 @@ fn summary_shape(format: Format, r: &Received, doc: &Value) -> Result<(), String
     if doc["stream"] != false {
         return Err("a summarizing call is not streamed".into());
     }
-    let list = doc[list_key(format)].as_array().cloned().unwrap_or_default();
+    let list = doc[list_key(format)]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     match format {
         Format::Anthropic => {
             let betas = r.header("anthropic-beta").unwrap_or("");
@@ -169,7 +173,9 @@ fn summary_shape(format: Format, r: &Received, doc: &Value) -> Result<(), String
                 .iter()
                 .filter(|i| i["type"] == "compaction_trigger")
                 .count();
-            if triggers != 1 || list.last().map(|i| &i["type"]) != Some(&json!("compaction_trigger")) {
+            if triggers != 1
+                || list.last().map(|i| &i["type"]) != Some(&json!("compaction_trigger"))
+            {
                 return Err("one compaction_trigger, the last input item".into());
             }
         }
@@ -180,10 +186,10 @@ fn summary_shape(format: Format, r: &Received, doc: &Value) -> Result<(), String
         }
     }
     let mut body = doc.clone();
-    if format == Format::OpenAiResponses {
-        if let Some(items) = body["input"].as_array_mut() {
-            items.pop();
-        }
+    if format == Format::OpenAiResponses
+        && let Some(items) = body["input"].as_array_mut()
+    {
+        items.pop();
     }
     if format == Format::Anthropic {
         body.as_object_mut().map(|m| m.remove("compaction"));
@@ -194,13 +200,17 @@ fn summary_shape(format: Format, r: &Received, doc: &Value) -> Result<(), String
 /// The scripted provider's answer to a summarizing call `n`.
 fn summary_answer(format: Format, n: usize) -> Value {
     match format {
-        Format::Anthropic => json!({"id": format!("msg_c{n}"), "type": "message", "role": "assistant",
+        Format::Anthropic => {
+            json!({"id": format!("msg_c{n}"), "type": "message", "role": "assistant",
             "model": "claude-sonnet-4-5", "stop_reason": "compaction",
             "content": [{"type": "compaction", "content": format!("summary {n}: the files read so far"), "signature": format!("cmp-{n}")}],
-            "usage": {"input_tokens": 40, "cache_read_input_tokens": 2000, "output_tokens": 60}}),
-        Format::OpenAiResponses => json!({"id": format!("resp_c{n}"), "object": "response", "status": "completed",
+            "usage": {"input_tokens": 40, "cache_read_input_tokens": 2000, "output_tokens": 60}})
+        }
+        Format::OpenAiResponses => {
+            json!({"id": format!("resp_c{n}"), "object": "response", "status": "completed",
             "output": [{"type": "compaction", "id": format!("cmp_{n}"), "encrypted_content": format!("enc-{n}")}],
-            "usage": {"input_tokens": 2040, "input_tokens_details": {"cached_tokens": 2000}, "output_tokens": 60}}),
+            "usage": {"input_tokens": 2040, "input_tokens_details": {"cached_tokens": 2000}, "output_tokens": 60}})
+        }
         Format::OpenAiChat => json!({"id": format!("chatcmpl-c{n}"), "object": "chat.completion",
             "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("## Task and constraints\nRead the files.\n## Next steps\nSummary {n}.")}, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 2100, "prompt_tokens_details": {"cached_tokens": 2000}, "completion_tokens": 60}}),
@@ -212,10 +222,14 @@ fn summary_answer(format: Format, n: usize) -> Value {
 fn turn_answer(format: Format, streamed: bool) -> Reply {
     if !streamed {
         let body = match format {
-            Format::Anthropic => json!({"id": "msg", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
-                "stop_reason": "end_turn"}),
-            Format::OpenAiResponses => json!({"id": "resp", "object": "response", "status": "completed",
-                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]}),
+            Format::Anthropic => {
+                json!({"id": "msg", "type": "message", "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                "stop_reason": "end_turn"})
+            }
+            Format::OpenAiResponses => {
+                json!({"id": "resp", "object": "response", "status": "completed",
+                "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}]})
+            }
             Format::OpenAiChat => json!({"id": "c", "object": "chat.completion",
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]}),
         };
@@ -316,7 +330,10 @@ fn summarized_loop(format: Format, streamed: bool, mode: &str, ahead: f64) {
             p.addr(),
             "POST",
             path(format),
-            &[("content-type", "application/json"), ("authorization", "Bearer sk-test")],
+            &[
+                ("content-type", "application/json"),
+                ("authorization", "Bearer sk-test"),
+            ],
             &agent.request(),
         );
         assert_eq!(r.status, 200, "call {i}");
@@ -449,7 +466,13 @@ fn a_failing_summarizer_never_fails_a_call_the_policy_fires_instead() {
     });
     let mut agent = Agent::new(Format::OpenAiChat, false);
     for i in 0..60 {
-        let r = call(p.addr(), "POST", "/v1/chat/completions", &[], &agent.request());
+        let r = call(
+            p.addr(),
+            "POST",
+            "/v1/chat/completions",
+            &[],
+            &agent.request(),
+        );
         assert_eq!(r.status, 200, "call {i}");
         agent.advance(i);
     }
@@ -510,7 +533,10 @@ fn a_model_whose_provider_refuses_native_compaction_gets_cached_prefix_summaries
         )
     };
     assert_eq!(count("native", "failed"), 1, "asked natively once: {m}");
-    assert!(count("cached", "swapped") >= 1, "then cached-prefix summaries: {m}");
+    assert!(
+        count("cached", "swapped") >= 1,
+        "then cached-prefix summaries: {m}"
+    );
     let natives = up
         .requests()
         .iter()

@@ -309,7 +309,11 @@ fn cut(
             break;
         }
     }
-    let shortest_protected = candidates.iter().rev().find(|q| keeps_protected(**q)).copied();
+    let shortest_protected = candidates
+        .iter()
+        .rev()
+        .find(|q| keeps_protected(**q))
+        .copied();
     Ok(fitting
         .or(shortest_protected)
         .unwrap_or(len)
@@ -463,7 +467,9 @@ impl SummaryAsk {
     /// for an ask of the provider's native compaction, whose answer is no text.
     pub fn ready_text(&self, format: Format, summary: &str) -> Result<Ready, CompactionError> {
         if self.kind == SummaryKind::Native {
-            return Err(unreadable("a native compaction's answer is the provider's, not a text"));
+            return Err(unreadable(
+                "a native compaction's answer is the provider's, not a text",
+            ));
         }
         if summary.trim().is_empty() {
             return Err(unreadable("the summary is empty"));

@@ -88,5 +88,6 @@ pub use session::{
     with_instruction,
 };
 pub use state::{
-    PrefixItem, Ready, STATE_VERSION, SessionState, history_digests, history_digests_after, message_digest,
+    PrefixItem, Ready, STATE_VERSION, SessionState, history_digests, history_digests_after,
+    message_digest,
 };

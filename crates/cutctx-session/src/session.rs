@@ -450,7 +450,7 @@ fn decide<E: From<FormatError>>(
             sent,
             state,
             firing: None,
-        swapped: None,
+            swapped: None,
             restarted,
             prompt_tokens: prompt,
             held_off,

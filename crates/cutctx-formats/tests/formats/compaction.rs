@@ -562,7 +562,10 @@ fn summarization_input_never_holds_thinking_text() {
         {"role": "user", "content": "last"},
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]},
     ]});
-    for (format, doc) in [(Format::Anthropic, anthropic), (Format::OpenAiResponses, responses)] {
+    for (format, doc) in [
+        (Format::Anthropic, anthropic),
+        (Format::OpenAiResponses, responses),
+    ] {
         let pt = ProviderTranscript::parse(format, &doc).expect("valid");
         let policy = SummarizingPolicy::new(PROMPT)
             .expect("valid")
@@ -575,7 +578,10 @@ fn summarization_input_never_holds_thinking_text() {
                     .with_protected_recent_turns(1),
             )
             .expect("plans");
-        assert!(!plan.summarization_requests.is_empty(), "{format:?}: it summarizes");
+        assert!(
+            !plan.summarization_requests.is_empty(),
+            "{format:?}: it summarizes"
+        );
         for request in &plan.summarization_requests {
             let text = pt.summarization_input(request).to_string();
             assert!(!text.contains("SECRET"), "{format:?}: {text}");
@@ -585,7 +591,10 @@ fn summarization_input_never_holds_thinking_text() {
             .iter()
             .map(|r| pt.summarization_input(r).to_string())
             .collect::<String>();
-        assert!(all.contains("first answer"), "{format:?}: the answers are there");
+        assert!(
+            all.contains("first answer"),
+            "{format:?}: the answers are there"
+        );
     }
 }
 

@@ -21,10 +21,14 @@ fn answer(format: Format, kind: SummaryKind) -> Value {
             "content": [{"type": "compaction", "content": "so far", "signature": "s"}]}),
         (Format::OpenAiResponses, SummaryKind::Native) => json!({"output": [
             {"type": "compaction", "id": "cmp_1", "encrypted_content": "e"}]}),
-        (Format::Anthropic, _) => json!({"content": [{"type": "text", "text": "So far: reading."}]}),
+        (Format::Anthropic, _) => {
+            json!({"content": [{"type": "text", "text": "So far: reading."}]})
+        }
         (Format::OpenAiResponses, _) => json!({"output": [{"type": "message",
             "content": [{"type": "output_text", "text": "So far: reading."}]}]}),
-        (Format::OpenAiChat, _) => json!({"choices": [{"message": {"content": "So far: reading."}}]}),
+        (Format::OpenAiChat, _) => {
+            json!({"choices": [{"message": {"content": "So far: reading."}}]})
+        }
     }
 }
 
@@ -45,8 +49,7 @@ fn run(format: Format, kind: SummaryKind) -> (Vec<Value>, usize) {
     for n in 1..40 {
         let req = request(format, &grown(format, n, 120));
         let mut previous = state.clone();
-        if let Some(asked) =
-            ask(&config, previous.as_ref(), &req, kind, 0.8, None).expect("asked")
+        if let Some(asked) = ask(&config, previous.as_ref(), &req, kind, 0.8, None).expect("asked")
         {
             // What goes to the provider is itself a valid request of the format (less the
             // compaction trigger it ends with).
@@ -89,19 +92,27 @@ fn every_format_swaps_its_summary_in_and_the_prefix_holds_between_firings() {
         assert!(swaps >= 1, "{format:?} {kind:?}: a summary was swapped in");
         let lists: Vec<&[Value]> = sent.iter().map(|r| history(format, r)).collect();
         let breaks = lists.windows(2).filter(|w| !w[1].starts_with(w[0])).count();
-        assert_eq!(breaks, swaps, "{format:?} {kind:?}: the prefix changes only at a swap");
+        assert_eq!(
+            breaks, swaps,
+            "{format:?} {kind:?}: the prefix changes only at a swap"
+        );
         let last = lists.last().expect("sent");
         match kind {
             SummaryKind::Native => {
                 let at = last.iter().position(|m| {
                     m["type"] == "compaction"
-                        || m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["type"] == "compaction"))
+                        || m["content"]
+                            .as_array()
+                            .is_some_and(|c| c.iter().any(|b| b["type"] == "compaction"))
                 });
                 assert_eq!(at, Some(0), "{format:?}: the compaction goes first");
             }
             SummaryKind::Cached => {
                 let text = serde_json::to_string(last).expect("json");
-                assert!(text.contains("So far: reading."), "{format:?}: the summary is sent");
+                assert!(
+                    text.contains("So far: reading."),
+                    "{format:?}: the summary is sent"
+                );
             }
         }
     }
@@ -109,13 +120,19 @@ fn every_format_swaps_its_summary_in_and_the_prefix_holds_between_firings() {
 
 #[test]
 fn the_cut_never_opens_the_tail_with_a_tool_result_nor_splits_a_call_from_its_result() {
-    for format in [Format::OpenAiChat, Format::OpenAiResponses, Format::Anthropic] {
+    for format in [
+        Format::OpenAiChat,
+        Format::OpenAiResponses,
+        Format::Anthropic,
+    ] {
         let config = config(format, 2_000, "drop_oldest");
         let req = request(format, &grown(format, 30, 120));
         let asked = ask(&config, None, &req, SummaryKind::Cached, 0.5, None)
             .expect("asked")
             .expect("over half the trigger");
-        let ready = asked.ready(format, &answer(format, SummaryKind::Cached)).expect("read");
+        let ready = asked
+            .ready(format, &answer(format, SummaryKind::Cached))
+            .expect("read");
         let mut state = SessionState::new(format);
         assert!(state.offer(ready));
         let sent = step(&config, Some(&state), &req, &mut no_summaries).expect("stepped");
@@ -125,10 +142,17 @@ fn the_cut_never_opens_the_tail_with_a_tool_result_nor_splits_a_call_from_its_re
         let list = history(format, &sent.request);
         let summary = list
             .iter()
-            .position(|m| serde_json::to_string(m).expect("json").contains("So far: reading."))
+            .position(|m| {
+                serde_json::to_string(m)
+                    .expect("json")
+                    .contains("So far: reading.")
+            })
             .expect("the summary message");
         if let Some(first_kept) = list.get(summary + 1) {
-            assert!(!format.descriptor().is_tool_result(first_kept), "{format:?}");
+            assert!(
+                !format.descriptor().is_tool_result(first_kept),
+                "{format:?}"
+            );
         }
     }
 }
@@ -141,7 +165,9 @@ fn a_summary_for_a_history_that_changed_is_not_swapped_in() {
     let asked = ask(&config, None, &req, SummaryKind::Cached, 0.5, None)
         .expect("asked")
         .expect("asked");
-    let ready = asked.ready(format, &answer(format, SummaryKind::Cached)).expect("read");
+    let ready = asked
+        .ready(format, &answer(format, SummaryKind::Cached))
+        .expect("read");
     let mut state = SessionState::new(format);
     assert!(state.offer(ready));
     // The same length of history, but its first message edited: the session restarts and the
@@ -150,7 +176,11 @@ fn a_summary_for_a_history_that_changed_is_not_swapped_in() {
     edited["messages"][1]["content"] = json!("another task");
     let sent = step(&config, Some(&state), &edited, &mut stand_in).expect("stepped");
     assert!(sent.swapped.is_none());
-    assert!(!serde_json::to_string(&sent.request).expect("json").contains("So far"));
+    assert!(
+        !serde_json::to_string(&sent.request)
+            .expect("json")
+            .contains("So far")
+    );
 }
 
 #[test]
@@ -162,7 +192,8 @@ fn an_answer_without_its_compaction_is_unreadable_and_names_no_content() {
         .expect("asked")
         .expect("asked");
     assert!(asked.request["compaction"].is_object());
-    let text_only = json!({"stop_reason": "end_turn", "content": [{"type": "text", "text": "secret"}]});
+    let text_only =
+        json!({"stop_reason": "end_turn", "content": [{"type": "text", "text": "secret"}]});
     let e = asked.ready(format, &text_only).expect_err("no compaction");
     assert_eq!(e.details()["reason"], "SUMMARY_UNREADABLE");
     assert!(!e.to_string().contains("secret"));
@@ -180,14 +211,26 @@ fn a_state_keeping_a_summary_reads_back_and_a_forged_one_is_refused() {
         .expect("asked")
         .expect("asked");
     let mut state = SessionState::new(format);
-    assert!(state.offer(asked.ready(format, &answer(format, SummaryKind::Cached)).expect("read")));
+    assert!(
+        state.offer(
+            asked
+                .ready(format, &answer(format, SummaryKind::Cached))
+                .expect("read")
+        )
+    );
     let text = state.to_json();
     let back = SessionState::from_json(&text, format).expect("reads back");
     assert_eq!(back, state);
     assert!(back.has_ready());
     // A second summary is not taken while one waits.
     let mut twice = back.clone();
-    assert!(!twice.offer(asked.ready(format, &answer(format, SummaryKind::Cached)).expect("read")));
+    assert!(
+        !twice.offer(
+            asked
+                .ready(format, &answer(format, SummaryKind::Cached))
+                .expect("read")
+        )
+    );
     // A forged range past what the summary covers is refused, whatever its check says.
     let mut doc: Value = serde_json::from_str(&text).expect("json");
     let ready = &mut doc["state"]["ready"];
