@@ -4,7 +4,9 @@
 //! A client (an SDK with its base URL pointed here, or an agent) sends its whole history at
 //! every call, as it would to the provider. The proxy finds the conversation's cutctx session
 //! (named by the `x-cutctx-session` header or by the session id the client already sends, or
-//! else the stored session whose history the request extends), runs one step of it (the typed [`cutctx_ops::session::Session`] it holds in memory), and forwards what the
+//! else the stored session whose history the request extends, always in its caller's scope:
+//! its credential, its format and its untouchable part), runs one step of it (the typed
+//! [`cutctx_ops::session::Session`] it holds in memory), and forwards what the
 //! session says to send: the request byte for byte while it fits the model's window, the
 //! session's compacted request (prefix-stable from one firing to the next) once it does not.
 //! The response comes back unchanged, streamed chunk by chunk; its `usage` calibrates the

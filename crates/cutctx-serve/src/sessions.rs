@@ -242,10 +242,7 @@ fn stored<T>(answer: Result<Option<T>, OpsError>) -> Option<T> {
 
 /// Whether the history with digests `digests` extends (or is) the one `row` describes.
 fn extends(row: &Row, digests: &[String]) -> bool {
-    usize::try_from(row.messages)
-        .ok()
-        .and_then(|k| digests.get(k))
-        .is_some_and(|d| *d == row.digest)
+    usize::try_from(row.messages).is_ok_and(|k| crate::store::extended_by(k, &row.digest, digests))
 }
 
 #[cfg(test)]

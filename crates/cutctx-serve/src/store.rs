@@ -348,6 +348,13 @@ impl Store {
 }
 
 /// [`Store::find_extending`], on the store thread; with how many lookups it made.
+/// Whether a history whose chained digests are `digests` (`digests[k]` for its first `k`
+/// messages) extends a stored one of `messages` messages whose digest is `digest`: the one
+/// rule by which a request finds its session, here and under the session's lock.
+pub(crate) fn extended_by(messages: usize, digest: &str, digests: &[String]) -> bool {
+    digests.get(messages).is_some_and(|d| d == digest)
+}
+
 fn find(
     c: &Connection,
     scope: &str,
@@ -393,7 +400,7 @@ fn find(
         for row in rows {
             let (id, messages, digest) = row?;
             let k = usize::try_from(messages).unwrap_or(usize::MAX);
-            if digests.get(k).is_some_and(|d| *d == digest) {
+            if extended_by(k, &digest, digests) {
                 return Ok((Some(id), lookups));
             }
         }
