@@ -13,7 +13,9 @@
 # call they make for another host goes through HTTPS_PROXY to the loopback provider, which
 # refuses it.
 #
-# It ends with a summary per client (requests, tool calls, firings, unreadable, opaque items,
+# It runs twice: as the proxy is by default, then with `--summarizer auto` (the proxy's own
+# summaries, checked too). Each ends with a summary per client (requests, tool calls, firings,
+# unreadable, opaque items,
 # sessions and restarts, largest request vs window, valid requests, prefix breaks by cause,
 # Codex's own compaction), the compaction_trigger round trip, and its wall time. The logs (the
 # proxy's log lines, /metrics, every request the provider received and how each differs from
@@ -76,5 +78,10 @@ for client in claude codex; do
     echo "   $client: $version"
 done
 
-mkdir -p "$work/logs"
+mkdir -p "$work/logs" "$work/summarized/logs"
 python3 "$root/scripts/agents_check.py" --cutctx "$cli" --bin "$bin" --work "$work"
+# Again with the proxy summarizing (--summarizer auto): its own native compaction calls, made
+# in the background through the same provider with each client's credential, swapped in.
+echo "== again, with cutctx serve --summarizer auto"
+python3 "$root/scripts/agents_check.py" --cutctx "$cli" --bin "$bin" --work "$work/summarized" \
+    --summarizer auto

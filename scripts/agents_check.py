@@ -29,7 +29,11 @@ What it does, all on 127.0.0.1 (standard library only):
    loopback (recorded as ``CONNECT``, refused) instead of leaving the machine;
 4. checks what the provider received and what the proxy logged and counted in /metrics, per
    client (see :func:`check_client`), and a Responses ``compaction_trigger`` round trip in a
-   named session through a proxy of its own (:func:`trigger_test`);
+   named session through a proxy of its own (:func:`trigger_test`); with ``--summarizer auto``
+   the proxy also makes its own summaries (Anthropic on-demand compaction, Responses
+   ``compaction_trigger``, not streamed), which the provider answers with one compaction
+   block or item, and :func:`check_summaries` holds them to the client's credential, an answer
+   each, at least one swapped in and none failed;
 5. prints a summary per client (requests, tool calls served, firings, unreadable, opaque items,
    sessions and restarts, largest request vs window, valid requests, prefix breaks by cause,
    Codex's own compaction), the round trip, one ``FAIL: ...`` line per failed check, and its
@@ -100,7 +104,7 @@ class Record:
     headers: dict[str, str]
     body: bytes
     json: Any = None
-    answer: str = ""  # tool | final | summary | compaction | text | other
+    answer: str = ""  # tool | final | summary | compaction | proxy_summary | text | other
     thought: int = 0  # reasoning tokens reported with the answer
 
 
@@ -153,13 +157,15 @@ class Provider(ThreadingHTTPServer):
             state.tool_calls += 1
             return True
 
-    def usage_of(self, client: str, body: bytes) -> tuple[int, int]:
+    def usage_of(self, client: str, body: bytes, keep: bool = True) -> tuple[int, int]:
         """(prompt tokens, cached tokens): a quarter of the body's bytes, and of the bytes it
-        shares from the start with this client's previous body (a prefix cache, roughly)."""
+        shares from the start with this client's previous body (a prefix cache, roughly). A
+        body not ``keep``\ed (the proxy's own summarizing call) leaves the previous one in place."""
         with self.lock:
             state = self.state(client)
             shared = len(os.path.commonprefix([state.last_body, body]))
-            state.last_body = body
+            if keep:
+                state.last_body = body
         return max(1, len(body) // 4), shared // 4
 
     def record(self, rec: Record) -> None:
@@ -292,6 +298,19 @@ class Handler(BaseHTTPRequestHandler):
     def answer_messages(self, rec: Record) -> None:
         request = rec.json
         tool = offered_tool(rec.client, tool_names(request))
+        if isinstance(request.get("compaction"), dict):
+            # The proxy's own summary (--summarizer): Anthropic's on-demand compaction, one
+            # signed compaction block, not streamed.
+            rec.answer = "proxy_summary"
+            prompt, cached = self.server.usage_of(rec.client, rec.body, keep=False)
+            self.send_json(200, {"id": f"msg_{self.server.next_id():06d}", "type": "message",
+                                 "role": "assistant", "model": request.get("model"),
+                                 "stop_reason": "compaction", "content": [
+                                     {"type": "compaction", "content": SUMMARY_TEXT,
+                                      "signature": f"cmp-{self.server.next_id():06d}"}],
+                                 "usage": {"input_tokens": prompt - cached,
+                                           "cache_read_input_tokens": cached, "output_tokens": 60}})
+            return
         if is_anthropic_summary(request):
             rec.answer, blocks = "summary", [text_block(SUMMARY_TEXT)]
         elif tool and self.server.take_tool_call(rec.client):
@@ -316,7 +335,13 @@ class Handler(BaseHTTPRequestHandler):
         request = rec.json
         items = request.get("input") if isinstance(request.get("input"), list) else []
         tool = offered_tool(rec.client, tool_names(request))
-        if items and isinstance(items[-1], dict) and items[-1].get("type") == "compaction_trigger":
+        trigger = bool(items) and isinstance(items[-1], dict) and items[-1].get("type") == "compaction_trigger"
+        if trigger and request.get("stream") is False:
+            # The proxy's own summary (--summarizer), never streamed: one compaction item.
+            rec.answer = "proxy_summary"
+            output = [{"type": "compaction", "id": f"cmp_{self.server.next_id():06d}",
+                       "encrypted_content": "opaque-proxy"}]
+        elif trigger:
             rec.answer = "compaction"
             output = [{"type": "compaction", "id": "cmp_1", "encrypted_content": "opaque"}]
         elif is_responses_summary(rec.headers, items):
@@ -328,7 +353,8 @@ class Handler(BaseHTTPRequestHandler):
         else:
             rec.answer = "final" if tool else "text"
             output = [responses_message(FINAL_TEXT if tool else "OK.", self.server.next_id())]
-        prompt, cached = self.server.usage_of(rec.client, rec.body)
+        prompt, cached = self.server.usage_of(rec.client, rec.body,
+                                              keep=rec.answer != "proxy_summary")
         response = responses_object(request, output, f"resp_{self.server.next_id():06d}",
                                     prompt, cached, rec.thought)
         if request.get("stream"):
@@ -507,12 +533,13 @@ class Proxy:
     run it: the port read from its first stderr line, the rest kept as log lines."""
 
     def __init__(self, cli: str, upstream: str, windows: dict[str, int], work: str,
-                 name: str) -> None:
+                 name: str, summarizer: str = "none") -> None:
         config = os.path.join(work, f"{name}.json")
         with open(config, "w", encoding="utf-8") as f:
             json.dump({"windows": windows}, f)
         argv = [cli, "serve", "--listen", "127.0.0.1:0", "--openai-upstream", upstream,
-                "--anthropic-upstream", upstream, "--state", "memory", "--config", config]
+                "--anthropic-upstream", upstream, "--state", "memory", "--config", config,
+                "--summarizer", summarizer]
         log_path = os.path.join(work, "logs", f"{name}.log")
         self.lines: list[str] = []
         self.log = open(log_path, "w", encoding="utf-8")  # noqa: SIM115 (closed in stop)
@@ -988,6 +1015,32 @@ def by_label(metrics: str, name: str, label: str, **labels: str) -> dict[str, in
     return out
 
 
+def check_summaries(report: Report, events: list[dict[str, Any]], summarizer: str) -> None:
+    """With ``--summarizer``: the proxy's own summarizing calls reached the provider with the
+    client's credential, each answered; at least one firing swapped its summary in; none
+    failed. The summary lines are this client's by their session ids."""
+    made = [r for r in report.records if r.answer == "proxy_summary"]
+    if summarizer == "none":
+        report.check(not made, f"{len(made)} summarizing calls with no --summarizer")
+        return
+    ids = {e.get("session_id") for e in report.responses}
+    lines = [e for e in events if e.get("event") == "summary" and e.get("session_id") in ids]
+    outcomes: dict[str, int] = {}
+    for e in lines:
+        outcomes[str(e.get("outcome"))] = outcomes.get(str(e.get("outcome")), 0) + 1
+    kinds = sorted({str(e.get("kind")) for e in lines})
+    credentialed = [r for r in made if SECRET_HEADERS & {k.lower() for k in r.headers}]
+    report.figure("proxy summaries", f"{len(made)} summarizing calls ({', '.join(kinds) or '-'}), "
+                                     f"{len(credentialed)} with the client's credential; "
+                                     f"outcomes {outcomes or '{}'}")
+    report.check(bool(made), "the proxy never summarized")
+    report.check(len(credentialed) == len(made), "a summarizing call went without the client's credential")
+    report.check(outcomes.get("answered", 0) == len(made),
+                 f"{len(made)} summarizing calls but {outcomes.get('answered', 0)} answered in the log")
+    report.check(outcomes.get("swapped", 0) >= 1, "no firing swapped a summary in")
+    report.check(outcomes.get("failed", 0) == 0, f"{outcomes.get('failed', 0)} summaries failed")
+
+
 def check_firings(report: Report, metrics: str) -> None:
     fired = [e for e in report.responses if e.get("outcome") == "fired"]
     counted = int(metric_sum(metrics, "cutctx_serve_requests_total", format=report.fmt, outcome="fired"))
@@ -1309,6 +1362,8 @@ def arguments() -> argparse.Namespace:
                         help="Codex's model_auto_compact_token_limit (default its window + 5000)")
     parser.add_argument("--timeout", type=int, default=300, help="seconds per client")
     parser.add_argument("--only", choices=("claude", "codex"), help="run one client only")
+    parser.add_argument("--summarizer", default="none", choices=("none", "auto", "native", "cached"),
+                        help="cutctx serve's --summarizer (default none)")
     return parser.parse_args()
 
 
@@ -1358,8 +1413,9 @@ def main() -> int:
         f.write(notes_text())
     provider = Provider(notes, args.calls)
     windows = {CLAUDE_MODEL: args.claude_window, CODEX_MODEL: args.codex_window}
-    proxy = Proxy(args.cutctx, provider.url, windows, args.work, "serve")
-    print(f"== provider on {provider.url}, cutctx serve on {proxy.url} (windows {windows})")
+    proxy = Proxy(args.cutctx, provider.url, windows, args.work, "serve", args.summarizer)
+    print(f"== provider on {provider.url}, cutctx serve on {proxy.url} (windows {windows}, "
+          f"--summarizer {args.summarizer})")
     metrics, failures, runs = "", [], []
     try:
         runs = run_clients(args, proxy, provider, notes, logs)
@@ -1370,7 +1426,8 @@ def main() -> int:
         status = proxy.stop()
     with open(os.path.join(logs, "metrics.txt"), "w", encoding="utf-8") as f:
         f.write(metrics)
-    reports = [report_of(run, provider, proxy.events(), metrics, windows) for run in runs]
+    reports = [report_of(run, provider, proxy.events(), metrics, windows, args.summarizer)
+               for run in runs]
     failures += [f for report in reports for f in report.failures]
     restarts = sum(1 for r in reports for e in r.responses if e.get("restarted"))
     counted = int(metric_sum(metrics, "cutctx_serve_session_restarts_total"))
@@ -1395,12 +1452,13 @@ def trigger_round_trip(args: argparse.Namespace, provider: Provider) -> tuple[li
 
 
 def report_of(run: Run, provider: Provider, events: list[dict[str, Any]], metrics: str,
-              windows: dict[str, int]) -> Report:
+              windows: dict[str, int], summarizer: str = "none") -> Report:
     fmt = "anthropic" if run.name == "claude" else "openai-responses"
     mine = [e for e in events if e.get("format") == fmt]
     report = Report(run.name, fmt, provider.state(run.name).records, mine)
     window = windows[CLAUDE_MODEL if run.name == "claude" else CODEX_MODEL]
     check_client(report, provider, metrics, window, run)
+    check_summaries(report, events, summarizer)
     if run.name == "codex":
         check_codex_compaction(report)
     if run.exit != 0:
