@@ -106,6 +106,7 @@ class Record:
     json: Any = None
     answer: str = ""  # tool | final | summary | compaction | proxy_summary | text | other
     thought: int = 0  # reasoning tokens reported with the answer
+    credential: tuple[str, ...] = ()  # the names of the secret headers it carried (never values)
 
 
 @dataclass
@@ -249,6 +250,7 @@ class Handler(BaseHTTPRequestHandler):
         body = gzip.decompress(raw) if headers.get("content-encoding") == "gzip" else raw
         path, _, _query = self.path.partition("?")
         rec = Record(client_of(path, headers), self.command, self.path, headers, body)
+        rec.credential = tuple(sorted(k.lower() for k in self.headers if k.lower() in SECRET_HEADERS))
         try:
             rec.json = json.loads(body) if body else None
         except ValueError:
@@ -1029,9 +1031,11 @@ def check_summaries(report: Report, events: list[dict[str, Any]], summarizer: st
     for e in lines:
         outcomes[str(e.get("outcome"))] = outcomes.get(str(e.get("outcome")), 0) + 1
     kinds = sorted({str(e.get("kind")) for e in lines})
-    credentialed = [r for r in made if SECRET_HEADERS & {k.lower() for k in r.headers}]
+    own = {r.credential for r in report.model_calls}
+    credentialed = [r for r in made if r.credential and r.credential in own]
     report.figure("proxy summaries", f"{len(made)} summarizing calls ({', '.join(kinds) or '-'}), "
-                                     f"{len(credentialed)} with the client's credential; "
+                                     f"{len(credentialed)} with the client's credential "
+                                     f"({', '.join(sorted({h for c in own for h in c})) or 'none'}); "
                                      f"outcomes {outcomes or '{}'}")
     report.check(bool(made), "the proxy never summarized")
     report.check(len(credentialed) == len(made), "a summarizing call went without the client's credential")
