@@ -9,13 +9,13 @@
 //!
 //! **Summaries.** A peer's summary is sized and charged by the replay's one rule for every
 //! strategy ([`summaries`](crate::summaries)). Its length is
-//! [`summary_tokens`](crate::summaries::summary_tokens) of the tokens it replaces: the length
+//! [`summary_tokens`] of the tokens it replaces: the length
 //! the default summarizing policy plans for a span of that size
 //! (`crates/cutctx-policies/src/summarizing.rs`, `summary_target`), as the session's summaries
 //! are; earlier versions gave peers a rule of their own, `min(2,000, 10% of what it
 //! replaces)`. It is stood in for by text of that length with no identifiers in it:
 //! retention credits only what a peer keeps verbatim. It is charged by how the peer asks
-//! ([`SummaryKind`](crate::summaries::SummaryKind)): Anthropic's server compaction is
+//! ([`SummaryKind`]): Anthropic's server compaction is
 //! `native` (billed as the provider bills its compaction step: the conversation as sent, read
 //! from the cache as far as it is held, the instruction, the output); Claude Code and Codex,
 //! which send the conversation as last sent plus an instruction, `cached-prefix`; OpenHands
