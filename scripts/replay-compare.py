@@ -6,11 +6,17 @@ ratios to stateless, none, hindsight and the cheapest peer retaining at least as
 
     python3 scripts/replay-compare.py --cli target/release/cutctx \
         ../shared/realworld/long-runs --fractions 0.5 0.3 -- --warm-prefix
+    python3 scripts/replay-compare.py --cli target/release/cutctx \
+        data/heldout --fractions 0.5 0.3 -- --warm-prefix      # the held-out set
+
+A corpus is tau-bench's folder, or a folder of runs named `*.chat.json`, `*.responses.json` or
+`*.anthropic.json` (each optionally `.gz`), each replayed in the format its name says.
 
 Standard library only; the figures go in docs/SESSIONS.md.
 """
 
 import argparse
+import gzip
 import json
 import pathlib
 import subprocess
@@ -20,9 +26,19 @@ import tempfile
 PEERS = ["claude-code", "codex", "openhands", "clear-tool-uses", "server-compaction", "deep-agents"]
 
 
+FORMATS = {".chat.json": "openai-chat", ".responses.json": "openai-responses",
+           ".anthropic.json": "anthropic"}
+
+
+def format_of(run):
+    """The format a run's file name says (`NAME.chat.json`, `.responses.json`, `.anthropic.json`)."""
+    name = run.name
+    return next(f for suffix, f in FORMATS.items() if name.endswith(suffix))
+
+
 def replay(cli, run, fraction, extra):
     out = subprocess.run(
-        [cli, "replay", "--format", "openai-chat", "--window-fraction", str(fraction),
+        [cli, "replay", "--format", format_of(run), "--window-fraction", str(fraction),
          "--compare", "--json", *extra, str(run)],
         check=True, capture_output=True, text=True).stdout
     return json.loads(out)
@@ -50,7 +66,17 @@ def main():
             runs.append(path)
         runs = runs[::args.every]
     else:
-        runs = sorted(corpus.glob("*.chat.json"))[::args.every]
+        runs = []
+        for path in sorted(p for p in corpus.iterdir() if p.is_file()):
+            name = path.name.removesuffix(".gz")
+            if not any(name.endswith(suffix) for suffix in FORMATS):
+                continue
+            if path.name.endswith(".gz"):
+                plain = pathlib.Path(tmp.name) / name
+                plain.write_bytes(gzip.decompress(path.read_bytes()))
+                path = plain
+            runs.append(path)
+        runs = runs[::args.every]
     for fraction in args.fractions:
         totals, retention, over, bound = {}, {}, {}, 0.0
         dominated = []
