@@ -143,8 +143,10 @@ def runs(shared, tau_runs, tmp):
 
 
 def replay(cli, path, fraction, extra, externals=()):
+    # Anthropic's prices for every run, as the published tables say (the replay's default picks
+    # the run's model's table, OpenAI's for the tau-bench gpt-4o runs).
     argv = [cli, "replay", "--format", "openai-chat", "--window-fraction", str(fraction),
-            "--warm-prefix", "--json"]
+            "--warm-prefix", "--json", "--pricing", "anthropic"]
     for name, file in externals:
         argv += ["--external", f"{name}={file}"]
     out = subprocess.run([*argv, *extra, path], capture_output=True, text=True, timeout=600)

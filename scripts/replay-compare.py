@@ -61,7 +61,7 @@ def main():
         tools = json.loads((corpus / "airline_tools.json").read_text())
         runs = []
         for i, run in enumerate(json.loads((corpus / "gpt-4o-airline.json").read_text())):
-            path = pathlib.Path(tmp.name) / f"run{i:03}.json"
+            path = pathlib.Path(tmp.name) / f"run{i:03}.chat.json"
             path.write_text(json.dumps({"model": "gpt-4o", "messages": run["traj"], "tools": tools}))
             runs.append(path)
         runs = runs[::args.every]

@@ -238,8 +238,10 @@ pub(crate) struct ReplayArgs {
     /// The window, as a fraction of the whole run's final size (default 0.7).
     #[arg(long)]
     window_fraction: Option<f64>,
-    /// anthropic (the default), openai, deepseek, or a JSON price table file.
-    #[arg(long, default_value = "anthropic")]
+    /// auto (the default: the table of the run's model, as claude-opus-5-5 or gpt-4.1, and
+    /// anthropic's when no table covers it), anthropic, openai, deepseek, or a JSON price
+    /// table file. The table used is named in the replay's first line.
+    #[arg(long, default_value = cutctx_ops::replay::AUTO_PRICING)]
     pub(crate) pricing: String,
     /// Draw context size and cumulative cost per call to this SVG file.
     #[arg(long)]

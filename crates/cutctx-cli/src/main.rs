@@ -492,7 +492,9 @@ fn serve(args: &ServeArgs) -> Result<(), OpsError> {
 /// and hands back the table.
 fn replay(run: &Path, args: &ReplayArgs) -> Result<String, OpsError> {
     let text = read_text(run, "the run")?;
-    let table_text = if cutctx::session::PriceTable::named(&args.pricing).is_some() {
+    let table_text = if args.pricing == cutctx_ops::replay::AUTO_PRICING
+        || cutctx::session::PriceTable::named(&args.pricing).is_some()
+    {
         None
     } else {
         Some(read_text(Path::new(&args.pricing), "the price table")?)

@@ -62,7 +62,8 @@ pub struct ReplayRun {
     pub window: Option<u64>,
     /// The window, as a fraction of the whole run's final size (default 0.7).
     pub window_fraction: Option<f64>,
-    /// anthropic (the default), openai, deepseek, or a JSON price table file.
+    /// `auto` ([`AUTO_PRICING`]: the run's model's table, [`PriceTable::for_model`], else
+    /// anthropic), anthropic, openai, deepseek, or a JSON price table file.
     pub pricing: String,
     /// Print the figures as one line of JSON instead of a table.
     pub json: bool,
@@ -171,19 +172,34 @@ pub fn external_calls(
     Ok(out)
 }
 
+/// The `--pricing` value that has the replay price the run by its model's table
+/// ([`PriceTable::for_model`]), and by the anthropic table when no table covers the model.
+pub const AUTO_PRICING: &str = "auto";
+
 /// The price table `--pricing` names: a shipped one, or the text of a file (`file_text`).
+/// For [`AUTO_PRICING`], the anthropic table, which [`replay`] replaces by the run's model's
+/// when one covers it ([`run_prices`]).
+///
+/// ```
+/// use cutctx_ops::replay::{AUTO_PRICING, prices};
+/// assert_eq!(prices("openai", None).expect("shipped").name, "openai");
+/// assert_eq!(prices(AUTO_PRICING, None).expect("shipped").name, "anthropic");
+/// ```
 ///
 /// # Errors
 ///
 /// `VALIDATION_ERROR` for a table file that is not one.
 pub fn prices(name: &str, file_text: Option<&str>) -> Result<PriceTable, OpsError> {
+    if name == AUTO_PRICING {
+        return Ok(PriceTable::anthropic());
+    }
     if let Some(t) = PriceTable::named(name) {
         return Ok(t);
     }
     let Some(text) = file_text else {
         return Err(OpsError::validation(
             format!(
-                "unknown price table {name:?}; expected {} or a JSON price table file",
+                "unknown price table {name:?}; expected {AUTO_PRICING}, {} or a JSON price table file",
                 PriceTable::NAMES.join(", ")
             ),
             details! { "pricing" => name },
@@ -195,6 +211,44 @@ pub fn prices(name: &str, file_text: Option<&str>) -> Result<PriceTable, OpsErro
             details! { "document" => "price table" },
         )
     })
+}
+
+/// The table a replay prices with, and why: under `--pricing auto` ([`AUTO_PRICING`]) the
+/// table of the run's `model` ([`PriceTable::for_model`]) when one covers it, else `given`
+/// (the default); under any other `--pricing`, `given`, the table it named.
+///
+/// ```
+/// use cutctx_ops::replay::{AUTO_PRICING, run_prices};
+/// use cutctx::session::PriceTable;
+/// let fallback = PriceTable::anthropic();
+/// let (t, why) = run_prices(AUTO_PRICING, Some("gpt-4.1-mini"), &fallback);
+/// assert_eq!((t.name.as_str(), why.as_str()), ("openai/gpt-4.1", "picked for the run's model gpt-4.1-mini"));
+/// let (t, why) = run_prices(AUTO_PRICING, Some("m"), &fallback);
+/// assert_eq!(t, fallback);
+/// assert_eq!(why, "the default: no table for the run's model m");
+/// let (t, why) = run_prices("openai", Some("claude-opus-5-5"), &PriceTable::openai());
+/// assert_eq!((t.name.as_str(), why.as_str()), ("openai", "named by --pricing openai"));
+/// ```
+#[must_use]
+pub fn run_prices(pricing: &str, model: Option<&str>, given: &PriceTable) -> (PriceTable, String) {
+    if pricing != AUTO_PRICING {
+        return (given.clone(), format!("named by --pricing {pricing}"));
+    }
+    match model {
+        Some(m) => PriceTable::for_model(m).map_or_else(
+            || {
+                (
+                    given.clone(),
+                    format!("the default: no table for the run's model {m}"),
+                )
+            },
+            |t| (t, format!("picked for the run's model {m}")),
+        ),
+        None => (
+            given.clone(),
+            "the default: the run names no model".to_owned(),
+        ),
+    }
 }
 
 /// `cutctx replay`: the three strategies' figures over the run `run_text`, as a table (or one
@@ -211,6 +265,12 @@ pub fn replay(
 ) -> Result<ReplayOutput, OpsError> {
     let format = args.format;
     let run: Value = crate::error::parse_json("the run", run_text)?;
+    let (chosen, chosen_by) = run_prices(
+        &args.pricing,
+        run.get("model").and_then(Value::as_str),
+        prices,
+    );
+    let prices = &chosen;
     let window = match args.window {
         Some(w) => w,
         None => {
@@ -259,7 +319,7 @@ pub fn replay(
     let output = if args.json {
         json_line(&replay, prices, args.warm_prefix)
     } else {
-        table(&replay, prices)
+        table(&replay, prices, &chosen_by)
     };
     Ok(ReplayOutput {
         output,
@@ -276,11 +336,11 @@ fn peak_share(r: &StrategyReport, window: u64) -> f64 {
     r.peak_tokens as f64 / window.max(1) as f64
 }
 
-fn table(replay: &Replay, prices: &PriceTable) -> String {
+fn table(replay: &Replay, prices: &PriceTable, chosen_by: &str) -> String {
     use std::fmt::Write as _;
     let calls = replay.strategies.first().map_or(0, |s| s.calls);
     let mut out = format!(
-        "replay: {calls} calls; window {} tokens (the whole run is {}); prices {} ({}, {} {}/M input, cache read {}x, uncached {}x)\n",
+        "replay: {calls} calls; window {} tokens (the whole run is {}); prices {} ({}, {} {}/M input, cache read {}x, uncached {}x; {})\n",
         replay.window,
         replay.final_tokens,
         prices.name,
@@ -288,7 +348,8 @@ fn table(replay: &Replay, prices: &PriceTable) -> String {
         prices.currency,
         prices.input_per_million,
         prices.cache_read,
-        prices.cache_write
+        prices.cache_write,
+        chosen_by
     );
     let _ = writeln!(
         out,

@@ -3,9 +3,13 @@
 //! replay's window.
 //!
 //! **Scaling.** Thresholds published in tokens are for a 200,000-token window; each is scaled
-//! by `window / 200,000` (so Claude Code's 167,000 of 200,000 fires at 83.5% of any window).
+//! by `window / 200,000` (so Claude Code's 167,000 of 200,000 fires at 83.5% of any window),
+//! and so is the clearing's `clear_at_least`, which is measured against the trigger.
 //! Thresholds published as fractions of the window are used as they are; counts of events
-//! are not scaled.
+//! are not scaled. What a peer keeps after compacting (Claude Code's restored files, Codex's
+//! user messages) is kept at its published budget, not scaled: a budget is a size the peer
+//! keeps, not a share of a window. It is capped only by what fits under the window after the
+//! summary ([`restore_budget`], [`codex_user_budget`]).
 //!
 //! **Summaries.** A peer's summary is sized and charged by the replay's one rule for every
 //! strategy ([`summaries`](crate::summaries)). Its length is
@@ -56,20 +60,32 @@ pub enum Rule {
     /// Claude Code's auto-compact: fires when the prompt exceeds the window less the output
     /// reserve (`min(max_output, 20,000)`) and a 13,000-token buffer, 167,000 of 200,000
     /// (83.5%); replaces the whole history with one summary and restores up to 5 recently
-    /// read files (at most 5,000 tokens each, 50,000 in all; modelled as the latest tool
-    /// results). The summary is asked by sending the conversation with a summarization
-    /// prompt. Sources: Claude Code's compaction constants as read from its published
-    /// package (`AUTOCOMPACT_BUFFER_TOKENS` 13,000, the 20,000 output cap; analysed in the
-    /// public repository `ranpox/claude-code-navel-gazing`,
-    /// `claude-code-docs/11-context-compaction-strategies.md`), and Anthropic's Claude Code
-    /// documentation on `/compact` and auto-compact (<https://docs.claude.com/en/docs/claude-code/costs>).
+    /// read files, modelled as the latest tool results. The summary is asked by sending the
+    /// conversation with a summarization prompt. Settings and sources:
+    /// * trigger, `window - min(max_output, 20,000) - 13,000` (`AUTOCOMPACT_BUFFER_TOKENS`
+    ///   13,000, the 20,000 output cap), scaled: Claude Code's compaction constants as read
+    ///   from its published package (`services/compact/autoCompact.ts`; analysed in the public
+    ///   repository `ranpox/claude-code-navel-gazing`,
+    ///   `claude-code-docs/11-context-compaction-strategies.md`; quoted in
+    ///   anthropics/claude-code#31806 and #12004, and Ruya-AI/cozempic#38; decompiled or
+    ///   secondary), and Anthropic's Claude Code documentation on `/compact` and auto-compact
+    ///   (<https://docs.claude.com/en/docs/claude-code/costs>);
+    /// * restored files, at most [`RESTORE_MAX_FILES`] 5 (`POST_COMPACT_MAX_FILES_TO_RESTORE`),
+    ///   each at most [`RESTORE_TOKENS_PER_FILE`] 5,000 tokens
+    ///   (`POST_COMPACT_MAX_TOKENS_PER_FILE`), at most [`RESTORE_TOKEN_BUDGET`] 50,000 in all
+    ///   (`POST_COMPACT_TOKEN_BUDGET`): the same sources. Not scaled; capped only by what fits
+    ///   under the window after the summary ([`restore_budget`]).
     ClaudeCode,
-    /// Codex CLI's auto-compaction: fires at 90% of the window (`auto_compact_token_limit`);
-    /// the new history is the initial context, the most recent user messages up to 20,000
-    /// tokens (`COMPACT_USER_MESSAGE_MAX_TOKENS`), and the summary as a user message; tool
-    /// calls and results are dropped. The summary is asked by sending the history with the
-    /// compaction prompt. Source: `openai/codex`, `codex-rs/core/src/compact.rs` and
-    /// `codex-rs/core/src/openai_model_info.rs` (<https://github.com/openai/codex>).
+    /// Codex CLI's auto-compaction: the new history is the initial context, the most recent
+    /// user messages, and the summary as a user message; tool calls and results are dropped.
+    /// The summary is asked by sending the history with the compaction prompt. Settings and
+    /// sources (<https://github.com/openai/codex>):
+    /// * trigger, 90% of the window (`auto_compact_token_limit`):
+    ///   `codex-rs/protocol/src/openai_models.rs` (fn `auto_compact_token_limit`; earlier
+    ///   `codex-rs/core/src/openai_model_info.rs`);
+    /// * user messages kept, at most [`CODEX_USER_MESSAGE_MAX_TOKENS`] 20,000 tokens
+    ///   (`COMPACT_USER_MESSAGE_MAX_TOKENS`): `codex-rs/core/src/compact.rs`. Not scaled;
+    ///   capped only by what fits under the window after the summary ([`codex_user_budget`]).
     Codex,
     /// OpenHands' `LLMSummarizingCondenser` (its default condenser): when the events exceed
     /// `max_size` 120 (not scaled: a count), or the request exceeds the window (its
@@ -81,9 +97,21 @@ pub enum Rule {
     /// <https://docs.openhands.dev/sdk/guides/context-condenser>.
     OpenHands,
     /// Anthropic's tool-result clearing, `clear_tool_uses_20250919`: when the input exceeds
-    /// the trigger (100,000 tokens, scaled), replaces every tool result but the 3 latest
-    /// (`keep`) with a placeholder, on the server, before each request; no summary. Source:
-    /// <https://docs.claude.com/en/docs/build-with-claude/context-editing>.
+    /// the trigger, replaces every tool result but the latest `keep` with a placeholder, on
+    /// the server, before each request, if that clears at least `clear_at_least` tokens;
+    /// otherwise the request is sent as it is. It never summarizes, so it may still exceed the
+    /// window. Settings, all from
+    /// <https://docs.claude.com/en/docs/build-with-claude/context-editing> (now
+    /// <https://platform.claude.com/docs/en/build-with-claude/context-editing>):
+    /// * `trigger`, 100,000 input tokens (the documented default), scaled;
+    /// * `keep`, 3 tool uses (the documented default);
+    /// * `clear_at_least`, [`CLEAR_AT_LEAST`] 5,000 input tokens, scaled like the trigger
+    ///   ([`clear_at_least`]): the docs give it no default (none: any clearing is applied)
+    ///   but recommend setting it, so that a clearing is worth the cache it invalidates
+    ///   ("Context editing and prompt caching"); 5,000 is the value of the docs' own
+    ///   example ("Advanced configuration");
+    /// * `exclude_tools` `[]` and `clear_tool_inputs` `false` (the documented defaults): every
+    ///   tool's results are cleared, tool calls are kept.
     ClearToolUses,
     /// Anthropic's server-side compaction, `compact_20260112`: when the input exceeds the
     /// trigger (150,000 tokens, scaled), the API summarizes the conversation as sent and later
@@ -127,6 +155,64 @@ pub const PEERS: [Peer; 6] = [
         rule: Rule::DeepAgents,
     },
 ];
+
+/// Anthropic's `clear_at_least` for [`Rule::ClearToolUses`], in tokens of a 200,000-token
+/// window: the value of the context-editing docs' example (the API has no default).
+pub const CLEAR_AT_LEAST: u64 = 5_000;
+
+/// Claude Code's `POST_COMPACT_MAX_FILES_TO_RESTORE`.
+pub const RESTORE_MAX_FILES: usize = 5;
+
+/// Claude Code's `POST_COMPACT_MAX_TOKENS_PER_FILE`.
+pub const RESTORE_TOKENS_PER_FILE: u64 = 5_000;
+
+/// Claude Code's `POST_COMPACT_TOKEN_BUDGET`.
+pub const RESTORE_TOKEN_BUDGET: u64 = 50_000;
+
+/// Codex's `COMPACT_USER_MESSAGE_MAX_TOKENS` (`codex-rs/core/src/compact.rs`).
+pub const CODEX_USER_MESSAGE_MAX_TOKENS: u64 = 20_000;
+
+/// The fewest tokens [`Rule::ClearToolUses`] clears for `window`: [`CLEAR_AT_LEAST`] scaled
+/// like its trigger.
+///
+/// ```
+/// assert_eq!(cutctx_replay::peers::clear_at_least(200_000), 5_000);
+/// assert_eq!(cutctx_replay::peers::clear_at_least(20_000), 500);
+/// ```
+#[must_use]
+pub const fn clear_at_least(window: u64) -> u64 {
+    scaled(CLEAR_AT_LEAST, window)
+}
+
+/// Claude Code's restore budget, `(per file, in all)`, when `room` tokens fit under the
+/// window after the summary: the published 5,000 and 50,000, not scaled, capped by `room`.
+///
+/// ```
+/// use cutctx_replay::peers::restore_budget;
+/// assert_eq!(restore_budget(1_000_000), (5_000, 50_000));
+/// assert_eq!(restore_budget(12_000), (5_000, 12_000));
+/// assert_eq!(restore_budget(3_000), (3_000, 3_000));
+/// ```
+#[must_use]
+pub fn restore_budget(room: u64) -> (u64, u64) {
+    (
+        RESTORE_TOKENS_PER_FILE.min(room),
+        RESTORE_TOKEN_BUDGET.min(room),
+    )
+}
+
+/// Codex's budget for the user messages it keeps when `room` tokens fit under the window
+/// after the summary: the published 20,000, not scaled, capped by `room`.
+///
+/// ```
+/// use cutctx_replay::peers::codex_user_budget;
+/// assert_eq!(codex_user_budget(1_000_000), 20_000);
+/// assert_eq!(codex_user_budget(7_000), 7_000);
+/// ```
+#[must_use]
+pub fn codex_user_budget(room: u64) -> u64 {
+    CODEX_USER_MESSAGE_MAX_TOKENS.min(room)
+}
 
 /// `tokens` of a 200,000-token window, scaled to `window`.
 ///
@@ -256,12 +342,23 @@ pub(crate) fn plan(context: &Context<'_>, peer: Peer) -> Result<Vec<Sent>, Forma
         let mut compacted = false;
         let mut summary = None;
         if peer.rule == Rule::ClearToolUses {
-            // Applied on the server to each request as the client sends it (the whole history).
-            if size > fire_at {
-                let cleared = clear_results(format, &mut list, 3);
+            // Applied on the server to each request as the client sends it (the whole history),
+            // only when it clears at least `clear_at_least`; otherwise sent as it is.
+            let mut cleared_list = list.clone();
+            let cleared = if size > fire_at {
+                clear_results(format, &mut cleared_list, 3)
+            } else {
+                0
+            };
+            let freed = context
+                .list_tokens(&list)?
+                .saturating_sub(context.list_tokens(&cleared_list)?);
+            let applied = cleared > 0 && freed >= clear_at_least(window);
+            if applied {
+                list = cleared_list;
                 compacted = cleared > cleared_before;
-                cleared_before = cleared;
             }
+            cleared_before = if applied { cleared } else { 0 };
         } else {
             let events = list.len() - leading_system(format, &list);
             let fires = match peer.rule {
@@ -329,16 +426,30 @@ fn compact(context: &Context<'_>, rule: Rule, list: &[Value]) -> Result<Compacte
     let middle = &list[system..pending];
     let tail = &list[pending..];
     let tokens = |l: &[Value]| context.list_tokens(l);
+    // The tokens that fit under the window beside the head, the tail and `extra`.
+    let room = |extra: &[Value]| -> Result<u64, FormatError> {
+        let used = context.fixed
+            + context.config.reserve_output
+            + tokens(head)?
+            + tokens(extra)?
+            + tokens(tail)?;
+        Ok(window.saturating_sub(used))
+    };
     let mut out: Vec<Value> = head.to_vec();
     let summary = match rule {
         Rule::ClaudeCode => {
             let replaced = tokens(middle)?;
             let s = summary_tokens(replaced);
             let mut text = filler(s, "summary of the conversation");
-            let (per_file, budget) = (scaled(5_000, window), scaled(50_000, window));
+            let (per_file, budget) = restore_budget(room(&[user(format, &text)])?);
             let mut used = 0;
             let mut restored = Vec::new();
-            for m in middle.iter().rev().filter(|m| is_result(format, m)).take(5) {
+            for m in middle
+                .iter()
+                .rev()
+                .filter(|m| is_result(format, m))
+                .take(RESTORE_MAX_FILES)
+            {
                 let t = tokens(std::slice::from_ref(m))?;
                 if t <= per_file && used + t <= budget {
                     used += t;
@@ -353,7 +464,10 @@ fn compact(context: &Context<'_>, rule: Rule, list: &[Value]) -> Result<Compacte
             Some((SummaryKind::CachedPrefix, replaced, s))
         }
         Rule::Codex => {
-            let budget = scaled(20_000, window);
+            let replaced = tokens(middle)?;
+            let s = summary_tokens(replaced);
+            let summary = user(format, &filler(s, "summary of the conversation"));
+            let budget = codex_user_budget(room(std::slice::from_ref(&summary))?);
             let mut used = 0;
             let mut chosen = Vec::new();
             for m in middle.iter().rev() {
@@ -372,9 +486,7 @@ fn compact(context: &Context<'_>, rule: Rule, list: &[Value]) -> Result<Compacte
             }
             chosen.reverse();
             out.extend(chosen);
-            let replaced = tokens(middle)?;
-            let s = summary_tokens(replaced);
-            out.push(user(format, &filler(s, "summary of the conversation")));
+            out.push(summary);
             Some((SummaryKind::CachedPrefix, replaced, s))
         }
         Rule::ServerCompaction => {

@@ -218,6 +218,149 @@ impl PriceTable {
     }
 }
 
+/// Where the per-model rows' cache multiples come from, read 2026-12-07.
+const ANTHROPIC_ROW_SOURCE: &str = "cache multiples: /work/shared/background/CLIENTS_AND_APIS_2026-12.md \"Prices that differ by model\" and https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching, https://www.anthropic.com/pricing (read 2026-12-07); input and output price: the anthropic table's (no per-model input price read)";
+
+/// Where the per-model OpenAI rows' cache multiples come from, read 2026-12-07.
+const OPENAI_ROW_SOURCE: &str = "cache multiples: /work/shared/background/CLIENTS_AND_APIS_2026-12.md \"Prices that differ by model\" and https://platform.openai.com/docs/pricing, https://platform.openai.com/docs/guides/prompt-caching (read 2026-12-07); input and output price: the openai table's (no per-model input price read)";
+
+/// One row of the per-model prices ([`MODEL_PRICES`]): what a provider charges for one model
+/// family's input, with the cache's prices as multiples of the input price.
+///
+/// A row names a model by a prefix of its identifier (`claude-sonnet-4` covers
+/// `claude-sonnet-4-20250514` and `claude-sonnet-4-5`); [`PriceTable::for_model`] picks the
+/// row with the longest prefix.
+///
+/// ```
+/// use cutctx_session::cache::MODEL_PRICES;
+/// let opus = MODEL_PRICES.iter().find(|r| r.model == "claude-opus-5-5").expect("a row");
+/// assert_eq!((opus.cache_read, opus.cache_write_5m, opus.cache_write_1h), (0.05, 1.25, Some(2.0)));
+/// assert!(opus.source.contains("2026-12-07"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelPrice {
+    /// The provider, as the shipped table is named: `anthropic` or `openai`.
+    pub provider: &'static str,
+    /// The prefix of the model identifiers the row covers, in lower case.
+    pub model: &'static str,
+    /// The price of a million uncached input tokens (where no per-model price was read, the
+    /// provider's shipped table's).
+    pub input_per_million: f64,
+    /// A cache read, as a multiple of the input price.
+    pub cache_read: f64,
+    /// A cache write that lives 5 minutes (OpenAI: every prompt's), as a multiple of the input
+    /// price.
+    pub cache_write_5m: f64,
+    /// A cache write that lives an hour, as a multiple of the input price (`None`: the
+    /// provider sells no such write).
+    pub cache_write_1h: Option<f64>,
+    /// An output token, as a multiple of the input price.
+    pub output: Option<f64>,
+    /// Where the figures come from, and the date they were read.
+    pub source: &'static str,
+}
+
+/// An Anthropic row: the anthropic table's input ($3/M) and output (5×) prices.
+const fn claude(model: &'static str, read: f64, write_5m: f64, write_1h: f64) -> ModelPrice {
+    ModelPrice {
+        provider: "anthropic",
+        model,
+        input_per_million: 3.0,
+        cache_read: read,
+        cache_write_5m: write_5m,
+        cache_write_1h: Some(write_1h),
+        output: Some(5.0),
+        source: ANTHROPIC_ROW_SOURCE,
+    }
+}
+
+/// An OpenAI row: the openai table's input ($2.50/M) and output (4×) prices; no 1-hour write.
+const fn gpt(model: &'static str, read: f64, write: f64) -> ModelPrice {
+    ModelPrice {
+        provider: "openai",
+        model,
+        input_per_million: 2.5,
+        cache_read: read,
+        cache_write_5m: write,
+        cache_write_1h: None,
+        output: Some(4.0),
+        source: OPENAI_ROW_SOURCE,
+    }
+}
+
+/// The per-model prices, read 2026-12-07 (each row's [`ModelPrice::source`] says from where).
+///
+/// * Anthropic: Opus 5.5 reads at 0.05×; Fable 5.1 and Mythos 5.1 read at 0.025× (per a
+///   published reading of the prompt-caching page, not confirmed on the page itself; their
+///   writes are taken as the standard 1.25× / 2×); older Claude models 0.1× / 1.25× / 2×.
+/// * OpenAI before GPT-5.6: writes cost nothing extra, reads are discounted per model
+///   (gpt-4o 0.5×, gpt-4.1 0.25×, gpt-5 0.1×); GPT-5.6: writes 1.25× (its read is taken as
+///   gpt-5's 0.1×). A later GPT-5.x with no row of its own falls to the `gpt-5` row: add a
+///   row when one ships.
+/// * No per-model input price was read: every row keeps its provider's shipped table's
+///   ($3/M, $2.50/M), so its money column is that table's; its multiples are the model's.
+///   Minimum cacheable lengths and block sizes are the provider table's too.
+pub const MODEL_PRICES: &[ModelPrice] = &[
+    claude("claude-opus-5-5", 0.05, 1.25, 2.0),
+    claude("claude-fable-5-1", 0.025, 1.25, 2.0),
+    claude("claude-mythos-5-1", 0.025, 1.25, 2.0),
+    claude("claude-opus-4", 0.1, 1.25, 2.0),
+    claude("claude-sonnet-4", 0.1, 1.25, 2.0),
+    claude("claude-haiku-4", 0.1, 1.25, 2.0),
+    claude("claude-3-7-sonnet", 0.1, 1.25, 2.0),
+    claude("claude-3-5-sonnet", 0.1, 1.25, 2.0),
+    claude("claude-3-5-haiku", 0.1, 1.25, 2.0),
+    claude("claude-3-opus", 0.1, 1.25, 2.0),
+    claude("claude-3-haiku", 0.1, 1.25, 2.0),
+    gpt("gpt-4o", 0.5, 1.0),
+    gpt("gpt-4.1", 0.25, 1.0),
+    gpt("gpt-5", 0.1, 1.0),
+    gpt("gpt-5.6", 0.1, 1.25),
+];
+
+impl PriceTable {
+    /// The table for `model`: the row of [`MODEL_PRICES`] whose model is the longest prefix
+    /// of `model` (compared in lower case, after any `provider/` namespace such as
+    /// OpenRouter's), with its provider's caching rules (minimum, block size, breakpoints).
+    /// The table is named `provider/row` and its write price is the 5-minute write's.
+    /// `None` for a model no row covers.
+    ///
+    /// ```
+    /// use cutctx_session::PriceTable;
+    /// let t = PriceTable::for_model("claude-opus-5-5-20261101").expect("a row");
+    /// assert_eq!((t.name.as_str(), t.cache_read, t.cache_write), ("anthropic/claude-opus-5-5", 0.05, 1.25));
+    /// assert!(t.breakpoints);
+    /// // gpt-5.6 is a longer prefix than gpt-5: writes are no longer free.
+    /// assert_eq!(PriceTable::for_model("gpt-5.6-luna").expect("a row").cache_write, 1.25);
+    /// assert_eq!(PriceTable::for_model("gpt-5-mini").expect("a row").cache_write, 1.0);
+    /// assert_eq!(PriceTable::for_model("openai/GPT-4.1").expect("a row").cache_read, 0.25);
+    /// assert!(PriceTable::for_model("m").is_none());
+    /// ```
+    #[must_use]
+    pub fn for_model(model: &str) -> Option<Self> {
+        let bare = model
+            .rsplit('/')
+            .next()
+            .unwrap_or(model)
+            .to_ascii_lowercase();
+        let row = MODEL_PRICES
+            .iter()
+            .filter(|r| bare.starts_with(r.model))
+            .max_by_key(|r| r.model.len())?;
+        let base = Self::named(row.provider)?;
+        Some(Self {
+            name: format!("{}/{}", row.provider, row.model),
+            model: row.model.into(),
+            input_per_million: row.input_per_million,
+            cache_read: row.cache_read,
+            cache_write: row.cache_write_5m,
+            output: row.output,
+            source: row.source.into(),
+            ..base
+        })
+    }
+}
+
 /// One summarizing call: what it sends, how much of that the cache holds, what it writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct SummaryCall {
@@ -252,5 +395,61 @@ impl PriceTable {
         cached as f64 * self.cache_read
             + (call.input_tokens - cached) as f64
             + call.output_tokens as f64 * self.output.unwrap_or(0.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{MODEL_PRICES, PriceTable};
+
+    #[test]
+    fn a_model_picks_its_row_by_the_longest_prefix() {
+        let t = PriceTable::for_model("claude-mythos-5-1").expect("a row");
+        assert_eq!(t.name, "anthropic/claude-mythos-5-1");
+        assert!((t.cache_read - 0.025).abs() < 1e-12);
+        assert!(t.breakpoints);
+        let t = PriceTable::for_model("claude-3-7-sonnet-20250219").expect("a row");
+        assert_eq!((t.cache_read, t.cache_write), (0.1, 1.25));
+        let t = PriceTable::for_model("gpt-4o-2024-08-06").expect("a row");
+        assert_eq!((t.cache_read, t.cache_write), (0.5, 1.0));
+        assert_eq!(t.cache_block_tokens, 128);
+        assert!(!t.breakpoints);
+        let t = PriceTable::for_model("gpt-5.6").expect("a row");
+        assert_eq!((t.cache_read, t.cache_write), (0.1, 1.25));
+        assert_eq!(
+            PriceTable::for_model("gpt-5.1-codex").expect("a row").name,
+            "openai/gpt-5"
+        );
+    }
+
+    #[test]
+    fn an_unknown_model_has_no_row() {
+        for model in ["m", "", "deepseek-chat", "claude", "gpt-4", "gemini-3-pro"] {
+            assert!(PriceTable::for_model(model).is_none(), "{model}");
+        }
+    }
+
+    #[test]
+    fn every_row_is_dated_and_its_provider_is_a_shipped_table() {
+        for row in MODEL_PRICES {
+            assert!(row.source.contains("2026-12-07"), "{}", row.model);
+            assert!(
+                PriceTable::named(row.provider).is_some(),
+                "{}",
+                row.provider
+            );
+            assert_eq!(row.model, row.model.to_ascii_lowercase());
+        }
+    }
+
+    #[test]
+    fn the_named_tables_are_unchanged() {
+        assert_eq!(
+            PriceTable::named("anthropic"),
+            Some(PriceTable::anthropic())
+        );
+        assert_eq!(PriceTable::anthropic().name, "anthropic");
+        assert_eq!(PriceTable::named("openai").expect("openai").cache_read, 0.5);
+        assert!(PriceTable::named("deepseek").is_some());
     }
 }

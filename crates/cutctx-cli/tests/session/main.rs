@@ -258,6 +258,58 @@ fn replay_compares_peers_and_prices_an_external_strategy_with_retention() {
 }
 
 #[test]
+fn replay_prices_by_the_run_model_unless_pricing_names_a_table() {
+    let dir = scratch("replay-model-prices");
+    let first_line = |model: &str, extra: &[&str]| {
+        let mut whole = chat(12, 300);
+        whole["model"] = json!(model);
+        let path = dir.join(format!("{model}.json"));
+        std::fs::write(&path, whole.to_string()).expect("written");
+        let mut args = vec![
+            "replay",
+            "--format",
+            "openai-chat",
+            path.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        let (status, out, err) = run(&args);
+        assert_eq!(status, Some(0), "{err}");
+        out.lines().next().expect("a first line").to_owned()
+    };
+    // A model picks its row.
+    let line = first_line("gpt-4.1-2025-04-14", &[]);
+    assert!(
+        line.contains("prices openai/gpt-4.1 (gpt-4.1, USD 2.5/M input, cache read 0.25x")
+            && line.contains("picked for the run's model gpt-4.1-2025-04-14"),
+        "{line}"
+    );
+    let line = first_line("claude-opus-5-5", &[]);
+    assert!(
+        line.contains("prices anthropic/claude-opus-5-5 ("),
+        "{line}"
+    );
+    assert!(line.contains("cache read 0.05x, uncached 1.25x"), "{line}");
+    // An unknown model falls back to the default table.
+    let line = first_line("m", &[]);
+    assert!(
+        line.contains("prices anthropic (claude-sonnet-4,")
+            && line.contains("the default: no table for the run's model m"),
+        "{line}"
+    );
+    // --pricing NAME still wins, the default's name included.
+    let line = first_line("gpt-5.6", &["--pricing", "openai"]);
+    assert!(
+        line.contains("prices openai (gpt-4o,") && line.contains("named by --pricing openai"),
+        "{line}"
+    );
+    let line = first_line("gpt-4o", &["--pricing", "anthropic"]);
+    assert!(
+        line.contains("prices anthropic (claude-sonnet-4,"),
+        "{line}"
+    );
+}
+
+#[test]
 fn a_tau_bench_run_replays_when_shared_is_present() {
     let shared = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/realworld/tau-bench/tau-bench-airline-gpt4o-task2-idx52.chat.json");
@@ -270,6 +322,9 @@ fn a_tau_bench_run_replays_when_shared_is_present() {
         "--format",
         "openai-chat",
         shared.to_str().expect("utf-8"),
+        // The marks matter under breakpoint (Anthropic) pricing, not the run model's (gpt-4o).
+        "--pricing",
+        "anthropic",
         "--json",
     ]);
     assert_eq!(status, Some(0), "{err}");
@@ -286,6 +341,9 @@ fn a_tau_bench_run_replays_when_shared_is_present() {
         "--format",
         "openai-chat",
         shared.to_str().expect("utf-8"),
+        // The marks matter under breakpoint (Anthropic) pricing, not the run model's (gpt-4o).
+        "--pricing",
+        "anthropic",
         "--json",
         "--marks",
         "session-only",
@@ -308,6 +366,9 @@ fn a_tau_bench_run_replays_when_shared_is_present() {
         "--format",
         "openai-chat",
         shared.to_str().expect("utf-8"),
+        // The marks matter under breakpoint (Anthropic) pricing, not the run model's (gpt-4o).
+        "--pricing",
+        "anthropic",
         "--json",
         "--warm-prefix",
     ]);

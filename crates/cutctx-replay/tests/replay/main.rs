@@ -593,6 +593,77 @@ fn the_peers_fire_where_their_published_thresholds_say() {
     assert_eq!(trigger(Rule::ServerCompaction, 20_000), 15_000);
 }
 
+/// The peers keep what they keep at their published budgets, not scaled to the window:
+/// Claude Code restores files of up to 5,000 tokens each and 50,000 in all, Codex keeps user
+/// messages up to 20,000 tokens, each capped only by what fits under the window after the
+/// summary; the clearing's `clear_at_least` (5,000, the docs' example) is scaled like its
+/// trigger. Scaled as they were, a 20,000-token window would have restored files of at most
+/// 500 tokens and kept 2,000 tokens of user messages.
+#[test]
+fn the_peers_keep_their_published_budgets() {
+    use cutctx_replay::peers::{clear_at_least, codex_user_budget, restore_budget};
+    assert_eq!(clear_at_least(200_000), 5_000);
+    assert_eq!(clear_at_least(20_000), 500);
+    // Room under a 20,000-token window after the summary.
+    assert_eq!(restore_budget(15_000), (5_000, 15_000));
+    assert_eq!(restore_budget(500_000), (5_000, 50_000));
+    assert_eq!(restore_budget(800), (800, 800));
+    assert_eq!(codex_user_budget(15_000), 15_000);
+    assert_eq!(codex_user_budget(500_000), 20_000);
+    assert_eq!(codex_user_budget(0), 0);
+}
+
+/// Anthropic's tool-result clearing applies only when it clears at least `clear_at_least`
+/// tokens: over its trigger with tool results too small to be worth a cache bust, it sends
+/// the requests as they are; with large ones it clears.
+#[test]
+fn clear_tool_uses_clears_only_when_it_clears_at_least_its_minimum() {
+    for format in Format::ALL {
+        let mut small = Vec::new();
+        let mut large = Vec::new();
+        for i in 0..20 {
+            let mut e = exchange(format, i, 2_000);
+            large.extend(e.clone());
+            // The tool result: a few tokens.
+            match format {
+                Format::OpenAiChat => e[2]["content"] = json!("ok"),
+                Format::OpenAiResponses => e[2]["output"] = json!("ok"),
+                Format::Anthropic => e[2]["content"][0]["content"] = json!("ok"),
+            }
+            small.extend(e);
+        }
+        for (messages, clears) in [(small, false), (large, true)] {
+            let run = request(format, &messages);
+            let full = prompt_tokens(
+                format,
+                &run,
+                &cutctx_policies::CharRatioEstimator::default(),
+            )
+            .expect("count");
+            // The trigger (half the window) is passed well before the end.
+            let cfg = config(format, full * 13 / 10, "drop_oldest");
+            let extras = ReplayExtras {
+                compare: true,
+                ..ReplayExtras::default()
+            };
+            let r = replay_extended(
+                &cfg,
+                &PriceTable::anthropic(),
+                &run,
+                ReplayOptions::default(),
+                &extras,
+            )
+            .expect("replay");
+            let cleared = r
+                .strategies
+                .iter()
+                .find(|s| s.name == "clear-tool-uses")
+                .expect("present");
+            assert_eq!(cleared.compactions > 0, clears, "{format}: clears {clears}");
+        }
+    }
+}
+
 /// Stateless compaction (the replay's `cutctx compact`) does not pin the task statement; the
 /// session's firings do.
 #[test]
