@@ -59,7 +59,7 @@ use cutctx_model::{CompactionError, details};
 use serde_json::{Map, Value, json};
 
 use crate::count::messages_tokens;
-use crate::session::{SessionConfig, continue_from, fraction, with_list};
+use crate::session::{SessionConfig, continue_from, fraction, references, with_list};
 use crate::state::{PrefixItem, Ready, SessionState, digest_of, hex};
 
 /// The Anthropic beta that on-demand compaction needs, added to the request's
@@ -221,7 +221,7 @@ pub fn ask(
     }
     let room = config.window.saturating_sub(fixed + config.reserve_output);
     let cut = cut(config, kind, list, &origins, head_end, room)?;
-    let head = items(&list[..head_end], &origins[..head_end]);
+    let head = references(&origins[..head_end], &list[..head_end]);
     let tail = match origins.get(cut) {
         Some(Some(c)) => [*c as u64, messages.len() as u64],
         _ => [0, 0],
@@ -299,16 +299,17 @@ fn cut(
     let candidates: Vec<usize> = (lowest..len).filter(|&q| opens_cleanly(q)).collect();
     let budget = fraction(room, config.target);
     let keeps_protected = |q: usize| len - q >= protected;
-    let mut fitting = None;
-    for &q in &candidates {
-        if !keeps_protected(q) {
-            break;
-        }
-        if messages_tokens(format, &list[q..], config.estimator.as_ref())? <= budget {
-            fitting = Some(q);
-            break;
-        }
+    // The tail's estimate from each message on, summed once from the end.
+    let mut tail = vec![0u64; len + 1];
+    for q in (lowest..len).rev() {
+        let m = cutctx_formats::message_tokens(format, &list[q], config.estimator.as_ref())?;
+        tail[q] = tail[q + 1].saturating_add(m);
     }
+    let fitting = candidates
+        .iter()
+        .take_while(|q| keeps_protected(**q))
+        .find(|q| tail[**q] <= budget)
+        .copied();
     let shortest_protected = candidates
         .iter()
         .rev()
@@ -319,24 +320,6 @@ fn cut(
         .unwrap_or(len)
         .max(head_end + 1)
         .min(len))
-}
-
-/// `list`'s messages as prefix items: kept where `origins` says they are the history's own.
-fn items(list: &[Value], origins: &[Option<usize>]) -> Vec<PrefixItem> {
-    let mut out: Vec<PrefixItem> = Vec::new();
-    for (m, origin) in list.iter().zip(origins) {
-        match origin {
-            Some(i) => {
-                let (a, b) = (*i as u64, *i as u64 + 1);
-                match out.last_mut() {
-                    Some(PrefixItem::Keep([_, end])) if *end == a => *end = b,
-                    _ => out.push(PrefixItem::Keep([a, b])),
-                }
-            }
-            None => out.push(PrefixItem::Insert(m.clone())),
-        }
-    }
-    out
 }
 
 /// The user's own texts among `covered`, newest first, whole, up to `budget` tokens.

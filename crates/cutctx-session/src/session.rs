@@ -760,7 +760,7 @@ pub(crate) fn with_list(
 /// comes from the rendering, never from comparing values: two messages equal as values (a
 /// 23-digit integer read as a float, the same text written with other escapes) are still two
 /// messages, and the one kept is the one whose bytes are sent.
-fn references(origins: &[Option<usize>], list: &[Value]) -> Vec<PrefixItem> {
+pub(crate) fn references(origins: &[Option<usize>], list: &[Value]) -> Vec<PrefixItem> {
     debug_assert_eq!(origins.len(), list.len(), "one origin per message");
     let mut items: Vec<PrefixItem> = Vec::new();
     for (m, origin) in list.iter().zip(origins) {

@@ -405,12 +405,7 @@ impl Session {
         answer: &Value,
     ) -> Result<bool, OpsError> {
         let ready = ask.ready(self.config.format, answer)?;
-        // A summary asked at a session's first call is kept by the state it starts with.
-        let format = self.config.format;
-        Ok(self
-            .state
-            .get_or_insert_with(|| SessionState::new(format))
-            .offer(ready))
+        Ok(self.keep_ready(ready))
     }
 
     /// [`Session::offer_summary`] for a summary its caller's own model wrote: `text`, the
@@ -425,11 +420,16 @@ impl Session {
         text: &str,
     ) -> Result<bool, OpsError> {
         let ready = ask.ready_text(self.config.format, text)?;
+        Ok(self.keep_ready(ready))
+    }
+
+    /// Offers `ready` to the state; a summary asked at a session's first call is kept by the
+    /// state it starts with.
+    fn keep_ready(&mut self, ready: cutctx::session::Ready) -> bool {
         let format = self.config.format;
-        Ok(self
-            .state
+        self.state
             .get_or_insert_with(|| SessionState::new(format))
-            .offer(ready))
+            .offer(ready)
     }
 
     /// The engine's step of `request`, with what this session knows of the last call.
