@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Replays every run of a corpus with `cutctx replay --compare --json` at the given windows and
 prints, per window, each strategy's cost summed over the runs, its ratio to the session's, and
-its retention (identifiers, task, recent results) averaged over the runs; then the session's
-ratios to stateless, none, hindsight and the cheapest peer retaining at least as much.
+its retention averaged over the runs: needed identifiers sent verbatim (recall) and behind a
+digest, all identifiers, the task statement, the latest user message, the recent results;
+then the session's ratios to stateless, none, hindsight and the cheapest peer recalling at
+least as much, and per run any strategy cheaper than the session with a higher recall.
 
     python3 scripts/replay-compare.py --cli target/release/cutctx \
         ../shared/realworld/long-runs --fractions 0.5 0.3 -- --warm-prefix
@@ -25,6 +27,9 @@ import tempfile
 
 PEERS = ["claude-code", "codex", "openhands", "clear-tool-uses", "server-compaction", "deep-agents"]
 
+
+RETENTION = ["needed", "needed_behind_digest", "identifiers", "task_intact", "latest_user",
+             "users_where_they_fit", "recent_results"]
 
 FORMATS = {".chat.json": "openai-chat", ".responses.json": "openai-responses",
            ".anthropic.json": "anthropic"}
@@ -78,42 +83,49 @@ def main():
             runs.append(path)
         runs = runs[::args.every]
     for fraction in args.fractions:
-        totals, retention, over, bound = {}, {}, {}, 0.0
-        dominated = []
+        totals, retention, over, bound, cannot = {}, {}, {}, 0.0, {}
+        dominated, cheaper_recalling = [], []
         for run in runs:
             v = replay(args.cli, run, fraction, args.extra)
             by = {s["name"]: s for s in v["strategies"]}
             me = by["session"]
-            for p in PEERS:
-                s = by.get(p)
-                if s and s["fitting_over"] == 0 and s["cost_units"] < me["cost_units"] \
-                        and s["retention"]["identifiers"] > me["retention"]["identifiers"]:
-                    dominated.append(f"{run.name}: {p} {s['cost_units']:.0f} < {me['cost_units']:.0f}, "
-                                     f"identifiers {s['retention']['identifiers']:.3f} > {me['retention']['identifiers']:.3f}")
+            for name, s in by.items():
+                if name == "session" or s["fitting_over"] != 0 or s["cost_units"] >= me["cost_units"] \
+                        or s["retention"]["needed"] <= me["retention"]["needed"]:
+                    continue
+                line = (f"{run.name}: {name} {s['cost_units']:.0f} < {me['cost_units']:.0f}, "
+                        f"recall {s['retention']['needed']:.3f} > {me['retention']['needed']:.3f}")
+                (dominated if name in PEERS else cheaper_recalling).append(line)
             bound += v["bound_units"]
             for s in v["strategies"]:
                 totals[s["name"]] = totals.get(s["name"], 0.0) + s["cost_units"]
                 over[s["name"]] = over.get(s["name"], 0) + s["fitting_over"]
-                r = retention.setdefault(s["name"], [0.0, 0.0, 0.0])
-                for i, k in enumerate(["identifiers", "task_intact", "recent_results"]):
+                cannot[s["name"]] = cannot.get(s["name"], 0) + s["retention"]["users_cannot_fit"]
+                r = retention.setdefault(s["name"], [0.0] * len(RETENTION))
+                for i, k in enumerate(RETENTION):
                     r[i] += s["retention"][k] / len(runs)
         session = totals["session"]
         print(f"window {fraction:.0%} of each run's final size, {len(runs)} runs; bound {bound:,.0f} units")
-        print("| strategy | cost (units) | / session | identifiers | task | recent | calls over the window (untouchable fits) |")
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("| strategy | cost (units) | / session | recall | behind a digest | identifiers | task | latest user "
+              "| both, where they fit | recent | calls over the window (untouchable fits) |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
         for name, cost in totals.items():
-            i, t, r = retention[name]
-            print(f"| {name} | {cost:,.0f} | {cost / session:.3f} | {i:.3f} | {t:.3f} | {r:.3f} | {over[name]} |")
+            cells = " | ".join(f"{x:.3f}" for x in retention[name])
+            print(f"| {name} | {cost:,.0f} | {cost / session:.3f} | {cells} | {over[name]} |")
         si = retention["session"][0]
         peers = [p for p in PEERS if p in totals and retention[p][0] >= si]
         cheapest = min(peers, key=lambda p: totals[p]) if peers else None
         line = (f"session / stateless {session / totals['stateless']:.3f}; / none {session / totals['none']:.3f}; "
                 f"/ hindsight {session / totals['hindsight']:.3f}; / bound {session / bound:.3f}")
         if cheapest:
-            line += f"; / cheapest peer retaining as many identifiers ({cheapest}) {session / totals[cheapest]:.3f}"
+            line += f"; / cheapest peer recalling as much ({cheapest}) {session / totals[cheapest]:.3f}"
         print(line)
-        print(f"runs where a peer within the window is cheaper and keeps more identifiers: {len(dominated)}")
+        print(f"calls where the task and the latest user message cannot fit the window together: {cannot['session']}")
+        print(f"runs where a peer within the window is cheaper and recalls more: {len(dominated)}")
         for d in dominated:
+            print("  " + d)
+        print(f"runs where another strategy within the window is cheaper and recalls more: {len(cheaper_recalling)}")
+        for d in cheaper_recalling:
             print("  " + d)
         print()
 

@@ -910,21 +910,62 @@ impl ProviderTranscript {
     ///
     /// As [`Transcript::new`]: the transcript with the pin is checked again.
     pub fn pin_first_user(&mut self) -> Result<bool, FormatError> {
-        let Some(first) = self
+        let first = self
             .transcript
             .roles()
             .iter()
-            .position(|r| *r == cutctx_model::Role::User)
-        else {
+            .position(|r| *r == cutctx_model::Role::User);
+        self.pin_turn(first)
+    }
+
+    /// Pins the request's last user turn (the latest thing the user asked; tool results are
+    /// tool turns, not user turns), as [`ProviderTranscript::pin_first_user`] pins the first;
+    /// returns whether there was one.
+    ///
+    /// ```
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// use serde_json::json;
+    /// let request = json!({"model": "m", "messages": [
+    ///     {"role": "user", "content": "the task"},
+    ///     {"role": "assistant", "content": "ok"},
+    ///     {"role": "user", "content": "and now this"},
+    ///     {"role": "assistant", "content": "done"},
+    /// ]});
+    /// let estimator = cutctx_formats::EstimatorSpec::default().estimator()?;
+    /// let mut pt = ProviderTranscript::from_document_with(Format::OpenAiChat, request, estimator.as_ref())?;
+    /// assert!(pt.pin_latest_user()?);
+    /// let pinned: Vec<bool> = pt.transcript().turns().iter().map(|t| t.pinned()).collect();
+    /// assert_eq!(pinned, [false, false, true, false]);
+    /// # Ok::<(), cutctx_formats::FormatError>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`Transcript::new`]: the transcript with the pin is checked again.
+    pub fn pin_latest_user(&mut self) -> Result<bool, FormatError> {
+        let last = self
+            .transcript
+            .roles()
+            .iter()
+            .rposition(|r| *r == cutctx_model::Role::User);
+        self.pin_turn(last)
+    }
+
+    /// Pins the turn at `at`, if any; whether there was one.
+    fn pin_turn(&mut self, at: Option<usize>) -> Result<bool, FormatError> {
+        let Some(at) = at else {
             return Ok(false);
         };
+        if self.transcript.turns()[at].pinned() {
+            return Ok(true);
+        }
         let turns = self
             .transcript
             .turns()
             .iter()
             .enumerate()
             .map(|(i, t)| {
-                if i == first {
+                if i == at {
                     t.clone().with_pinned(true)
                 } else {
                     t.clone()

@@ -524,6 +524,11 @@ fn json_line(replay: &Replay, prices: &PriceTable, warm: bool) -> String {
                     "identifiers": s.retention.identifiers,
                     "task_intact": s.retention.task_intact,
                     "recent_results": s.retention.recent_results,
+                    "needed": s.retention.needed,
+                    "needed_behind_digest": s.retention.needed_behind_digest,
+                    "latest_user": s.retention.latest_user,
+                    "users_where_they_fit": s.retention.users_where_they_fit,
+                    "users_cannot_fit": s.retention.users_cannot_fit,
                 },
             })
         })

@@ -1016,7 +1016,12 @@ pub fn replay_extended(
             .collect();
         plans.push((e.name.clone(), sents));
     }
-    let targets = Targets::of(format, run, &context.points, extras.retention_last);
+    let room = crate::retention::Room {
+        tokens: &context.tokens,
+        besides: context.fixed + config.reserve_output,
+        window: config.window,
+    };
+    let targets = Targets::of(format, run, &context.points, extras.retention_last, &room);
     let mut strategies = Vec::with_capacity(plans.len());
     for (name, sents) in &plans {
         let retention = targets.measure(sents.iter().map(|s| &s.request));

@@ -3,12 +3,10 @@
 //! request still shows, whether the task statement is intact, and how many of the latest
 //! tool results are sent verbatim.
 //!
-//! **Identifiers.** A text's identifiers are its maximal runs of ASCII letters, digits and
-//! `_ . / -`, with leading and trailing `.`, `/` and `-` trimmed, that are either all digits
-//! and at least 2 long, or at least 3 long and hold a digit, `_`, `.` or `/` (a path, a file
-//! name, a snake-case name, a version, a number with letters). Plain words are left out: they
-//! say little about what was kept. Every string of a message counts (content, tool-call
-//! arguments, tool names); object keys do not.
+//! **Identifiers** are those of `cutctx_session::mentions`, the one rule by which the session
+//! too tells what a model message refers to: runs of letters, digits and `_ . / -` that look
+//! like a path, a file name, a snake-case name, a version or a number, read from every string
+//! of a message (content, tool-call arguments, tool names), not object keys.
 //!
 //! **Per call `k`.** The *answer* is the model turn the recorded run holds at call `k` (the
 //! assistant message answering it, with its tool calls' arguments; for Responses, every model
@@ -23,14 +21,30 @@
 //! messages, Anthropic `tool_result` blocks of user messages, Responses outputs of its call
 //! types), kept when the sent request holds each unchanged.
 //!
-//! **Over the run.** Identifiers: kept over eligible, summed over calls (1 when no call has
-//! any). Task: the share of calls at which it is intact. Recent results: kept over counted,
+//! **Needed information.** The *needed* identifiers at call `k` are the answer's identifiers
+//! whose first appearance in the run (the fixed part first, then the messages in order) is in
+//! a tool result before call `k`: what the model read in a tool's output and then used. Each
+//! is *verbatim* when the request sent at call `k` holds it anywhere, else *behind a digest*
+//! when the request still holds a result for the call it first appeared in that carries a
+//! `sha256:` digest (a masking stub, from which a caller can restore it), else lost. The
+//! *latest user message* is the last user message of the history at call `k` that is not only
+//! tool results (for Anthropic, its tool-result blocks set aside), intact when the sent
+//! request holds a message with every string of it unchanged, as the task is checked.
+//!
+//! The task and the latest user message are also counted together, over the calls where they
+//! can fit: where the request's fixed part, its system messages, the output reserve and the
+//! two messages are within the window; the calls where they cannot are counted apart.
+//!
+//! **Over the run.** Identifiers and needed identifiers: kept over eligible, summed over calls
+//! (1 when no call has any; behind a digest, 0 when none is needed). Task and latest user
+//! message: the share of calls at which each is intact. Recent results: kept over counted,
 //! summed over calls (1 when there are none). A stand-in summary holds no identifiers, so a
 //! strategy is credited only for what it sends verbatim.
 
 use std::collections::BTreeSet;
 
 use cutctx_formats::{Format, message_list as history};
+use cutctx_session::mentions::{Origin, each_identifier, each_string, first_seen};
 use serde_json::Value;
 
 /// A strategy's retention over a run (each a share in `[0, 1]`).
@@ -42,6 +56,19 @@ pub struct Retention {
     pub task_intact: f64,
     /// The last `N` tool results at each call sent verbatim.
     pub recent_results: f64,
+    /// Needed identifiers (first seen in a tool result, used by the answer) sent verbatim.
+    pub needed: f64,
+    /// Needed identifiers not sent verbatim but behind a digest of the result they came from.
+    pub needed_behind_digest: f64,
+    /// Calls at which the latest user message is sent intact.
+    pub latest_user: f64,
+    /// Calls at which both the task and the latest user message are sent intact, among those
+    /// where they fit: where the fixed part, the system messages, the reserve and the two are within the
+    /// window (1 when there are none).
+    pub users_where_they_fit: f64,
+    /// Calls at which the fixed part, the reserve, the task and the latest user message
+    /// together exceed the window: no request there can hold both.
+    pub users_cannot_fit: usize,
 }
 
 impl Default for Retention {
@@ -50,67 +77,16 @@ impl Default for Retention {
             identifiers: 1.0,
             task_intact: 1.0,
             recent_results: 1.0,
+            needed: 1.0,
+            needed_behind_digest: 0.0,
+            latest_user: 1.0,
+            users_where_they_fit: 1.0,
+            users_cannot_fit: 0,
         }
     }
 }
 
-/// The identifiers of `text`, in order (see the module's definition).
-///
-/// ```
-/// use cutctx_replay::retention::identifiers;
-/// let found = identifiers("Open src/main.rs at line 42, then call parse_args (v1.2).");
-/// assert_eq!(found, ["src/main.rs", "42", "parse_args", "v1.2"]);
-/// ```
-#[must_use]
-pub fn identifiers(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    each_identifier(text, &mut |t| out.push(t));
-    out
-}
-
-fn each_identifier<'a>(text: &'a str, f: &mut dyn FnMut(&'a str)) {
-    let bytes = text.as_bytes();
-    let part = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'/' | b'-');
-    let mut i = 0;
-    while i < bytes.len() {
-        if !part(bytes[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len() && part(bytes[i]) {
-            i += 1;
-        }
-        // The run is ASCII, so its ends are character boundaries.
-        let run = text
-            .get(start..i)
-            .unwrap_or("")
-            .trim_matches(|c| matches!(c, '.' | '/' | '-'));
-        if qualifies(run) {
-            f(run);
-        }
-    }
-}
-
-fn qualifies(token: &str) -> bool {
-    let b = token.as_bytes();
-    if b.len() >= 2 && b.iter().all(u8::is_ascii_digit) {
-        return true;
-    }
-    b.len() >= 3
-        && b.iter()
-            .any(|c| c.is_ascii_digit() || matches!(c, b'_' | b'.' | b'/'))
-}
-
-/// Calls `f` on every string of `value` (not object keys).
-fn each_string<'a>(value: &'a Value, f: &mut dyn FnMut(&'a str)) {
-    match value {
-        Value::String(s) => f(s),
-        Value::Array(list) => list.iter().for_each(|v| each_string(v, f)),
-        Value::Object(map) => map.values().for_each(|v| each_string(v, f)),
-        _ => {}
-    }
-}
+pub use cutctx_session::mentions::identifiers;
 
 /// Whether `message` holds every string of `part` (its role among them) unchanged.
 fn holds_all(message: &Value, part: &Value) -> bool {
@@ -145,11 +121,66 @@ fn results(format: Format, list: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The ids of the calls whose results `list` holds as a stub carrying a digest.
+fn digest_stubs(format: Format, list: &[Value]) -> BTreeSet<&str> {
+    let descriptor = format.descriptor();
+    let mut out = BTreeSet::new();
+    for m in list {
+        for (block, result) in descriptor.tool_results(m) {
+            let mut stub = false;
+            each_string(result, &mut |s| stub |= s.contains("sha256:"));
+            if stub && let Some(id) = descriptor.answered_call(m, block) {
+                out.insert(id);
+            }
+        }
+    }
+    out
+}
+
+/// A user message as the latest-user check compares it: Anthropic's tool-result blocks set
+/// aside; `None` when nothing else is left (a message of tool results alone).
+fn user_part(format: Format, message: &Value) -> Option<Value> {
+    if message.get("role").and_then(Value::as_str) != Some(format.descriptor().roles.user) {
+        return None;
+    }
+    if format.descriptor().is_tool_result(message) {
+        return None;
+    }
+    let Some(Value::Array(blocks)) = message.get("content") else {
+        return Some(message.clone());
+    };
+    let rest: Vec<Value> = blocks
+        .iter()
+        .filter(|b| b.get("type").and_then(Value::as_str) != Some("tool_result"))
+        .cloned()
+        .collect();
+    if rest.is_empty() {
+        return None;
+    }
+    let mut part = message.clone();
+    part["content"] = Value::Array(rest);
+    Some(part)
+}
+
 /// What retention is measured against at one call, the same for every strategy.
 struct Target {
     eligible: BTreeSet<String>,
+    /// Needed identifiers and the id of the call whose result they first appeared in.
+    needed: Vec<(String, String)>,
     task: Option<Value>,
+    latest_user: Option<Value>,
+    /// Whether the task and the latest user message fit the window together.
+    users_fit: bool,
     recent: Vec<String>,
+}
+
+/// What [`Targets::of`] needs to tell whether the task and the latest user message can fit:
+/// each message's tokens, the tokens every request sends besides its messages (the fixed
+/// part and the reserve), and the window.
+pub(crate) struct Room<'a> {
+    pub(crate) tokens: &'a [u64],
+    pub(crate) besides: u64,
+    pub(crate) window: u64,
 }
 
 /// The targets of every call of `run`, whose calls send the first `points[k]` messages.
@@ -160,12 +191,20 @@ pub(crate) struct Targets {
 
 impl Targets {
     /// The targets of `run` at each call point, with the last `last` tool results.
-    pub(crate) fn of(format: Format, run: &Value, points: &[usize], last: usize) -> Self {
+    pub(crate) fn of(
+        format: Format,
+        run: &Value,
+        points: &[usize],
+        last: usize,
+        room: &Room<'_>,
+    ) -> Self {
         let messages = history(format, run);
-        let task = messages
+        let user = format.descriptor().roles.user;
+        let task_at = messages
             .iter()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some(format.descriptor().roles.user))
-            .cloned();
+            .position(|m| m.get("role").and_then(Value::as_str) == Some(user));
+        let task = task_at.map(|i| messages[i].clone());
+        let seen = first_seen(format, run);
         let mut calls = Vec::with_capacity(points.len());
         for &len in points {
             let answer_end = messages
@@ -203,6 +242,38 @@ impl Targets {
                     }
                 }
             }
+            let needed = wanted
+                .iter()
+                .filter_map(|t| match seen.get(*t) {
+                    Some(Origin {
+                        message: Some(i),
+                        call: Some(call),
+                    }) if *i < len => Some(((*t).to_owned(), call.clone())),
+                    _ => None,
+                })
+                .collect();
+            let latest = prior
+                .iter()
+                .enumerate()
+                .rev()
+                .find_map(|(i, m)| user_part(format, m).map(|part| (i, part)));
+            let tokens =
+                |i: Option<usize>| i.and_then(|i| room.tokens.get(i)).copied().unwrap_or(0);
+            let latest_at = latest.as_ref().map(|(i, _)| *i);
+            let both = if latest_at == task_at {
+                tokens(task_at)
+            } else {
+                tokens(task_at) + tokens(latest_at)
+            };
+            // System messages are sent in every request, as the fixed part is.
+            let system: u64 = prior
+                .iter()
+                .enumerate()
+                .filter(|(_, m)| cutctx_formats::is_system_message(format, m))
+                .map(|(i, _)| tokens(Some(i)))
+                .sum();
+            let users_fit = room.besides + system + both <= room.window;
+            let latest_user = latest.map(|(_, part)| part);
             let all = results(format, prior);
             let recent = all[all.len().saturating_sub(last)..].to_vec();
             let task = task
@@ -211,7 +282,10 @@ impl Targets {
                 .cloned();
             calls.push(Target {
                 eligible,
+                needed,
                 task,
+                latest_user,
+                users_fit,
                 recent,
             });
         }
@@ -224,6 +298,9 @@ impl Targets {
         let (mut kept, mut eligible) = (0_usize, 0_usize);
         let (mut task_calls, mut intact) = (0_usize, 0_usize);
         let (mut results_kept, mut results_counted) = (0_usize, 0_usize);
+        let (mut needed, mut verbatim, mut behind) = (0_usize, 0_usize, 0_usize);
+        let (mut user_calls, mut user_intact) = (0_usize, 0_usize);
+        let (mut fit_calls, mut fit_intact, mut cannot) = (0_usize, 0_usize, 0_usize);
         for (target, request) in self.calls.iter().zip(sent) {
             let list = history(self.format, request);
             let wanted: BTreeSet<&str> = target.eligible.iter().map(String::as_str).collect();
@@ -231,9 +308,51 @@ impl Targets {
             if !wanted.is_empty() {
                 kept += present(request, &wanted);
             }
-            if let Some(task) = &target.task {
+            if !target.needed.is_empty() {
+                let wanted: BTreeSet<&str> =
+                    target.needed.iter().map(|(t, _)| t.as_str()).collect();
+                let mut found: BTreeSet<&str> = BTreeSet::new();
+                each_string(request, &mut |s| {
+                    each_identifier(s, &mut |t| {
+                        if let Some(w) = wanted.get(t) {
+                            found.insert(w);
+                        }
+                    });
+                });
+                let stubs = digest_stubs(self.format, list);
+                needed += target.needed.len();
+                for (t, call) in &target.needed {
+                    if found.contains(t.as_str()) {
+                        verbatim += 1;
+                    } else if stubs.contains(call.as_str()) {
+                        behind += 1;
+                    }
+                }
+            }
+            let user_sent = target
+                .latest_user
+                .as_ref()
+                .map(|user| list.iter().any(|m| holds_all(m, user)));
+            let task_sent = target
+                .task
+                .as_ref()
+                .map(|task| list.iter().any(|m| m == task || holds_all(m, task)));
+            if let Some(sent) = user_sent {
+                user_calls += 1;
+                user_intact += usize::from(sent);
+            }
+            if let Some(sent) = task_sent {
                 task_calls += 1;
-                intact += usize::from(list.iter().any(|m| m == task || holds_all(m, task)));
+                intact += usize::from(sent);
+            }
+            if user_sent.is_some() || task_sent.is_some() {
+                if target.users_fit {
+                    fit_calls += 1;
+                    fit_intact +=
+                        usize::from(user_sent.unwrap_or(true) && task_sent.unwrap_or(true));
+                } else {
+                    cannot += 1;
+                }
             }
             if !target.recent.is_empty() {
                 let sent_results: BTreeSet<String> =
@@ -251,6 +370,15 @@ impl Targets {
             identifiers: share(kept, eligible),
             task_intact: share(intact, task_calls),
             recent_results: share(results_kept, results_counted),
+            needed: share(verbatim, needed),
+            needed_behind_digest: if needed == 0 {
+                0.0
+            } else {
+                behind as f64 / needed as f64
+            },
+            latest_user: share(user_intact, user_calls),
+            users_where_they_fit: share(fit_intact, fit_calls),
+            users_cannot_fit: cannot,
         }
     }
 }

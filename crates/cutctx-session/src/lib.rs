@@ -73,6 +73,7 @@ mod calls;
 mod count;
 mod early;
 mod known;
+pub mod mentions;
 mod session;
 mod state;
 

@@ -428,10 +428,20 @@ fn decide<E: From<FormatError>>(
     } else {
         None
     };
-    let fitted = match early {
-        Some(fitted) => Some(fitted),
-        None if must_fire => compact_to_unless_open_loop(config, lent, config.target, summarize)?,
-        None => None,
+    let restore = if must_fire || may_swap || held_off.is_some() || early.is_some() {
+        None
+    } else {
+        restorable_task(config, &state, lent.value(), fixed)?
+    };
+    let fitted = match (early, restore) {
+        (Some(fitted), _) => Some(fitted),
+        (None, _) if must_fire => {
+            compact_to_unless_open_loop(config, lent, config.target, summarize)?
+        }
+        // A firing that brings the task back is only worth its write if it does.
+        (None, Some(task)) => compact_to_unless_open_loop(config, lent, config.target, summarize)?
+            .filter(|f| f.origins.contains(&Some(task))),
+        (None, None) => None,
     };
     let request = lent.value();
     let messages = history(format, request);
@@ -797,8 +807,10 @@ pub struct Fitted {
 
 /// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
 /// and the protected recent turns) plus `share` of the room the window leaves above it; at
-/// worst to the window itself. With `keep_task` (a session's firing) the first user turn, the
-/// task statement, is pinned: it is kept, and stays in the cached prefix across firings.
+/// worst to the window itself. With `keep_task` (a session's firing) the firing keeps what
+/// the model is working from ([`Keep::ladder`]): the first user turn (the task statement,
+/// which stays in the cached prefix across firings), the latest user turn, and the tool
+/// results the latest model messages refer to.
 ///
 /// The plan's budget and the goal are the same count (`cutctx-formats`' prompt count), so the
 /// turn budget is the goal less the tools and the reserve; rendering can still differ a little
@@ -823,16 +835,93 @@ pub fn compact_to<E: From<FormatError>>(
     keep_task: bool,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Fitted, E> {
-    // Keeping the task must never cost a fit: where it leaves no plan under the window, the
-    // firing compacts without it.
     let mut lent = Lent::Borrowed(request);
-    if keep_task && let Ok(fitted) = fit(config, &mut lent, share, true, summarize)? {
-        return Ok(fitted);
-    }
-    fit(config, &mut lent, share, false, summarize)?.map_err(|unfit| match unfit {
+    let ladder = if keep_task {
+        Keep::ladder(config)
+    } else {
+        vec![Keep::unpinned(config)]
+    };
+    fit_down(config, &mut lent, share, &ladder, summarize)?.map_err(|unfit| match unfit {
         Unfit::Budget(e) => E::from(FormatError::from(e)),
         Unfit::OpenLoop(e) => E::from(e),
     })
+}
+
+/// What a firing keeps untouched beyond the system turns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Keep {
+    /// The first and the latest user turns are pinned.
+    users: bool,
+    /// The tool results the last [`Keep::REFERRERS`] model messages refer to are pinned.
+    referred: bool,
+    /// How many of the most recent turns are protected.
+    protected: u64,
+}
+
+impl Keep {
+    /// How many of the latest model messages' references a firing keeps: the current step and
+    /// the few before it, whose files and outputs the next answer most often works on.
+    const REFERRERS: usize = 4;
+
+    /// What a firing that keeps nothing of its own protects: the configured recent turns.
+    const fn unpinned(config: &SessionConfig) -> Self {
+        Self {
+            users: false,
+            referred: false,
+            protected: config.protected_recent,
+        }
+    }
+
+    /// What a session's firing tries to keep, most first, each tried where the one before
+    /// leaves no plan under the window: the user turns, the referred results and the
+    /// protected recent turns; then without the referred results; then with one protected
+    /// turn fewer at a time, down to one, so that the task and the latest request outlast
+    /// the older of the recent turns; at last, the configured recent turns alone, since
+    /// keeping the user turns must never cost a fit.
+    fn ladder(config: &SessionConfig) -> Vec<Self> {
+        let n = config.protected_recent;
+        let mut rungs = vec![
+            Self {
+                users: true,
+                referred: true,
+                protected: n,
+            },
+            Self {
+                users: true,
+                referred: false,
+                protected: n,
+            },
+        ];
+        rungs.extend((0..n).rev().map(|protected| Self {
+            users: true,
+            referred: false,
+            protected,
+        }));
+        rungs.push(Self::unpinned(config));
+        rungs
+    }
+}
+
+/// The first rung of `ladder` that fits (see [`fit`]); a loop whose reasoning no plan keeps
+/// valid stops the descent, since keeping less never makes it valid.
+fn fit_down<E: From<FormatError>>(
+    config: &SessionConfig,
+    lent: &mut Lent<'_>,
+    share: f64,
+    ladder: &[Keep],
+    summarize: &mut Summarize<'_, E>,
+) -> Result<Result<Fitted, Unfit>, E> {
+    let mut last = None;
+    for keep in ladder {
+        match fit(config, lent, share, *keep, summarize)? {
+            Err(Unfit::Budget(e)) => last = Some(e),
+            done => return Ok(done),
+        }
+    }
+    match last {
+        Some(e) => Ok(Err(Unfit::Budget(e))),
+        None => unreachable_fitted(),
+    }
 }
 
 /// The firing below the trigger that [`EarlyFiring`] says pays, if any: the request is
@@ -865,7 +954,8 @@ fn fire_early<E: From<FormatError>>(
     if !early.pays(prompt, least, growth, calls) {
         return Ok(None);
     }
-    let read = untouchable(config, lent.lend(), true).map_err(E::from)?;
+    let keep = Keep::ladder(config)[0];
+    let read = untouchable(config, lent.lend(), keep).map_err(E::from)?;
     let floor = read.floor;
     lent.give_back(read.transcript);
     if floor > config.window
@@ -884,16 +974,61 @@ fn compact_to_unless_open_loop<E: From<FormatError>>(
     share: f64,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Option<Fitted>, E> {
-    let unpinned = match fit(config, lent, share, true, summarize)? {
-        Ok(fitted) => return Ok(Some(fitted)),
-        Err(Unfit::OpenLoop(_)) => return Ok(None),
-        Err(Unfit::Budget(_)) => fit(config, lent, share, false, summarize)?,
-    };
-    match unpinned {
+    match fit_down(config, lent, share, &Keep::ladder(config), summarize)? {
         Ok(fitted) => Ok(Some(fitted)),
         Err(Unfit::OpenLoop(_)) => Ok(None),
         Err(Unfit::Budget(e)) => Err(E::from(FormatError::from(e))),
     }
+}
+
+/// The index of the task statement (the history's first user message) when the prefix of an
+/// earlier firing lost it and a firing now can bring it back: a firing drops the task only
+/// where the task and the latest user message could not fit the window together, and the
+/// session fires again, to send the task, at the first call where they can. Never after a
+/// provider's own compaction, whose summary stands for the task.
+fn restorable_task(
+    config: &SessionConfig,
+    state: &SessionState,
+    request: &Value,
+    fixed: u64,
+) -> Result<Option<usize>, FormatError> {
+    let format = config.format;
+    let messages = history(format, request);
+    let user = format.descriptor().roles.user;
+    let is_user = |m: &Value| {
+        m.get("role").and_then(Value::as_str) == Some(user)
+            && !format.descriptor().is_tool_result(m)
+    };
+    let Some(task) = messages.iter().position(is_user) else {
+        return Ok(None);
+    };
+    let kept = |item: &PrefixItem| match item {
+        PrefixItem::Keep([a, b]) => (*a..*b).contains(&(task as u64)),
+        PrefixItem::Insert(v) => native_compaction(v),
+    };
+    if state.prefix.is_empty() || task >= state.prefix_len || state.prefix.iter().any(kept) {
+        return Ok(None);
+    }
+    let estimator = config.estimator.as_ref();
+    let latest = messages.iter().rposition(is_user).unwrap_or(task);
+    let mut needed = fixed + config.reserve_output;
+    for (i, m) in messages.iter().enumerate() {
+        if i == task || i == latest || cutctx_formats::is_system_message(format, m) {
+            needed += cutctx_formats::message_tokens(format, m, estimator)?;
+        }
+    }
+    Ok((needed <= config.window).then_some(task))
+}
+
+/// Whether `message` is, or holds, a provider's own compaction (Anthropic's compaction
+/// block, Responses' compaction item).
+fn native_compaction(message: &Value) -> bool {
+    let is = |v: &Value| v.get("type").and_then(Value::as_str) == Some("compaction");
+    is(message)
+        || message
+            .get("content")
+            .and_then(Value::as_array)
+            .is_some_and(|blocks| blocks.iter().any(is))
 }
 
 /// Why [`fit`] found no request to send.
@@ -955,30 +1090,41 @@ struct Untouchable {
     turn_floor: u64,
     /// Those with the tools and the reserve: the least a firing can send.
     floor: u64,
+    /// How many recent turns are protected.
+    protected: u64,
 }
 
-/// Reads `request` for a firing (the task pinned with `keep_task`) and counts its untouchable
+/// Reads `request` for a firing, with the pins `keep` asks for, and counts its untouchable
 /// part.
 fn untouchable(
     config: &SessionConfig,
     request: Value,
-    keep_task: bool,
+    keep: Keep,
 ) -> Result<Untouchable, FormatError> {
+    let referred = if keep.referred {
+        let mut pins = crate::mentions::referred_results(config.format, &request, Keep::REFERRERS);
+        pins.extend(config.pinned_results.iter().cloned());
+        Some(pins)
+    } else {
+        None
+    };
     let mut pt =
         ProviderTranscript::from_document_with(config.format, request, config.estimator.as_ref())?;
     pt.set_reasoning(config.reasoning);
-    pt.pin_results(&config.pinned_results)?;
-    if keep_task {
+    pt.pin_results(referred.as_ref().unwrap_or(&config.pinned_results))?;
+    if keep.users {
         pt.pin_first_user()?;
+        pt.pin_latest_user()?;
     }
     let count = pt.prompt_count(config.reserve_output);
-    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
+    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(keep.protected);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
     let turn_floor = analysis.untouchable_tokens();
     Ok(Untouchable {
         floor: count.tools + count.reserve + turn_floor,
         transcript: pt,
         turn_floor,
+        protected: keep.protected,
     })
 }
 
@@ -988,16 +1134,16 @@ fn goal_of(config: &SessionConfig, floor: u64, share: f64) -> u64 {
     floor + fraction(config.window.saturating_sub(floor), share)
 }
 
-/// [`compact_to`] with the task pinned or not; `Ok(Err(_))` when no plan fits the window or
-/// none gives a valid request.
+/// [`compact_to`] keeping what `keep` says; `Ok(Err(_))` when no plan fits the window or none
+/// gives a valid request.
 fn fit<E: From<FormatError>>(
     config: &SessionConfig,
     lent: &mut Lent<'_>,
     share: f64,
-    keep_task: bool,
+    keep: Keep,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Result<Fitted, Unfit>, E> {
-    let read = untouchable(config, lent.lend(), keep_task).map_err(E::from)?;
+    let read = untouchable(config, lent.lend(), keep).map_err(E::from)?;
     let attempt = fit_read(config, &read, share, summarize);
     let input = lent.give_back(read.transcript);
     Ok(match attempt? {
@@ -1041,18 +1187,18 @@ fn fit_read<E: From<FormatError>>(
         transcript: pt,
         turn_floor,
         floor,
+        protected,
     } = read;
-    let (turn_floor, floor) = (*turn_floor, *floor);
+    let (turn_floor, floor, protected) = (*turn_floor, *floor, *protected);
     let limit = config.window;
     if floor > limit {
         return Ok(Err(Unfit::Budget(CompactionError::BudgetUnsatisfiable {
             message: format!(
-                "the untouchable part of the request (tools, system turns and the {} most \
+                "the untouchable part of the request (tools, system turns and the {protected} most \
                      recent turns, with the output reserve) is {floor} tokens, over the window \
-                     of {limit}",
-                config.protected_recent
+                     of {limit}"
             ),
-            details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => config.protected_recent },
+            details: details! { "untouchable_tokens" => floor, "max_tokens" => limit, "protected_recent_turns" => protected },
         })));
     }
     let goal = goal_of(config, floor, share);
@@ -1060,8 +1206,7 @@ fn fit_read<E: From<FormatError>>(
     let mut best: Option<(u64, Attempt)> = None;
     let mut room = goal - floor;
     for _ in 0..8 {
-        let b = CompactionBudget::new(turn_floor + room)
-            .with_protected_recent_turns(config.protected_recent);
+        let b = CompactionBudget::new(turn_floor + room).with_protected_recent_turns(protected);
         let plan = match config.policy.decide(pt.transcript(), &b) {
             Ok(plan) => plan,
             Err(e @ CompactionError::BudgetUnsatisfiable { .. }) => return Ok(Err(e.into())),
