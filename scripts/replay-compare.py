@@ -11,6 +11,10 @@ least as much, and per run any strategy cheaper than the session with a higher r
     python3 scripts/replay-compare.py --cli target/release/cutctx \
         data/heldout --fractions 0.5 0.3 -- --warm-prefix      # the held-out set
 
+With `--summary-json FILE` the figures are also written as JSON (per window, per strategy:
+cost, its ratio to the session's, and the retention averages), which
+`scripts/frontier-chart.py` draws.
+
 A corpus is tau-bench's folder, or a folder of runs named `*.chat.json`, `*.responses.json` or
 `*.anthropic.json` (each optionally `.gz`), each replayed in the format its name says.
 
@@ -55,6 +59,7 @@ def main():
     ap.add_argument("corpus")
     ap.add_argument("--fractions", type=float, nargs="+", default=[0.5, 0.3])
     ap.add_argument("--every", type=int, default=1, help="take every n-th run")
+    ap.add_argument("--summary-json", help="also write the figures as JSON to this file")
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
@@ -82,6 +87,7 @@ def main():
                 path = plain
             runs.append(path)
         runs = runs[::args.every]
+    summary = {"corpus": corpus.name, "runs": len(runs), "windows": {}}
     for fraction in args.fractions:
         totals, retention, over, bound, cannot = {}, {}, {}, 0.0, {}
         dominated, cheaper_recalling = [], []
@@ -105,6 +111,10 @@ def main():
                 for i, k in enumerate(RETENTION):
                     r[i] += s["retention"][k] / len(runs)
         session = totals["session"]
+        summary["windows"][f"{fraction}"] = {
+            name: {"cost_units": cost, "per_session": cost / session, "over": over[name],
+                   **{k: retention[name][i] for i, k in enumerate(RETENTION)}}
+            for name, cost in totals.items()}
         print(f"window {fraction:.0%} of each run's final size, {len(runs)} runs; bound {bound:,.0f} units")
         print("| strategy | cost (units) | / session | recall | behind a digest | identifiers | task | latest user "
               "| both, where they fit | recent | calls over the window (untouchable fits) |")
@@ -128,6 +138,8 @@ def main():
         for d in cheaper_recalling:
             print("  " + d)
         print()
+    if args.summary_json:
+        pathlib.Path(args.summary_json).write_text(json.dumps(summary, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1019,6 +1019,7 @@ pub fn replay_extended(
     let room = crate::retention::Room {
         tokens: &context.tokens,
         besides: context.fixed + config.reserve_output,
+        protected: usize::try_from(config.protected_recent).unwrap_or(usize::MAX),
         window: config.window,
     };
     let targets = Targets::of(format, run, &context.points, extras.retention_last, &room);

@@ -32,8 +32,9 @@
 //! request holds a message with every string of it unchanged, as the task is checked.
 //!
 //! The task and the latest user message are also counted together, over the calls where they
-//! can fit: where the request's fixed part, its system messages, the output reserve and the
-//! two messages are within the window; the calls where they cannot are counted apart.
+//! can fit beside what no compaction may touch: where the request's fixed part, its system
+//! messages, the output reserve, the two messages and the last `N` messages (`N` the protected
+//! recent turns) are within the window; the calls where they cannot are counted apart.
 //!
 //! **Over the run.** Identifiers and needed identifiers: kept over eligible, summed over calls
 //! (1 when no call has any; behind a digest, 0 when none is needed). Task and latest user
@@ -63,11 +64,10 @@ pub struct Retention {
     /// Calls at which the latest user message is sent intact.
     pub latest_user: f64,
     /// Calls at which both the task and the latest user message are sent intact, among those
-    /// where they fit: where the fixed part, the system messages, the reserve and the two are within the
-    /// window (1 when there are none).
+    /// where they fit beside what no compaction may touch (see the module's definition; 1
+    /// when there are none).
     pub users_where_they_fit: f64,
-    /// Calls at which the fixed part, the reserve, the task and the latest user message
-    /// together exceed the window: no request there can hold both.
+    /// Calls at which they do not: no request there holds both and the protected turns.
     pub users_cannot_fit: usize,
 }
 
@@ -176,10 +176,11 @@ struct Target {
 
 /// What [`Targets::of`] needs to tell whether the task and the latest user message can fit:
 /// each message's tokens, the tokens every request sends besides its messages (the fixed
-/// part and the reserve), and the window.
+/// part and the reserve), how many of the latest messages are protected, and the window.
 pub(crate) struct Room<'a> {
     pub(crate) tokens: &'a [u64],
     pub(crate) besides: u64,
+    pub(crate) protected: usize,
     pub(crate) window: u64,
 }
 
@@ -257,22 +258,22 @@ impl Targets {
                 .enumerate()
                 .rev()
                 .find_map(|(i, m)| user_part(format, m).map(|part| (i, part)));
-            let tokens =
-                |i: Option<usize>| i.and_then(|i| room.tokens.get(i)).copied().unwrap_or(0);
+            // What every request must hold besides: the system messages and the protected
+            // recent messages, counted once with the task and the latest user message.
             let latest_at = latest.as_ref().map(|(i, _)| *i);
-            let both = if latest_at == task_at {
-                tokens(task_at)
-            } else {
-                tokens(task_at) + tokens(latest_at)
-            };
-            // System messages are sent in every request, as the fixed part is.
-            let system: u64 = prior
+            let recent_from = len.saturating_sub(room.protected);
+            let held: u64 = prior
                 .iter()
                 .enumerate()
-                .filter(|(_, m)| cutctx_formats::is_system_message(format, m))
-                .map(|(i, _)| tokens(Some(i)))
+                .filter(|(i, m)| {
+                    Some(*i) == task_at
+                        || Some(*i) == latest_at
+                        || *i >= recent_from
+                        || cutctx_formats::is_system_message(format, m)
+                })
+                .map(|(i, _)| room.tokens.get(i).copied().unwrap_or(0))
                 .sum();
-            let users_fit = room.besides + system + both <= room.window;
+            let users_fit = room.besides + held <= room.window;
             let latest_user = latest.map(|(_, part)| part);
             let all = results(format, prior);
             let recent = all[all.len().saturating_sub(last)..].to_vec();

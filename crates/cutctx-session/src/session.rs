@@ -808,7 +808,7 @@ pub struct Fitted {
 /// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
 /// and the protected recent turns) plus `share` of the room the window leaves above it; at
 /// worst to the window itself. With `keep_task` (a session's firing) the firing keeps what
-/// the model is working from ([`Keep::ladder`]): the first user turn (the task statement,
+/// the model is working from ([`Keep::LADDER`]): the first user turn (the task statement,
 /// which stays in the cached prefix across firings), the latest user turn, and the tool
 /// results the latest model messages refer to.
 ///
@@ -837,11 +837,11 @@ pub fn compact_to<E: From<FormatError>>(
 ) -> Result<Fitted, E> {
     let mut lent = Lent::Borrowed(request);
     let ladder = if keep_task {
-        Keep::ladder(config)
+        &Keep::LADDER[..]
     } else {
-        vec![Keep::unpinned(config)]
+        &[Keep::UNPINNED][..]
     };
-    fit_down(config, &mut lent, share, &ladder, summarize)?.map_err(|unfit| match unfit {
+    fit_down(config, &mut lent, share, ladder, summarize)?.map_err(|unfit| match unfit {
         Unfit::Budget(e) => E::from(FormatError::from(e)),
         Unfit::OpenLoop(e) => E::from(e),
     })
@@ -854,8 +854,6 @@ struct Keep {
     users: bool,
     /// The tool results the last [`Keep::REFERRERS`] model messages refer to are pinned.
     referred: bool,
-    /// How many of the most recent turns are protected.
-    protected: u64,
 }
 
 impl Keep {
@@ -863,43 +861,29 @@ impl Keep {
     /// the few before it, whose files and outputs the next answer most often works on.
     const REFERRERS: usize = 4;
 
-    /// What a firing that keeps nothing of its own protects: the configured recent turns.
-    const fn unpinned(config: &SessionConfig) -> Self {
-        Self {
-            users: false,
-            referred: false,
-            protected: config.protected_recent,
-        }
-    }
+    /// A firing that pins nothing of its own (the configured pins and recent turns stay).
+    const UNPINNED: Self = Self {
+        users: false,
+        referred: false,
+    };
 
     /// What a session's firing tries to keep, most first, each tried where the one before
-    /// leaves no plan under the window: the user turns, the referred results and the
-    /// protected recent turns; then without the referred results; then with one protected
-    /// turn fewer at a time, down to one, so that the task and the latest request outlast
-    /// the older of the recent turns; at last, the configured recent turns alone, since
-    /// keeping the user turns must never cost a fit.
-    fn ladder(config: &SessionConfig) -> Vec<Self> {
-        let n = config.protected_recent;
-        let mut rungs = vec![
-            Self {
-                users: true,
-                referred: true,
-                protected: n,
-            },
-            Self {
-                users: true,
-                referred: false,
-                protected: n,
-            },
-        ];
-        rungs.extend((0..n).rev().map(|protected| Self {
+    /// leaves no plan under the window: the user turns and the referred results; then the
+    /// user turns alone; at last neither, since keeping them must never cost a fit. Every
+    /// rung keeps the configured recent turns: a protected turn is never touched, so a task
+    /// that fits only without them is let go, and brought back at the first call where it
+    /// fits ([`restorable_task`]).
+    const LADDER: [Self; 3] = [
+        Self {
+            users: true,
+            referred: true,
+        },
+        Self {
             users: true,
             referred: false,
-            protected,
-        }));
-        rungs.push(Self::unpinned(config));
-        rungs
-    }
+        },
+        Self::UNPINNED,
+    ];
 }
 
 /// The first rung of `ladder` that fits (see [`fit`]); a loop whose reasoning no plan keeps
@@ -954,7 +938,7 @@ fn fire_early<E: From<FormatError>>(
     if !early.pays(prompt, least, growth, calls) {
         return Ok(None);
     }
-    let keep = Keep::ladder(config)[0];
+    let keep = Keep::LADDER[0];
     let read = untouchable(config, lent.lend(), keep).map_err(E::from)?;
     let floor = read.floor;
     lent.give_back(read.transcript);
@@ -974,7 +958,7 @@ fn compact_to_unless_open_loop<E: From<FormatError>>(
     share: f64,
     summarize: &mut Summarize<'_, E>,
 ) -> Result<Option<Fitted>, E> {
-    match fit_down(config, lent, share, &Keep::ladder(config), summarize)? {
+    match fit_down(config, lent, share, &Keep::LADDER, summarize)? {
         Ok(fitted) => Ok(Some(fitted)),
         Err(Unfit::OpenLoop(_)) => Ok(None),
         Err(Unfit::Budget(e)) => Err(E::from(FormatError::from(e))),
@@ -1090,8 +1074,6 @@ struct Untouchable {
     turn_floor: u64,
     /// Those with the tools and the reserve: the least a firing can send.
     floor: u64,
-    /// How many recent turns are protected.
-    protected: u64,
 }
 
 /// Reads `request` for a firing, with the pins `keep` asks for, and counts its untouchable
@@ -1117,14 +1099,13 @@ fn untouchable(
         pt.pin_latest_user()?;
     }
     let count = pt.prompt_count(config.reserve_output);
-    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(keep.protected);
+    let budget0 = CompactionBudget::new(0).with_protected_recent_turns(config.protected_recent);
     let analysis = cutctx_invariants::Analysis::of(pt.transcript(), &budget0);
     let turn_floor = analysis.untouchable_tokens();
     Ok(Untouchable {
         floor: count.tools + count.reserve + turn_floor,
         transcript: pt,
         turn_floor,
-        protected: keep.protected,
     })
 }
 
@@ -1187,9 +1168,9 @@ fn fit_read<E: From<FormatError>>(
         transcript: pt,
         turn_floor,
         floor,
-        protected,
     } = read;
-    let (turn_floor, floor, protected) = (*turn_floor, *floor, *protected);
+    let (turn_floor, floor) = (*turn_floor, *floor);
+    let protected = config.protected_recent;
     let limit = config.window;
     if floor > limit {
         return Ok(Err(Unfit::Budget(CompactionError::BudgetUnsatisfiable {

@@ -298,29 +298,49 @@ pub(crate) fn check(format: Format, input: &str, output: &str) -> Result<Outcome
         return Err(format!("the output has {m} messages, the input {n}"));
     }
     let masked = |o: &(&str, Value)| o.0.contains(MASK_MARK);
-    // Output message k is input message at(k) under the candidate (first, from).
-    let pairs = |first: usize, from: usize| {
-        (0..m).map(move |k| (k, if k < first { k } else { from + k - first }))
+    // The output is the input with some results masked and some messages dropped (a firing
+    // keeps pinned messages, such as the task and the results the latest answers refer to,
+    // between dropped runs): a subsequence, each message kept byte for byte or masked in
+    // place. The leftmost embedding exists whenever any does.
+    let fits = |k: usize, j: usize, bytes: bool| {
+        if masked(&outs[k]) {
+            is_result(format, &ins[j].1) && ids(&outs[k].1) == ids(&ins[j].1)
+        } else if bytes {
+            outs[k].0 == ins[j].0
+        } else {
+            outs[k].1 == ins[j].1
+        }
     };
-    let mut byte_faults: Option<Vec<String>> = None;
-    for first in 0..=m {
-        let from = n - (m - first);
-        if from < first {
-            continue;
-        }
-        let explains = pairs(first, from).all(|(k, j)| {
-            if masked(&outs[k]) {
-                is_result(format, &ins[j].1) && ids(&outs[k].1) == ids(&ins[j].1)
-            } else {
-                outs[k].1 == ins[j].1
+    let embed = |bytes: bool| -> Option<Vec<usize>> {
+        let mut at = Vec::with_capacity(m);
+        let mut j = 0;
+        for k in 0..m {
+            while j < n && !fits(k, j, bytes) {
+                j += 1;
             }
-        });
-        if !explains {
-            continue;
+            if j == n {
+                return None;
+            }
+            at.push(j);
+            j += 1;
         }
-        let faults: Vec<String> = pairs(first, from)
-            .filter(|&(k, j)| !masked(&outs[k]) && outs[k].0 != ins[j].0)
-            .map(|(k, j)| {
+        Some(at)
+    };
+    if embed(true).is_some() {
+        let masked_count = outs.iter().filter(|o| masked(o)).count();
+        check_numbers(input, output, &a, &b)?;
+        return Ok(Outcome {
+            kept: m - masked_count,
+            masked: masked_count,
+            dropped: n - m,
+        });
+    }
+    match embed(false) {
+        Some(at) => Err(at
+            .iter()
+            .enumerate()
+            .filter(|&(k, &j)| !masked(&outs[k]) && outs[k].0 != ins[j].0)
+            .map(|(k, &j)| {
                 let elsewhere = ins
                     .iter()
                     .position(|(t, _)| *t == outs[k].0)
@@ -331,22 +351,10 @@ pub(crate) fn check(format: Format, input: &str, output: &str) -> Result<Outcome
                     clip(outs[k].0)
                 )
             })
-            .collect();
-        if faults.is_empty() {
-            let masked_count = outs.iter().filter(|o| masked(o)).count();
-            check_numbers(input, output, &a, &b)?;
-            return Ok(Outcome {
-                kept: m - masked_count,
-                masked: masked_count,
-                dropped: n - m,
-            });
-        }
-        byte_faults.get_or_insert(faults);
-    }
-    match byte_faults {
-        Some(faults) => Err(faults.join("\n")),
+            .collect::<Vec<_>>()
+            .join("\n")),
         None => Err(format!(
-            "the output's {m} messages are not the input's {n} with some masked and a run dropped:\n{}",
+            "the output's {m} messages are not the input's {n} with some masked and some dropped:\n{}",
             outs.iter()
                 .enumerate()
                 .map(|(k, o)| format!("  output {k}: {}", clip(o.0)))

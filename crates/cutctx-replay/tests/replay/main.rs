@@ -967,3 +967,149 @@ fn the_policys_summary_length_is_the_one_rule() {
         );
     }
 }
+
+/// A small Chat run for the needed-information measure: the task, a listing whose result first
+/// shows `src/app_io.py`, a second user message, then an answer that opens that file (the
+/// second of three calls), its result and a last answer.
+fn needed_run() -> (Value, Vec<Value>) {
+    let call = |id: &str, args: &str| {
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": id, "type": "function", "function": {"name": "run", "arguments": args}}]})
+    };
+    let messages = vec![
+        json!({"role": "user", "content": "Fix the failing test."}),
+        call("c1", "{\"cmd\": \"ls\"}"),
+        json!({"role": "tool", "tool_call_id": "c1", "content": "src/app_io.py src/app_cli.py"}),
+        json!({"role": "user", "content": "Start with the reader, please."}),
+        call("c2", "{\"cmd\": \"cat src/app_io.py\"}"),
+        json!({"role": "tool", "tool_call_id": "c2", "content": "def read_all(): pass"}),
+        json!({"role": "assistant", "content": "Done."}),
+    ];
+    (request(Format::OpenAiChat, &messages), messages)
+}
+
+/// An identifier first seen in a tool result and used by the next answer counts as recalled
+/// when sent verbatim, apart when only a digest stub of its result is left, and as lost when
+/// the result is gone; the latest user message is checked as the task is.
+#[test]
+fn recall_counts_needed_identifiers_verbatim_behind_a_digest_and_lost_apart() {
+    let (run, messages) = needed_run();
+    let points = call_points(Format::OpenAiChat, &messages);
+    assert_eq!(points, [1, 4, 6]);
+    let at = |edit: &dyn Fn(&mut Vec<Value>)| -> Vec<ExternalCall> {
+        points
+            .iter()
+            .map(|&len| {
+                let mut sent = messages[..len].to_vec();
+                if len >= 4 {
+                    edit(&mut sent);
+                }
+                ExternalCall {
+                    request: request(Format::OpenAiChat, &sent),
+                    summary: None,
+                }
+            })
+            .collect()
+    };
+    let stub = format!("[masked] (original: 9 tokens, sha256:{})", "ab".repeat(32));
+    let external = |name: &str, calls| External {
+        name: name.into(),
+        calls,
+    };
+    let extras = ReplayExtras {
+        external: vec![
+            external("verbatim", at(&|_| {})),
+            external(
+                "digest",
+                at(&|m| m[2]["content"] = Value::String(stub.clone())),
+            ),
+            external(
+                "placeholder",
+                at(&|m| m[2]["content"] = Value::String("[cleared]".into())),
+            ),
+            external(
+                "no-latest-user",
+                at(&|m| {
+                    m.remove(3);
+                }),
+            ),
+        ],
+        ..ReplayExtras::default()
+    };
+    let cfg = config(Format::OpenAiChat, 10_000, "drop_oldest");
+    let r = replay_extended(
+        &cfg,
+        &PriceTable::anthropic(),
+        &run,
+        ReplayOptions::default(),
+        &extras,
+    )
+    .expect("replay");
+    let by = |name: &str| {
+        r.strategies
+            .iter()
+            .find(|s| s.name == name)
+            .expect("present")
+            .retention
+    };
+    // One needed identifier, src/app_io.py (the answer's "cat" and "cmd" are plain words).
+    let verbatim = by("verbatim");
+    assert_eq!((verbatim.needed, verbatim.needed_behind_digest), (1.0, 0.0));
+    let digest = by("digest");
+    assert_eq!((digest.needed, digest.needed_behind_digest), (0.0, 1.0));
+    let placeholder = by("placeholder");
+    assert_eq!(
+        (placeholder.needed, placeholder.needed_behind_digest),
+        (0.0, 0.0)
+    );
+    // The latest user message is the task at the first call, the second one after.
+    assert_eq!(verbatim.latest_user, 1.0);
+    let dropped = by("no-latest-user");
+    assert!((dropped.latest_user - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(dropped.task_intact, 1.0);
+    assert!((dropped.users_where_they_fit - 1.0 / 3.0).abs() < 1e-12);
+    assert_eq!(dropped.users_cannot_fit, 0);
+}
+
+/// Where the system prompt, the task and the latest user message together exceed the window,
+/// the call is counted apart and not held against a strategy.
+#[test]
+fn calls_where_the_task_and_the_latest_user_message_cannot_fit_are_counted_apart() {
+    let (_, mut messages) = needed_run();
+    messages[0] = json!({"role": "user", "content": format!("Fix it. {}", "detail ".repeat(400))});
+    let run = request(Format::OpenAiChat, &messages);
+    let points = call_points(Format::OpenAiChat, &messages);
+    // A request without the task at every call.
+    let calls = points
+        .iter()
+        .map(|&len| ExternalCall {
+            request: request(Format::OpenAiChat, &messages[1..len]),
+            summary: None,
+        })
+        .collect();
+    let extras = ReplayExtras {
+        external: vec![External {
+            name: "taskless".into(),
+            calls,
+        }],
+        ..ReplayExtras::default()
+    };
+    let cfg = config(Format::OpenAiChat, 300, "drop_oldest");
+    let r = replay_extended(
+        &cfg,
+        &PriceTable::anthropic(),
+        &run,
+        ReplayOptions::default(),
+        &extras,
+    )
+    .expect("replay");
+    let taskless = r
+        .strategies
+        .iter()
+        .find(|s| s.name == "taskless")
+        .expect("present")
+        .retention;
+    assert_eq!(taskless.task_intact, 0.0);
+    assert_eq!(taskless.users_cannot_fit, 3);
+    assert_eq!(taskless.users_where_they_fit, 1.0);
+}

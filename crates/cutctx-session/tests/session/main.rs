@@ -694,4 +694,119 @@ fn a_session_firing_keeps_the_task_statement() {
     }
 }
 
+/// Replaces `from` with `to` in the text of `message` (wherever the format keeps it).
+fn with_text(message: &Value, from: &str, to: &str) -> Value {
+    serde_json::from_str(&message.to_string().replacen(from, to, 1)).expect("JSON")
+}
+
+#[test]
+fn a_firing_keeps_the_result_the_latest_model_message_refers_to() {
+    for format in Format::ALL {
+        let mut messages = Vec::new();
+        for i in 0..12 {
+            messages.extend(exchange(format, i, 400));
+        }
+        // Exchange 1's result is the first to show a file the last answer goes on to open.
+        let result = with_text(&messages[6], "1 w", "1 src/app_io.py w");
+        messages[6] = result.clone();
+        let plain = messages.clone();
+        let last = messages.len() - 1;
+        messages[last] = with_text(&messages[last], "11 w", "11 now open src/app_io.py w");
+        let cfg = config(format, 3_000, "default_chain");
+        let referred =
+            step(&cfg, None, &request(format, &messages), &mut stand_in).expect("a step");
+        let unreferred = step(&cfg, None, &request(format, &plain), &mut stand_in).expect("a step");
+        assert!(
+            referred.firing.is_some() && unreferred.firing.is_some(),
+            "{format}: both fire"
+        );
+        validate(format, &referred.request).expect("a valid request");
+        assert!(
+            history(format, &referred.request).contains(&result),
+            "{format}: the result referred to is sent as it was"
+        );
+        assert!(
+            !history(format, &unreferred.request).contains(&result),
+            "{format}: unreferred, the firing takes it"
+        );
+    }
+}
+
+/// Chat messages: a long task, eight small exchanges, a short turn and then `latest`.
+fn task_run(latest: &str) -> Vec<Value> {
+    let mut messages =
+        vec![json!({"role": "user", "content": format!("task {}", "t".repeat(1_600))})];
+    for i in 0..8 {
+        messages.extend(exchange(Format::OpenAiChat, i + 10, 200));
+    }
+    messages.push(json!({"role": "user", "content": "go on"}));
+    messages.push(json!({"role": "assistant", "content": "ok"}));
+    messages.push(json!({"role": "user", "content": latest}));
+    messages
+}
+
+#[test]
+fn a_firing_keeps_the_latest_user_message_beyond_the_protected_turns() {
+    for format in Format::ALL {
+        let mut messages = Vec::new();
+        for i in 0..10 {
+            messages.extend(exchange(format, i, 400));
+        }
+        let latest = json!({"role": "user", "content": "Now check the other branch too."});
+        messages.push(latest.clone());
+        // A tool loop follows it: the protected turns are the loop's last call and result.
+        for i in 20..28 {
+            messages.extend(exchange(format, i, 400)[1..3].iter().cloned());
+        }
+        let cfg = config(format, 3_000, "default_chain");
+        let s = step(&cfg, None, &request(format, &messages), &mut stand_in).expect("a step");
+        assert!(s.firing.is_some(), "{format}: fires");
+        validate(format, &s.request).expect("a valid request");
+        assert!(
+            history(format, &s.request).contains(&latest),
+            "{format}: the latest user message is kept"
+        );
+    }
+}
+
+#[test]
+fn a_task_a_firing_had_to_let_go_comes_back_at_the_first_call_where_it_fits() {
+    let format = Format::OpenAiChat;
+    let cfg = config(format, 1_000, "default_chain");
+    // The latest user message is too long to go with the task: the firing keeps it alone.
+    let mut messages = task_run(&format!("paste {}", "p".repeat(2_400)));
+    let task = messages[0].clone();
+    let first = step(&cfg, None, &request(format, &messages), &mut stand_in).expect("a step");
+    assert!(first.firing.is_some(), "fires");
+    assert!(
+        !history(format, &first.request).contains(&task),
+        "no room for the task"
+    );
+    // The next user message is short: the session fires again to send the task.
+    messages.push(json!({"role": "assistant", "content": "ok"}));
+    messages.push(json!({"role": "user", "content": "thanks, go on"}));
+    let next = step(
+        &cfg,
+        Some(&first.state),
+        &request(format, &messages),
+        &mut stand_in,
+    )
+    .expect("a step");
+    assert!(next.prompt_tokens <= cfg.window, "nothing forces a firing");
+    assert!(next.firing.is_some(), "it fires to bring the task back");
+    let sent = history(format, &next.request);
+    assert!(sent.contains(&task) && sent.contains(&messages[messages.len() - 1]));
+    // Once back, the calls after it extend the request as usual.
+    messages.push(json!({"role": "assistant", "content": "ok"}));
+    messages.push(json!({"role": "user", "content": "and again"}));
+    let after = step(
+        &cfg,
+        Some(&next.state),
+        &request(format, &messages),
+        &mut stand_in,
+    )
+    .expect("a step");
+    assert!(after.firing.is_none());
+}
+
 mod ahead;
