@@ -861,25 +861,10 @@ impl ProviderTranscript {
                 details! { "format" => self.format.as_str() },
             ));
         }
-        // A request without a list (a Responses `input` string) holds no results to pin.
-        let list = mapping::messages_key(&self.document, list_key(self.format))
-            .0
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
-        let descriptor = self.format.descriptor();
-        let answered = |source: &TurnSource| -> Option<&str> {
-            match source {
-                TurnSource::Message(i) => descriptor.answered_call(list.get(*i)?, None),
-                TurnSource::Block { message, block } => {
-                    descriptor.answered_call(list.get(*message)?, Some(*block))
-                }
-                _ => None,
-            }
-        };
         let pin: Vec<bool> = self
-            .sources
+            .answered_calls()
             .iter()
-            .map(|s| answered(s).is_some_and(|id| call_ids.contains(id)))
+            .map(|id| id.is_some_and(|id| call_ids.contains(id)))
             .collect();
         let count = pin.iter().filter(|p| **p).count();
         if count > 0 {
@@ -899,6 +884,45 @@ impl ProviderTranscript {
             self.transcript = Transcript::new(turns)?;
         }
         Ok(count)
+    }
+
+    /// Per turn, the id of the call it is the result of, as the request's messages say
+    /// (`None` for every other turn, and for every turn of a transcript read from text, which
+    /// keeps no messages to read the ids from).
+    ///
+    /// ```
+    /// use cutctx_formats::{Format, ProviderTranscript};
+    /// use serde_json::json;
+    /// let request = json!({"model": "m", "messages": [
+    ///     {"role": "user", "content": "read it"},
+    ///     {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+    ///         "function": {"name": "read", "arguments": "{}"}}]},
+    ///     {"role": "tool", "tool_call_id": "c1", "content": "a long result"}]});
+    /// let pt = ProviderTranscript::parse(Format::OpenAiChat, &request)?;
+    /// assert_eq!(pt.answered_calls(), [None, None, Some("c1")]);
+    /// # Ok::<(), cutctx_formats::FormatError>(())
+    /// ```
+    #[must_use]
+    pub fn answered_calls(&self) -> Vec<Option<&str>> {
+        if self.layout.is_some() {
+            return vec![None; self.sources.len()];
+        }
+        // A request without a list (a Responses `input` string) holds no results.
+        let list = mapping::messages_key(&self.document, list_key(self.format))
+            .0
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        let descriptor = self.format.descriptor();
+        self.sources
+            .iter()
+            .map(|source| match source {
+                TurnSource::Message(i) => descriptor.answered_call(list.get(*i)?, None),
+                TurnSource::Block { message, block } => {
+                    descriptor.answered_call(list.get(*message)?, Some(*block))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// Pins the request's first user turn (the task statement, in an agent loop), so that a

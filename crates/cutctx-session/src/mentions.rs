@@ -147,7 +147,7 @@ fn note(
 }
 
 /// The ids of the calls whose results the last `recent` model messages of `request` refer to
-/// (see the module's definition).
+/// (see the module's definition), each once, the most recently referred to first.
 ///
 /// ```
 /// use cutctx_formats::Format;
@@ -163,11 +163,10 @@ fn note(
 ///     {"role": "tool", "tool_call_id": "c2", "content": "fn read_all() {}"},
 /// ]});
 /// // The last model message opens src/io.rs, which it read in c1's result.
-/// let referred = referred_results(Format::OpenAiChat, &request, 1);
-/// assert_eq!(referred.into_iter().collect::<Vec<_>>(), ["c1"]);
+/// assert_eq!(referred_results(Format::OpenAiChat, &request, 1), ["c1"]);
 /// ```
 #[must_use]
-pub fn referred_results(format: Format, request: &Value, recent: usize) -> BTreeSet<String> {
+pub fn referred_results(format: Format, request: &Value, recent: usize) -> Vec<String> {
     let messages = history(format, request);
     let referrers: Vec<usize> = (0..messages.len())
         .rev()
@@ -175,10 +174,11 @@ pub fn referred_results(format: Format, request: &Value, recent: usize) -> BTree
         .take(recent)
         .collect();
     if referrers.is_empty() {
-        return BTreeSet::new();
+        return Vec::new();
     }
     let seen = first_seen(format, request);
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
+    let mut have = BTreeSet::new();
     for &i in &referrers {
         each_string(&messages[i], &mut |s| {
             each_identifier(s, &mut |t| {
@@ -187,8 +187,9 @@ pub fn referred_results(format: Format, request: &Value, recent: usize) -> BTree
                     call: Some(call),
                 }) = seen.get(t)
                     && *at < i
+                    && have.insert(call.as_str())
                 {
-                    out.insert(call.clone());
+                    out.push(call.clone());
                 }
             });
         });
