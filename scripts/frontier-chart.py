@@ -78,7 +78,7 @@ def main():
     body = []
     for i, (name, summary) in enumerate(sets):
         body += panel(name, summary, i * (W + GAP), y_min)
-    body.insert(0, f'<text x="6" y="{H / 2}" font-size="11" transform="rotate(-90 10 {H / 2})">'
+    body.append(f'<text x="6" y="{H / 2}" font-size="11" transform="rotate(-90 10 {H / 2})">'
                    'recall: needed identifiers sent verbatim</text>')
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{H}" '
            f'font-family="sans-serif">\n' + "\n".join(body) + "\n</svg>\n")

@@ -7,7 +7,8 @@ windows of 50% and 30% of its final size, with `--compare`, which adds the peer 
 the dynamic-programming reference to none, stateless and session. Per strategy, summed over the
 runs: cost over none's, over stateless's and over session's; the cache-hit rate; the calls sent
 over the window, and those whose untouchable part alone is over it (no strategy can fit them);
-the retention figures the JSON gives (weighted by calls). The lower bound the replay computes
+the retention figures the JSON gives (weighted by calls; counts, such as `users_cannot_fit`,
+summed). The lower bound the replay computes
 per run is printed under each table, over none's cost. A strategy the script does not know is
 printed all the same, under the name the JSON gives it. Usage:
 
@@ -46,7 +47,7 @@ def total(results):
             if name not in sums:
                 order.append(name)
                 sums[name] = {"cost": 0.0, "sent": 0, "cached": 0, "over": 0, "stuck": 0,
-                              "calls": 0, "ret": {}, "ret_calls": 0}
+                              "calls": 0, "ret": {}, "ret_calls": 0, "counts": {}}
             t = sums[name]
             t["cost"] += s.get("cost_units", 0.0)
             t["sent"] += s.get("tokens_sent", 0)
@@ -58,9 +59,15 @@ def total(results):
             if isinstance(ret, dict):
                 t["ret_calls"] += s.get("calls", 0)
                 for k, v in ret.items():
-                    if isinstance(v, (int, float)):
+                    if k in COUNTS:
+                        t["counts"][k] = t["counts"].get(k, 0) + v
+                    elif isinstance(v, (int, float)):
                         t["ret"][k] = t["ret"].get(k, 0.0) + v * s.get("calls", 0)
     return [n for n in ORDER if n in sums] + [n for n in order if n not in ORDER], sums
+
+
+# Retention figures that are counts of calls, summed over the runs rather than weighted.
+COUNTS = {"users_cannot_fit"}
 
 
 def table(title, results, markdown):
@@ -70,8 +77,9 @@ def table(title, results, markdown):
     for n in names:
         keys += [k for k in sums[n]["ret"] if k not in keys]
     ratio = lambda a, n: f"{a / base[n]:.3f}" if base.get(n) else "-"
+    counts = sorted({k for n in names for k in sums[n]["counts"]})
     head = (["strategy", "cost/none", "cost/stateless", "cost/session", "cache hit",
-             "over window", "untouchable over", "calls"] + keys)
+             "over window", "untouchable over", "calls"] + keys + counts)
     rows = []
     for n in names:
         t = sums[n]
@@ -80,7 +88,8 @@ def table(title, results, markdown):
                      f"{t['cached'] / t['sent']:.3f}" if t["sent"] else "-",
                      str(t["over"]), str(t["stuck"]), str(t["calls"])]
                     + [f"{t['ret'][k] / t['ret_calls']:.3f}" if t["ret_calls"] and k in t["ret"]
-                       else "-" for k in keys])
+                       else "-" for k in keys]
+                    + [str(t["counts"].get(k, 0)) for k in counts])
     bound = sum(r.get("bound_units", 0.0) for r in results)
     print()
     print(title)
