@@ -226,7 +226,7 @@ def total(results):
             if name not in sums:
                 order.append(name)
                 sums[name] = {"cost": 0.0, "sent": 0, "cached": 0, "busts": 0, "over": 0,
-                              "stuck": 0, "calls": 0, "ret": {}, "ret_calls": 0}
+                              "stuck": 0, "calls": 0, "ret": {}, "ret_calls": 0, "counts": {}}
             t = sums[name]
             t["cost"] += s.get("cost_units", 0.0)
             t["sent"] += s.get("tokens_sent", 0)
@@ -239,10 +239,16 @@ def total(results):
             if isinstance(ret, dict):
                 t["ret_calls"] += s.get("calls", 0)
                 for k, v in ret.items():
-                    if isinstance(v, (int, float)):
+                    if k in COUNTS:
+                        t["counts"][k] = t["counts"].get(k, 0) + v
+                    elif isinstance(v, (int, float)):
                         t["ret"][k] = t["ret"].get(k, 0.0) + v * s.get("calls", 0)
     ranked = [n for n in ORDER if n in sums] + [n for n in order if n not in ORDER]
     return ranked, sums
+
+
+# Retention figures that are counts of calls, summed over the runs rather than weighted.
+COUNTS = {"users_cannot_fit"}
 
 
 def table(title, results, markdown):
@@ -251,8 +257,9 @@ def table(title, results, markdown):
     keys = []
     for n in names:
         keys += [k for k in sums[n]["ret"] if k not in keys]
+    counts = sorted({k for n in names for k in sums[n]["counts"]})
     head = (["strategy", "cost/none", "cache hit", "busts", "over window", "untouchable over",
-             "calls"] + keys)
+             "calls"] + keys + counts)
     rows = []
     for n in names:
         t = sums[n]
@@ -261,6 +268,7 @@ def table(title, results, markdown):
                str(t["busts"]), str(t["over"]), str(t["stuck"]), str(t["calls"])]
         row += [f"{t['ret'][k] / t['ret_calls']:.3f}" if t["ret_calls"] and k in t["ret"] else "-"
                 for k in keys]
+        row += [str(t["counts"].get(k, 0)) for k in counts]
         rows.append(row)
     print()
     print(title)

@@ -808,7 +808,7 @@ pub struct Fitted {
 /// Compacts the whole `request` down to the untouchable part (tools, the reserve, system turns
 /// and the protected recent turns) plus `share` of the room the window leaves above it; at
 /// worst to the window itself. With `keep_task` (a session's firing) the firing keeps what
-/// the model is working from ([`Keep::LADDER`]): the first user turn (the task statement,
+/// the model is working from (tried in turn, most kept first): the first user turn (the task statement,
 /// which stays in the cached prefix across firings), the latest user turn, and the tool
 /// results the latest model messages refer to.
 ///
