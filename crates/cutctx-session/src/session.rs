@@ -250,8 +250,9 @@ pub enum Decision {
         /// The whole prompt with the reserve.
         prompt_tokens: u64,
     },
-    /// The request would cross the trigger, or [`SessionConfig::early`] is set (its rule
-    /// weighs the whole history): call [`step`] with the full history.
+    /// The request would cross the trigger, [`SessionConfig::early`] is set (its rule
+    /// weighs the whole history), or the last firing let the task go (a firing may bring it
+    /// back): call [`step`] with the full history, which may still append.
     Fire {
         /// The whole prompt with the reserve, before compaction.
         prompt_tokens: u64,
@@ -401,6 +402,8 @@ fn decide<E: From<FormatError>>(
         && let Some((kind, tokens)) = crate::ahead::swap(config, &mut state, messages, fixed)?
     {
         state.marks_system = false;
+        // A provider's compaction stands for the task; a cached summary's head keeps it.
+        state.task_lost = false;
         state.firings += 1;
         let sent = sent(format, request, &state)?;
         let after = fixed + tokens + config.reserve_output;
@@ -475,6 +478,8 @@ fn decide<E: From<FormatError>>(
     state.prefix = references(&fitted.origins, list);
     state.prefix_len = messages.len();
     state.message_tokens = messages_tokens(format, list, config.estimator.as_ref())?;
+    state.task_lost =
+        task_index(format, messages).is_some_and(|t| !fitted.origins.contains(&Some(t)));
     state.marks_system = false;
     if format == Format::Anthropic && config.cache_breakpoints {
         mark_prefix_end(request, &mut state.prefix);
@@ -623,9 +628,10 @@ pub fn push(
     let message_tokens =
         state.message_tokens + messages_tokens(config.format, new, config.estimator.as_ref())?;
     let prompt_tokens = fixed_tokens + message_tokens + config.reserve_output;
-    if prompt_tokens > config.trigger_tokens() || config.early.is_some() {
+    if prompt_tokens > config.trigger_tokens() || config.early.is_some() || state.task_lost {
         // Left for step, which reads the whole history from this same state (early firing
-        // weighs the whole history at every call).
+        // weighs the whole history at every call, and so does a session whose last firing
+        // let the task go, to bring it back where it fits).
         return Ok(Decision::Fire { prompt_tokens });
     }
     state.message_tokens = message_tokens;
@@ -972,36 +978,42 @@ fn compact_to_unless_open_loop<E: From<FormatError>>(
     }
 }
 
-/// The index of the task statement (the history's first user message) when the prefix of an
-/// earlier firing lost it and a firing now can bring it back: a firing drops the task only
-/// where the task and the latest user message could not fit the window together, and the
-/// session fires again, to send the task, at the first call where they can. Never after a
-/// provider's own compaction, whose summary stands for the task.
+/// The index of the task statement: the history's first user message that is not tool
+/// results alone.
+fn task_index(format: Format, messages: &[Value]) -> Option<usize> {
+    messages.iter().position(|m| is_user_message(format, m))
+}
+
+/// Whether `message` is a user message that is not tool results alone.
+fn is_user_message(format: Format, message: &Value) -> bool {
+    let descriptor = format.descriptor();
+    message.get("role").and_then(Value::as_str) == Some(descriptor.roles.user)
+        && !descriptor.is_tool_result(message)
+}
+
+/// The index of the task statement when the last firing had to let it go
+/// ([`SessionState::task_lost`]) and a firing now can bring it back: where the task and the
+/// latest user message fit the window with the fixed part, the reserve and the system
+/// messages. The session then fires again, at the first call where they do.
 fn restorable_task(
     config: &SessionConfig,
     state: &SessionState,
     request: &Value,
     fixed: u64,
 ) -> Result<Option<usize>, FormatError> {
-    let format = config.format;
-    let messages = history(format, request);
-    let user = format.descriptor().roles.user;
-    let is_user = |m: &Value| {
-        m.get("role").and_then(Value::as_str) == Some(user)
-            && !format.descriptor().is_tool_result(m)
-    };
-    let Some(task) = messages.iter().position(is_user) else {
-        return Ok(None);
-    };
-    let kept = |item: &PrefixItem| match item {
-        PrefixItem::Keep([a, b]) => (*a..*b).contains(&(task as u64)),
-        PrefixItem::Insert(v) => native_compaction(v),
-    };
-    if state.prefix.is_empty() || task >= state.prefix_len || state.prefix.iter().any(kept) {
+    if !state.task_lost {
         return Ok(None);
     }
+    let format = config.format;
+    let messages = history(format, request);
+    let Some(task) = task_index(format, messages) else {
+        return Ok(None);
+    };
     let estimator = config.estimator.as_ref();
-    let latest = messages.iter().rposition(is_user).unwrap_or(task);
+    let latest = messages
+        .iter()
+        .rposition(|m| is_user_message(format, m))
+        .unwrap_or(task);
     let mut needed = fixed + config.reserve_output;
     for (i, m) in messages.iter().enumerate() {
         if i == task || i == latest || cutctx_formats::is_system_message(format, m) {
@@ -1009,17 +1021,6 @@ fn restorable_task(
         }
     }
     Ok((needed <= config.window).then_some(task))
-}
-
-/// Whether `message` is, or holds, a provider's own compaction (Anthropic's compaction
-/// block, Responses' compaction item).
-fn native_compaction(message: &Value) -> bool {
-    let is = |v: &Value| v.get("type").and_then(Value::as_str) == Some("compaction");
-    is(message)
-        || message
-            .get("content")
-            .and_then(Value::as_array)
-            .is_some_and(|blocks| blocks.iter().any(is))
 }
 
 /// Why [`fit`] found no request to send.

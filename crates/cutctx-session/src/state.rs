@@ -51,6 +51,10 @@ pub struct SessionState {
     /// Anthropic, `--cache-breakpoints auto`: whether the sent requests mark the end of
     /// `system` (set at a firing).
     pub(crate) marks_system: bool,
+    /// Whether the last firing had to let the task statement go (it did not fit with the
+    /// latest user message beside the protected turns): each call then reads the whole history
+    /// to see whether a firing can bring it back.
+    pub(crate) task_lost: bool,
     /// A summary made ahead of the next firing, waiting to be swapped in
     /// ([`crate::ahead`]); dropped at any firing or restart.
     pub(crate) ready: Option<Ready>,
@@ -88,6 +92,9 @@ struct Body {
     /// Absent (false) in states written before it existed, and whenever it is false.
     #[serde(default, skip_serializing_if = "is_false")]
     marks_system: bool,
+    /// Absent (false) in states written before it existed, and whenever it is false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    task_lost: bool,
     /// Absent whenever no summary waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ready: Option<Ready>,
@@ -114,6 +121,7 @@ impl SessionState {
             message_tokens: 0,
             firings: 0,
             marks_system: false,
+            task_lost: false,
             ready: None,
         }
     }
@@ -203,6 +211,7 @@ impl SessionState {
             message_tokens: self.message_tokens,
             firings: self.firings,
             marks_system: self.marks_system,
+            task_lost: self.task_lost,
             ready: self.ready.clone(),
         };
         // Through a Value, so that keys are sorted exactly as the reader re-serializes them.
@@ -303,6 +312,7 @@ impl SessionState {
             message_tokens: body.message_tokens,
             firings: body.firings,
             marks_system: body.marks_system,
+            task_lost: body.task_lost,
             ready: body.ready,
         })
     }

@@ -181,7 +181,8 @@ class Session:
 
         The same request :meth:`prepare` gives for that longer history, and the same state,
         read from the new messages alone: the request sent last time with them appended, until
-        they cross the trigger; then the whole history is prepared (and may fire). The rest of
+        they cross the trigger (or while the last firing had to let the task go); then the whole
+        history is prepared (and may fire). The rest of
         the request (model, tools, system) is the last call's. The last call must have given a
         dict or a list with a message list (a ``ValueError`` otherwise: none yet, JSON text, a
         Responses ``input`` that is one string). The messages of the request returned are

@@ -782,9 +782,19 @@ fn a_task_a_firing_had_to_let_go_comes_back_at_the_first_call_where_it_fits() {
         !history(format, &first.request).contains(&task),
         "no room for the task"
     );
-    // The next user message is short: the session fires again to send the task.
+    // The next user message is short: the session fires again to send the task. The fast
+    // path that reads the new messages alone leaves that call to step, as the rule says.
     messages.push(json!({"role": "assistant", "content": "ok"}));
     messages.push(json!({"role": "user", "content": "thanks, go on"}));
+    let fixed =
+        cutctx_session::fixed_tokens(format, &request(format, &messages), cfg.estimator.as_ref())
+            .expect("count");
+    let mut pushed = first.state.clone();
+    let new = &messages[messages.len() - 2..];
+    assert!(matches!(
+        push(&cfg, &mut pushed, fixed, new).expect("push"),
+        Decision::Fire { .. }
+    ));
     let next = step(
         &cfg,
         Some(&first.state),
