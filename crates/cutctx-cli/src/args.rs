@@ -21,6 +21,14 @@ pub(crate) fn format_name() -> impl TypedValueParser<Value = Format> {
     })
 }
 
+/// The parser of a count of tokens (`--max-tokens`, `--window`, `--reserve-output`): a whole
+/// number, 0 or more. Negative numbers reach it (rather than being read as an unknown option),
+/// so that `--max-tokens -5` is told what a count of tokens is.
+fn tokens(s: &str) -> Result<u64, String> {
+    s.parse::<u64>()
+        .map_err(|_| format!("expected a whole number of tokens, 0 or more, not {s:?}"))
+}
+
 /// The parser of `--cache-breakpoints`: `auto` or `off`.
 fn breakpoints() -> impl TypedValueParser<Value = Breakpoints> {
     PossibleValuesParser::new(Breakpoints::ALL.map(Breakpoints::as_str)).map(|name| {
@@ -54,7 +62,7 @@ pub(crate) struct FormatArgs {
     #[arg(long, value_parser = format_name())]
     pub(crate) format: Option<Format>,
     /// The budget, in estimated tokens (required with --format).
-    #[arg(long, requires = "format")]
+    #[arg(long, value_parser = tokens, allow_negative_numbers = true, requires = "format")]
     pub(crate) max_tokens: Option<u64>,
     /// How many of the most recent turns are never touched (default 4).
     #[arg(long, requires = "format")]
@@ -82,7 +90,7 @@ pub(crate) struct FormatArgs {
     pub(crate) report: Option<PathBuf>,
     /// Tokens kept for the completion, out of --max-tokens (default: the request's own
     /// max_completion_tokens or max_tokens, max_output_tokens, or max_tokens; else 0).
-    #[arg(long, requires = "format")]
+    #[arg(long, value_parser = tokens, allow_negative_numbers = true, requires = "format")]
     pub(crate) reserve_output: Option<u64>,
     /// Drop (never invent) what makes the history invalid for its provider: calls without
     /// results, results without calls, misplaced reasoning, reused call ids, empty messages,
@@ -140,7 +148,7 @@ pub(crate) struct TuningArgs {
     #[arg(long)]
     protected_recent: Option<u64>,
     /// Tokens kept free for the answer, counted in the window (default 0).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, value_parser = tokens, allow_negative_numbers = true, default_value_t = 0)]
     reserve_output: u64,
     /// What a firing does with the thinking blocks and reasoning items after the first message
     /// it changes, whose signatures the provider then rejects: strip them (the default), keep
@@ -181,7 +189,7 @@ pub(crate) struct SessionArgs {
     #[arg(long, value_parser = format_name())]
     format: Format,
     /// The window: the whole prompt (tools, system, messages) plus --reserve-output, in tokens.
-    #[arg(long)]
+    #[arg(long, value_parser = tokens, allow_negative_numbers = true)]
     window: u64,
     /// The settings shared with `replay`.
     #[command(flatten)]
@@ -233,7 +241,7 @@ pub(crate) struct ReplayArgs {
     #[arg(long, value_parser = format_name())]
     format: Format,
     /// The window, in tokens.
-    #[arg(long, conflicts_with = "window_fraction")]
+    #[arg(long, value_parser = tokens, allow_negative_numbers = true, conflicts_with = "window_fraction")]
     window: Option<u64>,
     /// The window, as a fraction of the whole run's final size (default 0.7).
     #[arg(long)]
@@ -369,7 +377,7 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "normal")]
     sqlite_sync: String,
     /// The window of every model, in tokens, over the shipped table and the config.
-    #[arg(long)]
+    #[arg(long, value_parser = tokens, allow_negative_numbers = true)]
     window: Option<u64>,
     /// A JSON config file: {"windows": {MODEL: N}, "openai_upstream": URL, "anthropic_upstream": URL}.
     #[arg(long)]

@@ -211,11 +211,21 @@ fn command_line() -> ExitCode {
                 .any(|w| w[0] == "--error-format" && w[1] == "json")
                 || args.iter().any(|a| a == "--error-format=json");
             if json {
-                let err = OpsError {
+                // The first line of what clap prints, which names the argument and what is
+                // wrong with it, rather than the kind of error alone.
+                let text = e.to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let mut err = OpsError {
                     code: USAGE_ERROR,
-                    message: e.kind().to_string(),
-                    details: cutctx::model::details! {},
+                    message: first.strip_prefix("error: ").unwrap_or(first).to_owned(),
+                    details: cutctx::model::details! { "kind" => e.kind().to_string() },
                 };
+                if let Some(clap::error::ContextValue::String(arg)) =
+                    e.get(clap::error::ContextKind::InvalidArg)
+                {
+                    err.details
+                        .insert("argument".into(), serde_json::Value::from(arg.as_str()));
+                }
                 eprintln!("{}", err.to_json_line());
             } else {
                 let _ = e.print();

@@ -86,7 +86,9 @@ fn bpe_estimator(encoding: BpeEncoding) -> Result<Box<dyn TokenEstimator>, Forma
 fn bpe_estimator(encoding: BpeEncoding) -> Result<Box<dyn TokenEstimator>, FormatError> {
     Err(FormatError::unsupported(
         format!(
-            "The {} estimator needs cutctx-formats built with the `bpe` feature.",
+            "The {} estimator counts with OpenAI's BPE tables, which this build leaves out: build \
+             with the `bpe` feature (the command line: `cargo install --path crates/cutctx-cli \
+             --features bpe`), or use `chars:4`, the default, which needs none.",
             encoding.as_str()
         ),
         details! { "estimator" => encoding.as_str(), "feature" => "bpe" },
@@ -129,5 +131,22 @@ impl fmt::Display for EstimatorSpec {
             Self::Chars(r) => write!(f, "chars:{r}"),
             Self::Bpe(e) => f.write_str(e.as_str()),
         }
+    }
+}
+
+#[cfg(all(test, not(feature = "bpe")))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bpe_estimator_in_a_build_without_it_says_how_to_get_one() {
+        let spec: EstimatorSpec = "o200k_base".parse().expect("a known name");
+        let Err(e) = spec.estimator() else {
+            panic!("no BPE tables in this build")
+        };
+        assert_eq!(e.code(), "FORMAT_UNSUPPORTED");
+        let message = e.message();
+        assert!(message.contains("--features bpe"), "{message}");
+        assert!(message.contains("chars:4"), "{message}");
     }
 }

@@ -208,6 +208,26 @@ pub enum FrontEnd {
 }
 
 impl FrontEnd {
+    /// What a user of this front end does with a cutctx request document (`transcript`,
+    /// `budget`, `policy`) given where a provider request was expected.
+    ///
+    /// ```
+    /// use cutctx_ops::summarizer::FrontEnd;
+    /// assert!(FrontEnd::CommandLine.to_compact_a_document().contains("without --format"));
+    /// ```
+    #[must_use]
+    pub const fn to_compact_a_document(self) -> &'static str {
+        match self {
+            Self::CommandLine => {
+                "compact it without --format (cutctx compact REQUEST), or give the provider request itself"
+            }
+            Self::Python => {
+                "read it with the turn API (cutctx.Transcript, cutctx.CompactionBudget and a policy), or give cutctx.formats the provider request itself"
+            }
+            Self::Proxy => "send the provider request itself",
+        }
+    }
+
     /// What a user of this front end does when a firing needs a summary it has no way to write.
     ///
     /// ```

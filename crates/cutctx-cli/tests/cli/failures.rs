@@ -543,3 +543,64 @@ fn an_unknown_subcommand_prints_nothing_and_exits_2() {
     let json = run(&["frobnicate", "--error-format", "json"], None);
     assert_failure(&json, Format::Json, "USAGE_ERROR", 2);
 }
+
+// ---- errors that say what to do ---------------------------------------------------------------
+
+/// The repository's examples folder.
+fn example(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name)
+}
+
+#[test]
+fn a_request_document_given_as_a_provider_request_is_named_and_the_fix_said() {
+    let doc = example("request.json").into_os_string();
+    let args: Vec<OsString> = ["compact", "--format", "openai-chat", "--max-tokens", "100"]
+        .into_iter()
+        .map(OsString::from)
+        .chain([
+            OsString::from("--error-format"),
+            OsString::from("json"),
+            doc,
+        ])
+        .collect();
+    let err = assert_failure(&run(&args, None), Format::Json, "FORMAT_ERROR", 2);
+    let message = err["message"].as_str().expect("a message");
+    assert!(message.contains("cutctx request document"), "{message}");
+    assert!(message.contains("without --format"), "{message}");
+    assert_eq!(err["details"]["found"], "transcript");
+}
+
+#[test]
+fn a_negative_token_count_is_told_what_a_count_of_tokens_is() {
+    let request = example("openai-chat.json").into_os_string();
+    for flag in ["--max-tokens", "--reserve-output"] {
+        let mut args: Vec<OsString> = [
+            "compact",
+            "--format",
+            "openai-chat",
+            "--error-format",
+            "json",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+        if flag != "--max-tokens" {
+            args.extend(["--max-tokens", "100"].map(OsString::from));
+        }
+        args.extend([OsString::from(flag), OsString::from("-5"), request.clone()]);
+        let err = assert_failure(&run(&args, None), Format::Json, "USAGE_ERROR", 2);
+        let message = err["message"].as_str().expect("a message");
+        assert!(
+            message.contains("whole number of tokens"),
+            "{flag}: {message}"
+        );
+        assert!(
+            err["details"]["argument"]
+                .as_str()
+                .is_some_and(|a| a.starts_with(flag)),
+            "{flag}: {err}"
+        );
+    }
+}

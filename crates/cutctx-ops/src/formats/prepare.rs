@@ -110,7 +110,7 @@ pub fn prepare(args: &FormatOptions, input_text: &str) -> Result<Prepared, OpsEr
         .ok_or_else(|| usage("compact --format needs --max-tokens N", "max_tokens"))?;
     let spec = estimator_spec(args.estimator.as_deref())?;
     let estimator = spec.estimator().map_err(from_format)?;
-    let (mut pt, repairs) = read_request(format, args.repair, input_text, estimator.as_ref())?;
+    let (mut pt, repairs) = read_request(format, args, input_text, estimator.as_ref())?;
     // The sums only: nothing of the compaction reads the count turn by turn.
     let count = pt.prompt_totals(reserve(&pt, args.reserve_output)?);
     representable(&count, max_tokens)?;
@@ -173,19 +173,33 @@ pub(super) fn reserve(pt: &ProviderTranscript, asked: Option<u64>) -> Result<u64
 /// most of a large request is output that is dropped or masked unread.
 fn read_request(
     format: Format,
-    repair: bool,
+    args: &FormatOptions,
     input_text: &str,
     estimator: &dyn TokenEstimator,
 ) -> Result<(ProviderTranscript, Option<Vec<Repair>>), OpsError> {
-    let from_text = (!repair)
+    let from_text = (!args.repair)
         .then(|| ProviderTranscript::from_text_deferred(format, input_text, estimator))
         .flatten();
     if let Some(pt) = from_text {
         return Ok((pt, None));
     }
-    let (document, repairs) = read_value(format, repair, input_text)?;
-    let pt = ProviderTranscript::from_document_with(format, document, estimator)
-        .map_err(invalid_with_hint)?;
+    let (document, repairs) = read_value(format, args.repair, input_text)?;
+    let key = cutctx::formats::list_key(format);
+    let a_document = document.get("transcript").is_some() && document.get(key).is_none();
+    let pt = ProviderTranscript::from_document_with(format, document, estimator).map_err(|e| {
+        let mut err = invalid_with_hint(e);
+        if a_document {
+            // A request document given where a provider request was expected: say which.
+            err.message = format!(
+                "this is a cutctx request document (it has \"transcript\" and no \"{key}\"), \
+                 not an {format} request: {}",
+                args.front_end.to_compact_a_document()
+            );
+            err.details
+                .insert("found".into(), Value::from("transcript"));
+        }
+        err
+    })?;
     Ok((pt, repairs))
 }
 
