@@ -20,9 +20,31 @@ use args::{BatchArgs, FormatArgs, ReplayArgs, ServeArgs, SessionArgs};
 use cutctx_ops::output::{self, Delivery};
 use cutctx_ops::{OpsError, USAGE_ERROR};
 
+/// What `cutctx --help` ends with: a first command of each kind, and the exit codes.
+const EXAMPLES: &str = "\
+Examples (from a clone of the repository):
+  cutctx compact examples/request.json
+      plan and apply a request document: prints plan, report and the new transcript
+  cutctx compact --format openai-chat --max-tokens 2500 examples/openai-chat.json
+      compact a provider request in its own format (also openai-responses, anthropic)
+  cutctx batch --format openai-chat --max-tokens 2500 examples/batch.jsonl > out.jsonl
+      compact a JSONL file of requests on every core
+  cutctx serve --help
+      the compacting proxy for the OpenAI and Anthropic APIs
+
+Exit codes: 0 done; 1 a batch line failed; 2 bad input or usage; 3 the budget cannot be met;
+4 summaries missing; 5 a stored plan does not match; 6 the output could not be written.
+docs/CLI.md has every command, option and code.";
+
 /// Fit an LLM transcript into a token budget, deterministically and auditably.
 #[derive(Debug, Parser)]
-#[command(name = "cutctx", version, about, long_about = None)]
+#[command(
+    name = "cutctx",
+    version,
+    about = "Fit an LLM transcript into a token budget, deterministically and auditably.",
+    long_about = None,
+    after_help = EXAMPLES
+)]
 struct Cli {
     /// How failures are reported on standard error.
     #[arg(long, global = true, value_enum, default_value_t = ErrorFormat::Text)]

@@ -604,3 +604,16 @@ fn a_negative_token_count_is_told_what_a_count_of_tokens_is() {
         );
     }
 }
+
+#[test]
+fn the_help_says_what_cutctx_does_and_shows_examples() {
+    let help = run(&["--help"], None);
+    assert_eq!(help.status, Some(0));
+    let text = String::from_utf8(help.stdout).expect("UTF-8");
+    assert!(
+        text.starts_with("Fit an LLM transcript into a token budget"),
+        "{text}"
+    );
+    assert!(text.contains("Examples"), "{text}");
+    assert!(text.contains("Exit codes"), "{text}");
+}
